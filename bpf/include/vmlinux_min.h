@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The few kernel types skbtrace reads, declared with preserve_access_index so
+ * that every field access is relocated (CO-RE) against the running kernel's
+ * BTF at load time. Only names and types matter here, never offsets, which
+ * keeps the build independent of the build machine's kernel.
+ */
+#ifndef __VMLINUX_MIN_H__
+#define __VMLINUX_MIN_H__
+
+typedef unsigned char __u8;
+typedef unsigned short __u16;
+typedef unsigned int __u32;
+typedef unsigned long long __u64;
+typedef signed char __s8;
+typedef short __s16;
+typedef int __s32;
+typedef long long __s64;
+typedef __u8 u8;
+typedef __u16 u16;
+typedef __u32 u32;
+typedef __u64 u64;
+typedef __u16 __be16;
+typedef __u32 __be32;
+typedef __u32 __wsum;
+typedef _Bool bool;
+enum { false = 0, true = 1 };
+
+enum bpf_map_type {
+	BPF_MAP_TYPE_HASH = 1,
+	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_LRU_HASH = 9,
+	BPF_MAP_TYPE_RINGBUF = 27,
+};
+
+enum {
+	BPF_ANY = 0,
+	BPF_NOEXIST = 1,
+	BPF_EXIST = 2,
+};
+
+#pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
+
+struct in6_addr {
+	union {
+		__u8 u6_addr8[16];
+		__be16 u6_addr16[8];
+		__be32 u6_addr32[4];
+	} in6_u;
+};
+
+struct ns_common {
+	unsigned int inum;
+};
+
+struct net {
+	struct ns_common ns;
+};
+
+typedef struct {
+	struct net *net;
+} possible_net_t;
+
+struct sock_common {
+	__be32 skc_daddr;
+	__be32 skc_rcv_saddr;
+	__be16 skc_dport;
+	__u16 skc_num;
+	unsigned short skc_family;
+	volatile unsigned char skc_state;
+	possible_net_t skc_net;
+	struct in6_addr skc_v6_daddr;
+	struct in6_addr skc_v6_rcv_saddr;
+};
+
+struct socket {
+	unsigned long flags;
+};
+
+struct sock {
+	struct sock_common __sk_common;
+	struct socket *sk_socket;
+	int sk_wmem_queued;
+	int sk_sndbuf;
+	u32 sk_pacing_status;
+	u16 sk_protocol;
+	u16 sk_gso_max_segs;
+	unsigned long sk_tsq_flags;
+};
+
+struct tcp_sock {
+	u32 snd_cwnd;
+	u32 snd_ssthresh;
+	u32 packets_out;
+	u32 sacked_out;
+	u32 lost_out;
+	u32 retrans_out;
+	u32 write_seq;
+	u32 snd_nxt;
+	u32 snd_una;
+	u32 snd_sml;
+	u32 snd_wnd;
+	u32 mss_cache;
+	u32 segs_out;
+	u64 tcp_wstamp_ns;
+	u8 nonagle : 4;
+};
+
+/* Kernels before 6.8 keep the TSQ flags in tcp_sock. */
+struct tcp_sock___pre68 {
+	unsigned long tsq_flags;
+};
+
+struct sk_buff {
+	unsigned int len;
+};
+
+#pragma clang attribute pop
+
+/*
+ * Tracepoint contexts are read at fixed offsets: the verifier only allows
+ * constant offsets into them, and their layout (tracefs format file) is ABI.
+ */
+struct trace_entry {
+	unsigned short type;
+	unsigned char flags;
+	unsigned char preempt_count;
+	int pid;
+};
+
+struct trace_event_raw_inet_sock_set_state {
+	struct trace_entry ent;
+	const void *skaddr;
+	int oldstate;
+	int newstate;
+	__u16 sport;
+	__u16 dport;
+	__u16 family;
+	__u16 protocol;
+	__u8 saddr[4];
+	__u8 daddr[4];
+	__u8 saddr_v6[16];
+	__u8 daddr_v6[16];
+};
+
+
+#endif

@@ -1,0 +1,367 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* skbtrace kernel side: tracepoints only (no kprobes/fentry on the target kernels). */
+#include "vmlinux_min.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+#include "events.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define AF_INET 2
+#define AF_INET6 10
+#define IPPROTO_TCP 6
+#define SOCK_NOSPACE 2
+#define TSQ_THROTTLED 0
+#define TCP_NAGLE_OFF 1
+#define TCP_NAGLE_CORK 2
+#define NSEC_PER_SEC 1000000000ULL
+
+/* Filters, set by user space before load so the verifier prunes what is off; zero means any. */
+const volatile __u16 filter_port = 0;
+const volatile __u32 filter_netns = 0;
+const volatile __u16 filter_family = 0;
+const volatile __u8 filter_addr[16] = {};
+
+/* Never read: they give these types BTF entries, from which bpf2go generates the Go types. */
+const struct tcp_conn_event *_tcp_conn_event __attribute__((unused));
+const enum event_type *_event_type __attribute__((unused));
+const enum event_family *_event_family __attribute__((unused));
+const enum sendlim_reason *_sendlim_reason __attribute__((unused));
+const enum event_context *_event_context __attribute__((unused));
+
+/* Every event takes the next number, so order across CPUs is exact and gaps reveal loss. */
+__u64 seq_counter = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20); /* user space may resize before load */
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FAMILY_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct sendlim_run);
+} sendlim_runs SEC(".maps");
+
+/*
+ * Per CPU: is a softirq running? Tracepoint programs cannot read
+ * preempt_count (the context's common header is replaced by a pt_regs
+ * pointer, and this kernel's kallsyms has no per-CPU data symbols), so the
+ * softirq tracepoints keep track; softirqs do not nest on one CPU.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} in_softirq SEC(".maps");
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(softirq_enter, unsigned int vec)
+{
+	__u32 zero = 0, *in = bpf_map_lookup_elem(&in_softirq, &zero);
+
+	if (in)
+		*in = 1;
+	return 0;
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(softirq_leave, unsigned int vec)
+{
+	__u32 zero = 0, *in = bpf_map_lookup_elem(&in_softirq, &zero);
+
+	if (in)
+		*in = 0;
+	return 0;
+}
+
+static __always_inline __u8 current_context(void)
+{
+	__u32 zero = 0, *in = bpf_map_lookup_elem(&in_softirq, &zero);
+
+	return in && *in ? CONTEXT_SOFTIRQ : CONTEXT_TASK;
+}
+
+static __always_inline void *reserve_event(__u32 family, __u64 size, __u16 type)
+{
+	__u64 seq = __sync_fetch_and_add(&seq_counter, 1);
+	struct event_header *hdr = bpf_ringbuf_reserve(&events, size, 0);
+
+	if (!hdr) {
+		__u64 *n = bpf_map_lookup_elem(&lost, &family);
+		if (n)
+			*n += 1;
+		return NULL;
+	}
+	hdr->seq = seq;
+	hdr->ts_ns = bpf_ktime_get_boot_ns();
+	hdr->cpu = bpf_get_smp_processor_id();
+	hdr->type = type;
+	hdr->_pad = 0;
+	return hdr;
+}
+
+static __always_inline bool addr_is(const __u8 *a)
+{
+	int n = filter_family == AF_INET ? 4 : 16;
+
+#pragma unroll
+	for (int i = 0; i < 16; i++) {
+		if (i < n && a[i] != filter_addr[i])
+			return false;
+	}
+	return true;
+}
+
+static __always_inline bool filter_match(const struct sock_addrs *a)
+{
+	if (filter_netns && a->netns != filter_netns)
+		return false;
+	if (filter_port && a->sport != filter_port && a->dport != filter_port)
+		return false;
+	if (filter_family) {
+		if (a->family != filter_family)
+			return false;
+		if (!addr_is(a->saddr) && !addr_is(a->daddr))
+			return false;
+	}
+	return true;
+}
+
+static __always_inline bool filters_set(void)
+{
+	return filter_netns || filter_port || filter_family;
+}
+
+/* Reads through a plain pointer (probe-read), so it serves typed and untyped sock pointers alike. */
+static __always_inline void read_sock_addrs(const struct sock *sk, struct sock_addrs *a)
+{
+	a->family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	a->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	a->dport = __builtin_bswap16(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	a->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	if (a->family == AF_INET6) {
+		BPF_CORE_READ_INTO(&a->saddr, sk, __sk_common.skc_v6_rcv_saddr);
+		BPF_CORE_READ_INTO(&a->daddr, sk, __sk_common.skc_v6_daddr);
+	} else {
+		BPF_CORE_READ_INTO((__u32 *)a->saddr, sk, __sk_common.skc_rcv_saddr);
+		BPF_CORE_READ_INTO((__u32 *)a->daddr, sk, __sk_common.skc_daddr);
+	}
+}
+
+/*
+ * A classic tracepoint: its record already holds the addresses, so only the
+ * namespace needs a read through the socket.
+ */
+SEC("tracepoint/sock/inet_sock_set_state")
+int tcp_conn(struct trace_event_raw_inet_sock_set_state *ctx)
+{
+	struct trace_event_raw_inet_sock_set_state t;
+	struct sock_addrs a = {};
+	struct tcp_conn_event *e;
+
+	/* One copy of the whole record: the verifier wants constant offsets into the context. */
+	if (bpf_probe_read_kernel(&t, sizeof(t), ctx) || t.protocol != IPPROTO_TCP)
+		return 0;
+	a.family = t.family;
+	a.sport = t.sport;
+	a.dport = t.dport;
+	if (a.family == AF_INET6) {
+		__builtin_memcpy(a.saddr, t.saddr_v6, 16);
+		__builtin_memcpy(a.daddr, t.daddr_v6, 16);
+	} else {
+		__builtin_memcpy(a.saddr, t.saddr, 4);
+		__builtin_memcpy(a.daddr, t.daddr, 4);
+	}
+	a.netns = BPF_CORE_READ((const struct sock *)t.skaddr, __sk_common.skc_net.net, ns.inum);
+	if (!filter_match(&a))
+		return 0;
+
+	e = reserve_event(FAMILY_TCP_CONN, sizeof(*e), EVENT_TCP_CONN);
+	if (!e)
+		return 0;
+	e->sock = (__u64)t.skaddr;
+	e->addrs = a;
+	e->oldstate = t.oldstate;
+	e->newstate = t.newstate;
+	e->context = current_context();
+	e->_pad = 0;
+	e->pid = bpf_get_current_pid_tgid() >> 32;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+static __always_inline bool tsq_throttled(const struct sock *sk, const struct tcp_sock *tp)
+{
+	unsigned long flags;
+
+	if (bpf_core_field_exists(sk->sk_tsq_flags)) {
+		flags = BPF_CORE_READ(sk, sk_tsq_flags);
+	} else {
+		const struct tcp_sock___pre68 *old = (const void *)tp;
+		flags = BPF_CORE_READ(old, tsq_flags);
+	}
+	return flags & (1UL << TSQ_THROTTLED);
+}
+
+/* tcp_nagle_check() with tcp_minshall_check(): a sub-MSS tail waits for the ACK of a small segment. */
+static __always_inline bool nagle_holds(const struct tcp_sock *tp, __u32 unsent, __u32 mss)
+{
+	__u8 nonagle = BPF_CORE_READ_BITFIELD_PROBED(tp, nonagle);
+	__u32 sml = BPF_CORE_READ(tp, snd_sml);
+	__u32 una = BPF_CORE_READ(tp, snd_una);
+	__u32 nxt = BPF_CORE_READ(tp, snd_nxt);
+
+	if (unsent >= mss)
+		return false;
+	if (nonagle & TCP_NAGLE_CORK)
+		return true;
+	return !nonagle && BPF_CORE_READ(tp, packets_out) &&
+	       (__s32)(sml - una) > 0 && (__s32)(sml - nxt) <= 0;
+}
+
+static __always_inline void emit_run(struct sendlim_run *run, __u64 now)
+{
+	struct tcp_sendlim_event *e;
+
+	e = reserve_event(FAMILY_TCP_SENDLIM, sizeof(*e), EVENT_TCP_SENDLIM);
+	if (!e)
+		return;
+	/* Copy the body after the header the reservation filled in. */
+	__builtin_memcpy((char *)e + sizeof(e->hdr), (char *)&run->ev + sizeof(e->hdr),
+			 sizeof(*e) - sizeof(e->hdr));
+	bpf_ringbuf_submit(e, 0);
+}
+
+/*
+ * tcp_probe fires at the start of tcp_rcv_established(), before the incoming
+ * segment is processed: the socket still shows the state the sender was in
+ * while it waited for this ACK, which is what the decision describes.
+ */
+SEC("tp_btf/tcp_probe")
+int BPF_PROG(tcp_sendlim, struct sock *sk, const struct sk_buff *skb)
+{
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	struct sendlim_run *run, fresh = {};
+	struct socket *sock;
+	__u64 key = (__u64)sk, now = bpf_ktime_get_boot_ns();
+	__u32 in_flight, unsent, cwnd, mss, snd_wnd, una, nxt, segs_out, delta;
+	int wmem_queued, sndbuf;
+	__u8 reason;
+
+	if (!tp)
+		return 0;
+	if (filters_set()) {
+		read_sock_addrs(sk, &fresh.ev.addrs);
+		if (!filter_match(&fresh.ev.addrs))
+			return 0;
+	}
+
+	cwnd = BPF_CORE_READ(tp, snd_cwnd);
+	mss = BPF_CORE_READ(tp, mss_cache);
+	snd_wnd = BPF_CORE_READ(tp, snd_wnd);
+	una = BPF_CORE_READ(tp, snd_una);
+	nxt = BPF_CORE_READ(tp, snd_nxt);
+	segs_out = BPF_CORE_READ(tp, segs_out);
+	in_flight = BPF_CORE_READ(tp, packets_out) -
+		    (BPF_CORE_READ(tp, sacked_out) + BPF_CORE_READ(tp, lost_out)) +
+		    BPF_CORE_READ(tp, retrans_out);
+	unsent = BPF_CORE_READ(tp, write_seq) - nxt;
+	wmem_queued = BPF_CORE_READ(sk, sk_wmem_queued);
+	sndbuf = BPF_CORE_READ(sk, sk_sndbuf);
+
+	if (unsent == 0) {
+		sock = BPF_CORE_READ(sk, sk_socket);
+		bool nospace = sock && (BPF_CORE_READ(sock, flags) & (1UL << SOCK_NOSPACE));
+		reason = (nospace || wmem_queued >= sndbuf) ? SENDLIM_SNDBUF : SENDLIM_APP;
+	} else if (in_flight >= cwnd) {
+		reason = SENDLIM_CWND;
+	} else {
+		__u32 wnd_end = una + snd_wnd;
+		__u32 seg = unsent < mss ? unsent : mss;
+		__u32 wnd_room = (__s32)(wnd_end - nxt) > 0 ? wnd_end - nxt : 0;
+		__u32 cwnd_room = (cwnd - in_flight) * mss;
+		__u32 room = wnd_room < cwnd_room ? wnd_room : cwnd_room;
+		__u32 tso_frame = BPF_CORE_READ(sk, sk_gso_max_segs) * mss;
+
+		if (wnd_room < seg)
+			reason = SENDLIM_SWND;
+		else if (nagle_holds(tp, unsent, mss))
+			reason = SENDLIM_NAGLE;
+		else if (tsq_throttled(sk, tp))
+			reason = SENDLIM_TSQ;
+		else if (BPF_CORE_READ(sk, sk_pacing_status) &&
+			 BPF_CORE_READ(tp, tcp_wstamp_ns) > bpf_ktime_get_ns())
+			reason = SENDLIM_PACING;
+		else if (room < unsent && room < tso_frame)
+			reason = SENDLIM_TSO;
+		else
+			reason = SENDLIM_OK;
+	}
+
+	run = bpf_map_lookup_elem(&sendlim_runs, &key);
+	if (run) {
+		delta = segs_out - run->last_segs_out;
+		run->ev.sentpkts += delta;
+		run->last_segs_out = segs_out;
+		if (run->ev.reason == reason && now - run->ev.begin_ns < NSEC_PER_SEC) {
+			run->ev.cnt++;
+			goto snapshot;
+		}
+		emit_run(run, now);
+		run->ev.begin_ns = now;
+		run->ev.cnt = 1;
+		run->ev.sentpkts = 0;
+		run->ev.reason = reason;
+		goto snapshot;
+	}
+
+	if (!filters_set())
+		read_sock_addrs(sk, &fresh.ev.addrs);
+	fresh.ev.hdr.type = EVENT_TCP_SENDLIM;
+	fresh.ev.sock = key;
+	fresh.ev.begin_ns = now;
+	fresh.ev.cnt = 1;
+	fresh.ev.reason = reason;
+	fresh.last_segs_out = segs_out;
+	bpf_map_update_elem(&sendlim_runs, &key, &fresh, BPF_NOEXIST);
+	run = bpf_map_lookup_elem(&sendlim_runs, &key);
+	if (!run)
+		return 0;
+
+snapshot:
+	run->ev.cwnd = cwnd;
+	run->ev.ssthresh = BPF_CORE_READ(tp, snd_ssthresh);
+	run->ev.in_flight = in_flight;
+	run->ev.snd_wnd = snd_wnd;
+	run->ev.mss = mss;
+	run->ev.unsent = unsent;
+	run->ev.wmem_queued = wmem_queued;
+	run->ev.sndbuf = sndbuf;
+	return 0;
+}
+
+/* A closing socket ends its run; nothing else would flush it. */
+SEC("tp_btf/tcp_destroy_sock")
+int BPF_PROG(tcp_sendlim_close, struct sock *sk)
+{
+	__u64 key = (__u64)sk;
+	struct sendlim_run *run = bpf_map_lookup_elem(&sendlim_runs, &key);
+
+	if (!run)
+		return 0;
+	emit_run(run, bpf_ktime_get_boot_ns());
+	bpf_map_delete_elem(&sendlim_runs, &key);
+	return 0;
+}

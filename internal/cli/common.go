@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
+
+	"github.com/skbtrace/skbtrace/internal/event"
+	"github.com/skbtrace/skbtrace/internal/host"
+	"github.com/skbtrace/skbtrace/internal/probe"
+)
+
+// filterFlags are the socket filters shared by record, parse and live.
+type filterFlags struct {
+	port  uint16
+	addr  string
+	netns string
+}
+
+func (f *filterFlags) bind(fs *pflag.FlagSet) {
+	fs.Uint16Var(&f.port, "filter-port", 0, "only sockets with this local or peer `port`")
+	fs.StringVar(&f.addr, "filter-addr", "", "only sockets with this local or peer `IP`")
+	fs.StringVar(&f.netns, "filter-netns", "", "only sockets in this network namespace (`NAME|INODE`; \"host\" is skbtrace's own)")
+}
+
+func (f *filterFlags) parseAddr() (netip.Addr, error) {
+	if f.addr == "" {
+		return netip.Addr{}, nil
+	}
+	a, err := netip.ParseAddr(f.addr)
+	if err != nil {
+		return netip.Addr{}, usagef("--filter-addr: %q is not an IP address", f.addr)
+	}
+	return a.Unmap(), nil
+}
+
+// probeFilter resolves the filters for the kernel, which needs a namespace inode.
+func (f *filterFlags) probeFilter() (probe.Filter, error) {
+	a, err := f.parseAddr()
+	if err != nil {
+		return probe.Filter{}, err
+	}
+	pf := probe.Filter{Port: f.port, Addr: a}
+	if f.netns != "" {
+		ino, err := host.LookupNetns(f.netns)
+		if err != nil {
+			return probe.Filter{}, usagef("--filter-netns: %v", err)
+		}
+		pf.NetnsInode = ino
+	}
+	return pf, nil
+}
+
+// eventFilter is the filter applied when reading a trace, where a namespace
+// name is matched against the names recorded in the trace.
+func (f *filterFlags) eventFilter() (event.Filter, error) {
+	a, err := f.parseAddr()
+	if err != nil {
+		return event.Filter{}, err
+	}
+	ef := event.Filter{Port: f.port, Addr: a}
+	if f.netns != "" {
+		if n, err := strconv.ParseUint(f.netns, 10, 32); err == nil {
+			ef.Netns, ef.HasNetns = uint32(n), true
+		} else {
+			ef.NetnsName = f.netns
+		}
+	}
+	return ef, nil
+}
+
+// parseDuration accepts Go durations ("5s", "2m") and bare numbers of seconds ("5", "0.5").
+func parseDuration(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if secs, err := strconv.ParseFloat(s, 64); err == nil {
+		if secs < 0 {
+			return 0, usagef("duration %q is negative", s)
+		}
+		return time.Duration(secs * float64(time.Second)), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, usagef("duration %q is not a number of seconds or a duration like 5s or 2m", s)
+	}
+	return d, nil
+}
+
+func splitList(values []string) []string {
+	var out []string
+	for _, v := range values {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+func openInput(path string, stdin io.Reader) (io.Reader, func(), error) {
+	if path == "-" {
+		return stdin, func() {}, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening trace: %w", err)
+	}
+	return f, func() { f.Close() }, nil
+}

@@ -1,0 +1,208 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/skbtrace/skbtrace/internal/collect"
+	"github.com/skbtrace/skbtrace/internal/trace"
+)
+
+// recordFlags are shared by record and live.
+type recordFlags struct {
+	duration string
+	families []string
+	ringSize uint32
+	filters  filterFlags
+}
+
+func (r *recordFlags) bind(fs *pflag.FlagSet) {
+	fs.StringVarP(&r.duration, "duration", "d", "", "stop after this long (`5`, `5s`, `2m`; bare numbers are seconds)")
+	fs.StringSliceVarP(&r.families, "events", "e", nil, "event `FAMILY`s to record, comma-separated, or all (default: all that can run)")
+	fs.Uint32Var(&r.ringSize, "ring-size", 8<<20, "kernel ring buffer `BYTES` (a power of two)")
+	r.filters.bind(fs)
+}
+
+// recordJob is a validated record or live invocation.
+type recordJob struct {
+	opts     collect.Options
+	duration time.Duration
+	command  []string
+}
+
+func (r *recordFlags) job(c *cobra.Command, args []string, stderr io.Writer) (*recordJob, error) {
+	dash := c.ArgsLenAtDash()
+	if dash != 0 && len(args) > 0 {
+		return nil, usagef("unexpected argument %q (put the command to run after --)", args[0])
+	}
+	d, err := parseDuration(r.duration)
+	if err != nil {
+		return nil, err
+	}
+	if r.ringSize < 4096 || r.ringSize&(r.ringSize-1) != 0 {
+		return nil, usagef("--ring-size %d is not a power of two of at least 4096", r.ringSize)
+	}
+	pf, err := r.filters.probeFilter()
+	if err != nil {
+		return nil, err
+	}
+	fams, skipped, err := collect.Select(splitList(r.families))
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range skipped {
+		fmt.Fprintf(stderr, "skbtrace: skipping %s: %v\n", s.Family.Name, s.Reason)
+	}
+	return &recordJob{
+		opts:     collect.Options{Families: fams, Filter: pf, RingBytes: r.ringSize},
+		duration: d,
+		command:  args,
+	}, nil
+}
+
+func recordCmd(e *env) *cobra.Command {
+	var flags recordFlags
+	var output string
+	c := &cobra.Command{
+		Use:   "record [flags] [-- COMMAND ARGS...]",
+		Short: "record network-stack events into a binary trace",
+		Long: `record attaches eBPF programs to kernel tracepoints and writes what they
+report to a binary trace, until the duration ends, the command exits, or
+SIGINT/SIGTERM. Everything is detached on exit. Read the trace with parse.`,
+		Example: `  skbtrace record -d 10 -o run.trace
+  skbtrace record -e tcp_sendlim --filter-port 5201 -o - -- iperf3 -c 127.0.0.1 | skbtrace parse -i -`,
+		RunE: func(c *cobra.Command, args []string) error {
+			job, err := flags.job(c, args, e.stderr)
+			if err != nil {
+				return err
+			}
+			var out io.Writer = e.stdout
+			if output != "-" {
+				f, err := os.Create(output)
+				if err != nil {
+					return fmt.Errorf("creating trace file: %w", err)
+				}
+				defer f.Close()
+				out = f
+			} else if isTerminal(e.stdout) {
+				return usagef("refusing to write a binary trace to a terminal (use -o FILE, or pipe into skbtrace parse -i -)")
+			}
+			if isTerminal(e.stderr) {
+				job.opts.Status = e.stderr
+			}
+			return job.run(out, e.stderr)
+		},
+	}
+	c.Flags().StringVarP(&output, "output", "o", "skbtrace.trace", "trace `FILE`, or - for standard output")
+	flags.bind(c.Flags())
+	c.Flags().SetInterspersed(false)
+	return c
+}
+
+// run records into out until the duration, the command or a signal ends it,
+// and prints the totals on stderr.
+func (j *recordJob) run(out io.Writer, stderr io.Writer) error {
+	rec, err := collect.Start(j.opts)
+	if err != nil {
+		return err
+	}
+	defer rec.Close()
+	w, err := trace.NewWriter(out, collect.Header(strings.Join(os.Args, " ")))
+	if err != nil {
+		return err
+	}
+
+	stop := make(chan struct{})
+	var once bool
+	stopNow := func() {
+		if !once {
+			once = true
+			close(stop)
+		}
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	var timeout <-chan time.Time
+	if j.duration > 0 {
+		t := time.NewTimer(j.duration)
+		defer t.Stop()
+		timeout = t.C
+	}
+	cmdDone := make(chan error, 1)
+	if len(j.command) > 0 {
+		cmd := exec.Command(j.command[0], j.command[1:]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stderr, stderr
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("starting %s: %w", j.command[0], err)
+		}
+		go func() { cmdDone <- cmd.Wait() }()
+	}
+	var cmdErr error
+	go func() {
+		select {
+		case <-sigs:
+		case <-timeout:
+		case cmdErr = <-cmdDone:
+		}
+		stopNow()
+	}()
+
+	tot, err := rec.Run(w, stop)
+	stopNow()
+	if err != nil {
+		return err
+	}
+	printTotals(stderr, tot)
+	if cmdErr != nil {
+		var exit *exec.ExitError
+		if errors.As(cmdErr, &exit) {
+			fmt.Fprintf(stderr, "skbtrace: %s exited with status %d\n", j.command[0], exit.ExitCode())
+		} else {
+			return fmt.Errorf("waiting for %s: %w", j.command[0], cmdErr)
+		}
+	}
+	return nil
+}
+
+func printTotals(w io.Writer, t collect.Totals) {
+	var names []string
+	var total uint64
+	for n, c := range t.Events {
+		names = append(names, n)
+		total += c
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s %d", n, t.Events[n]))
+	}
+	fmt.Fprintf(w, "skbtrace: recorded %d events in %.1fs, %s", total, t.Duration.Seconds(), collect.HumanBytes(t.Bytes))
+	if len(parts) > 0 {
+		fmt.Fprintf(w, " (%s)", strings.Join(parts, ", "))
+	}
+	var lost uint64
+	var lostParts []string
+	for n, c := range t.Lost {
+		lost += c
+		lostParts = append(lostParts, fmt.Sprintf("%s %d", n, c))
+	}
+	sort.Strings(lostParts)
+	fmt.Fprintf(w, "; lost %d", lost)
+	if lost > 0 {
+		fmt.Fprintf(w, " (%s: the ring buffer was full; raise --ring-size or narrow the filters)", strings.Join(lostParts, ", "))
+	}
+	fmt.Fprintln(w)
+}

@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// usageError marks an error as the user's invocation being wrong (exit 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// env is what a command may touch besides the kernel.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// Main runs skbtrace with args and returns the exit code.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "skbtrace",
+		Short: "trace why the network stack moves fewer bytes than the link allows",
+		Long: `skbtrace traces the Linux network stack with eBPF tracepoints, like blktrace
+does for block I/O: record writes a compact binary trace, parse prints it.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(recordCmd(e), parseCmd(e), liveCmd(e), eventsCmd(e))
+
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(stderr, "skbtrace: %v\n", err)
+	var ue usageError
+	if errors.As(err, &ue) || isCobraUsage(err) {
+		fmt.Fprintln(stderr, "run 'skbtrace --help' for usage")
+		return 2
+	}
+	return 1
+}
+
+// Cobra reports unknown commands and argument-count errors as plain errors.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "unknown command") || strings.Contains(msg, "arg(s)") ||
+		strings.HasPrefix(msg, "unknown flag") || strings.HasPrefix(msg, "unknown shorthand")
+}
+
+// noArgs rejects positional arguments as a usage error.
+func noArgs(c *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("%s takes no arguments, got %q", c.CommandPath(), args)
+	}
+	return nil
+}

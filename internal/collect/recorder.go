@@ -1,0 +1,316 @@
+package collect
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/skbtrace/skbtrace/internal/event"
+	"github.com/skbtrace/skbtrace/internal/host"
+	"github.com/skbtrace/skbtrace/internal/probe"
+	"github.com/skbtrace/skbtrace/internal/trace"
+)
+
+const (
+	flushInterval  = 200 * time.Millisecond // the format promises at most a second
+	lossInterval   = time.Second
+	statusInterval = time.Second
+)
+
+// Options configure a recording.
+type Options struct {
+	Families  []Family
+	Filter    probe.Filter
+	RingBytes uint32
+	// Status receives a one-line live status (for a terminal), or nil.
+	Status io.Writer
+}
+
+// Totals is what a recording wrote.
+type Totals struct {
+	Events   map[string]uint64 // per family (action) name
+	Lost     map[string]uint64 // per family name
+	Bytes    int64
+	Duration time.Duration
+}
+
+// Recording is an attached set of families. Close detaches everything.
+type Recording struct {
+	opts  Options
+	sess  *probe.Session
+	start time.Time
+}
+
+// Start loads and attaches the selected families.
+func Start(opts Options) (*Recording, error) {
+	var hooks []probe.Hook
+	for _, f := range opts.Families {
+		hooks = append(hooks, f.Hooks...)
+	}
+	sess, err := probe.Open(probe.Config{Hooks: hooks, RingBytes: opts.RingBytes, Filter: opts.Filter})
+	if err != nil {
+		return nil, err
+	}
+	return &Recording{opts: opts, sess: sess, start: time.Now()}, nil
+}
+
+// Close detaches and unloads; safe after Run.
+func (r *Recording) Close() error { return r.sess.Close() }
+
+// Header describes this host for the trace file.
+func Header(command string) trace.Header {
+	id := host.ReadIdentity()
+	boot, wall := host.ClockAnchor()
+	return trace.Header{
+		ByteOrder:    trace.NativeOrder,
+		BootAnchorNs: boot,
+		WallAnchorNs: wall,
+		CPUs:         uint32(id.CPUs),
+		Hostname:     id.Hostname,
+		Kernel:       id.Kernel,
+		Machine:      id.Machine,
+		Tool:         Version,
+		Command:      command,
+	}
+}
+
+// Version is skbtrace's version, set at build time.
+var Version = "dev"
+
+// Run copies events into w until stop is closed, then detaches, drains what
+// is queued, writes the runs still open in the kernel and the end record.
+func (r *Recording) Run(w *trace.Writer, stop <-chan struct{}) (Totals, error) {
+	st := recorderState{
+		w:         w,
+		sess:      r.sess,
+		netns:     host.NewNetnsResolver(),
+		seenNetns: map[uint32]bool{},
+		counts:    map[event.Type]uint64{},
+		lostSeen:  make([][]uint64, len(Families)),
+		status:    r.opts.Status,
+		start:     r.start,
+	}
+	err := st.loop(stop)
+	if err == nil {
+		err = st.finish()
+	}
+	tot := Totals{Events: map[string]uint64{}, Lost: map[string]uint64{}, Bytes: w.BytesWritten(), Duration: time.Since(r.start)}
+	for t, n := range st.counts {
+		tot.Events[t.Action()] += n
+	}
+	for _, f := range Families {
+		if n := st.lostTotal[f.ID]; n > 0 {
+			tot.Lost[f.Name] = n
+		}
+	}
+	if st.status != nil {
+		fmt.Fprint(st.status, "\r\x1b[K")
+	}
+	return tot, err
+}
+
+type recorderState struct {
+	w         *trace.Writer
+	sess      *probe.Session
+	netns     *host.NetnsResolver
+	seenNetns map[uint32]bool
+	counts    map[event.Type]uint64
+	lostSeen  [][]uint64
+	lostTotal [16]uint64
+	status    io.Writer
+	start     time.Time
+	events    uint64
+	lastFlush time.Time
+	lastLoss  time.Time
+	lastStat  time.Time
+	lastCount uint64
+}
+
+func (st *recorderState) loop(stop <-chan struct{}) error {
+	var rec ringbuf.Record
+	now := time.Now()
+	st.lastFlush, st.lastLoss, st.lastStat = now, now, now
+	st.sess.SetDeadline(now.Add(flushInterval))
+	for {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		err := st.sess.ReadInto(&rec)
+		switch {
+		case err == nil:
+			if err := st.handle(rec.RawSample); err != nil {
+				return err
+			}
+			if st.events%1024 != 0 {
+				continue
+			}
+		case errors.Is(err, os.ErrDeadlineExceeded):
+		default:
+			return fmt.Errorf("reading events: %w", err)
+		}
+		if err := st.periodic(time.Now()); err != nil {
+			return err
+		}
+	}
+}
+
+func (st *recorderState) periodic(now time.Time) error {
+	if now.Sub(st.lastFlush) >= flushInterval {
+		if err := st.w.Flush(); err != nil {
+			return err
+		}
+		st.lastFlush = now
+		st.sess.SetDeadline(now.Add(flushInterval))
+	}
+	if now.Sub(st.lastLoss) >= lossInterval {
+		if err := st.pollLoss(); err != nil {
+			return err
+		}
+		st.lastLoss = now
+	}
+	if st.status != nil && now.Sub(st.lastStat) >= statusInterval {
+		rate := float64(st.events-st.lastCount) / now.Sub(st.lastStat).Seconds()
+		var lost uint64
+		for _, n := range st.lostTotal {
+			lost += n
+		}
+		fmt.Fprintf(st.status, "\r\x1b[K%6.1fs  %d events  %.0f/s  %s written  %d lost",
+			now.Sub(st.start).Seconds(), st.events, rate, HumanBytes(st.w.BytesWritten()), lost)
+		st.lastStat, st.lastCount = now, st.events
+	}
+	return nil
+}
+
+func (st *recorderState) handle(sample []byte) error {
+	var hdr probe.SkbtraceEventHeader
+	if len(sample) < int(unsafe.Sizeof(hdr)) {
+		return fmt.Errorf("kernel sent a %d-byte event, shorter than its header", len(sample))
+	}
+	typ := event.Type(binary.NativeEndian.Uint16(sample[unsafe.Offsetof(hdr.Type):]))
+	if ino, ok := netnsOf(typ, sample); ok && !st.seenNetns[ino] {
+		st.seenNetns[ino] = true
+		if name := st.netns.Name(ino); name != "" {
+			if err := st.w.AppendNetns(trace.Netns{Inode: ino, Name: name}); err != nil {
+				return err
+			}
+		}
+	}
+	st.counts[typ]++
+	st.events++
+	return st.w.Append(uint16(typ), sample)
+}
+
+// netnsOf reads the namespace inode of events that carry socket addresses.
+func netnsOf(typ event.Type, sample []byte) (uint32, bool) {
+	var off uintptr
+	switch typ {
+	case event.TypeTCPConn:
+		var e probe.SkbtraceTcpConnEvent
+		off = unsafe.Offsetof(e.Addrs) + unsafe.Offsetof(e.Addrs.Netns)
+	case event.TypeTCPSendlim:
+		var e probe.SkbtraceTcpSendlimEvent
+		off = unsafe.Offsetof(e.Addrs) + unsafe.Offsetof(e.Addrs.Netns)
+	default:
+		return 0, false
+	}
+	if uintptr(len(sample)) < off+4 {
+		return 0, false
+	}
+	return binary.NativeEndian.Uint32(sample[off:]), true
+}
+
+func (st *recorderState) pollLoss() error {
+	lost, err := st.sess.Lost()
+	if err != nil {
+		return err
+	}
+	now := host.BootNow()
+	for fam, perCPU := range lost {
+		if fam >= len(st.lostSeen) {
+			break
+		}
+		if st.lostSeen[fam] == nil {
+			st.lostSeen[fam] = make([]uint64, len(perCPU))
+		}
+		for cpu, n := range perCPU {
+			if d := n - st.lostSeen[fam][cpu]; d > 0 {
+				if err := st.w.AppendLoss(trace.Loss{Family: uint16(fam), CPU: uint32(cpu), Count: d, BootNs: now}); err != nil {
+					return err
+				}
+				st.lostTotal[fam] += d
+				st.lostSeen[fam][cpu] = n
+			}
+		}
+	}
+	return nil
+}
+
+// finish detaches, drains the ring, closes the kernel's open runs and ends the trace.
+func (st *recorderState) finish() error {
+	st.sess.Detach()
+	var rec ringbuf.Record
+	for {
+		st.sess.SetDeadline(time.Now().Add(50 * time.Millisecond))
+		err := st.sess.ReadInto(&rec)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("draining events: %w", err)
+		}
+		if err := st.handle(rec.RawSample); err != nil {
+			return err
+		}
+	}
+	seq, err := st.sess.NextSeq()
+	if err != nil {
+		return err
+	}
+	runs, err := st.sess.OpenSendlimRuns()
+	if err != nil {
+		return err
+	}
+	now := host.BootNow()
+	var buf []byte
+	for i := range runs {
+		ev := &runs[i].Ev
+		// No CPU emitted these: the recorder closes them, so cpu is 0.
+		ev.Hdr = probe.SkbtraceEventHeader{Seq: seq, TsNs: now, Type: uint16(event.TypeTCPSendlim)}
+		seq++
+		buf, err = binary.Append(buf[:0], st.w.ByteOrder(), ev)
+		if err != nil {
+			return fmt.Errorf("encoding an open send-limit run: %w", err)
+		}
+		if err := st.handle(buf); err != nil {
+			return err
+		}
+	}
+	if err := st.pollLoss(); err != nil {
+		return err
+	}
+	if err := st.w.AppendEnd(trace.End{NextSeq: seq, BootNs: now}); err != nil {
+		return err
+	}
+	return st.w.Flush()
+}
+
+// HumanBytes prints a byte count with a binary unit.
+func HumanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

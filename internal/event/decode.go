@@ -1,0 +1,112 @@
+package event
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"unsafe"
+
+	"github.com/skbtrace/skbtrace/internal/probe"
+	"github.com/skbtrace/skbtrace/internal/trace"
+)
+
+const (
+	afInet  = 2
+	afInet6 = 10
+)
+
+// Decoder turns trace records into events. It is cheap to copy.
+type Decoder struct {
+	header *trace.Header
+	order  trace.ByteOrder
+	native bool
+}
+
+// NewDecoder decodes records of a trace with the given header.
+func NewDecoder(h *trace.Header) Decoder {
+	return Decoder{header: h, order: h.ByteOrder, native: trace.IsNative(h.ByteOrder)}
+}
+
+// IsEvent says whether a record type holds a kernel event (as opposed to metadata).
+func IsEvent(recordType uint16) bool { return recordType > 0 && recordType < 0x100 }
+
+// Decode fills ev from a kernel-event record. Unknown event types, written by
+// a newer skbtrace, return ok=false so callers can count and skip them.
+func (d Decoder) Decode(rec trace.Record, ev *Event) (ok bool, err error) {
+	switch Type(rec.Type) {
+	case TypeTCPConn:
+		var w probe.SkbtraceTcpConnEvent
+		if err := decodeWire(d, rec, &w); err != nil {
+			return false, err
+		}
+		d.header2(&w.Hdr, ev)
+		c := &ev.Conn
+		c.Socket = socket(w.Sock, &w.Addrs)
+		c.Old, c.New = TCPState(w.Oldstate), TCPState(w.Newstate)
+		c.Context = Context(w.Context)
+		c.Pid = w.Pid
+		c.Comm = *(*[16]byte)(unsafe.Pointer(&w.Comm))
+		return true, nil
+	case TypeTCPSendlim:
+		var w probe.SkbtraceTcpSendlimEvent
+		if err := decodeWire(d, rec, &w); err != nil {
+			return false, err
+		}
+		d.header2(&w.Hdr, ev)
+		s := &ev.Sendlim
+		s.Socket = socket(w.Sock, &w.Addrs)
+		s.Reason = SendlimReason(w.Reason)
+		s.Begin = d.header.WallTime(w.BeginNs)
+		s.Cnt, s.SentPkts = w.Cnt, w.Sentpkts
+		s.Cwnd, s.Ssthresh, s.InFlight, s.SndWnd = w.Cwnd, w.Ssthresh, w.InFlight, w.SndWnd
+		s.MSS, s.Unsent, s.WmemQueued, s.Sndbuf = w.Mss, w.Unsent, w.WmemQueued, w.Sndbuf
+		return true, nil
+	}
+	return false, nil
+}
+
+func (d Decoder) header2(h *probe.SkbtraceEventHeader, ev *Event) {
+	ev.Type = Type(h.Type)
+	ev.Seq = h.Seq
+	ev.Time = d.header.WallTime(h.TsNs)
+	ev.CPU = h.Cpu
+}
+
+// decodeWire copies a record body into its wire struct. Records in this
+// machine's byte order are copied directly (the struct layout is the C one);
+// others go through encoding/binary. A body longer than the struct is
+// accepted, so fields appended by a later version are skipped.
+func decodeWire[T any](d Decoder, rec trace.Record, w *T) error {
+	size := int(unsafe.Sizeof(*w))
+	if len(rec.Body) < size {
+		return fmt.Errorf("%s record at offset %d has %d bytes, want %d",
+			Type(rec.Type).Action(), rec.Offset, len(rec.Body), size)
+	}
+	if d.native {
+		*w = *(*T)(unsafe.Pointer(unsafe.SliceData(rec.Body)))
+		return nil
+	}
+	if _, err := binary.Decode(rec.Body[:size], d.order, w); err != nil {
+		return fmt.Errorf("decoding %s record at offset %d: %w", Type(rec.Type).Action(), rec.Offset, err)
+	}
+	return nil
+}
+
+func socket(sock uint64, a *probe.SkbtraceSockAddrs) Socket {
+	return Socket{
+		Sock:  sock,
+		Local: netip.AddrPortFrom(addr(a.Family, &a.Saddr), a.Sport),
+		Peer:  netip.AddrPortFrom(addr(a.Family, &a.Daddr), a.Dport),
+		Netns: a.Netns,
+	}
+}
+
+func addr(family uint16, b *[16]uint8) netip.Addr {
+	switch family {
+	case afInet:
+		return netip.AddrFrom4([4]byte(b[:4]))
+	case afInet6:
+		return netip.AddrFrom16(*b)
+	}
+	return netip.Addr{}
+}

@@ -1,0 +1,92 @@
+package host
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// NetnsDirs are where iproute2 keeps named namespaces.
+var NetnsDirs = []string{"/run/netns", "/var/run/netns"}
+
+// Names skbtrace gives to unnamed namespaces it can identify.
+const (
+	InitNetnsName = "init" // PID 1's
+	SelfNetnsName = "host" // the recorder's own, when it is not PID 1's or that cannot be read
+)
+
+// NetnsResolver names namespace inodes; it rescans the named namespaces when
+// it meets an inode it has not seen, so namespaces created during a
+// recording are named too.
+type NetnsResolver struct {
+	names map[uint32]string
+}
+
+// NewNetnsResolver scans the current namespaces.
+func NewNetnsResolver() *NetnsResolver {
+	r := &NetnsResolver{names: map[uint32]string{}}
+	r.scan()
+	return r
+}
+
+func (r *NetnsResolver) scan() {
+	if ino, err := inode("/proc/self/ns/net"); err == nil {
+		r.names[ino] = SelfNetnsName
+	}
+	if ino, err := inode("/proc/1/ns/net"); err == nil {
+		r.names[ino] = InitNetnsName
+	}
+	for _, dir := range NetnsDirs {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if ino, err := inode(filepath.Join(dir, e.Name())); err == nil {
+				r.names[ino] = e.Name()
+			}
+		}
+	}
+}
+
+// Name returns the name of a namespace, or "" if it has none.
+func (r *NetnsResolver) Name(ino uint32) string {
+	if n, ok := r.names[ino]; ok {
+		return n
+	}
+	r.scan()
+	if _, ok := r.names[ino]; !ok {
+		r.names[ino] = "" // unnamed: do not rescan for it again
+	}
+	return r.names[ino]
+}
+
+// LookupNetns resolves a namespace given as a name (iproute2's, "init" or
+// "host") or as an inode number.
+func LookupNetns(s string) (uint32, error) {
+	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
+		return uint32(n), nil
+	}
+	switch s {
+	case InitNetnsName:
+		return inode("/proc/1/ns/net")
+	case SelfNetnsName:
+		return inode("/proc/self/ns/net")
+	}
+	for _, dir := range NetnsDirs {
+		if ino, err := inode(filepath.Join(dir, s)); err == nil {
+			return ino, nil
+		}
+	}
+	return 0, fmt.Errorf("no network namespace named %q (not in %s)", s, NetnsDirs[0])
+}
+
+func inode(path string) (uint32, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return 0, err
+	}
+	return uint32(st.Ino), nil
+}

@@ -1,0 +1,69 @@
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sys/unix"
+)
+
+var tracefsDirs = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
+
+var tracefsOnce struct {
+	sync.Once
+	err error
+}
+
+// EnsureTracefs makes tracefs available, mounting it at /sys/kernel/tracing
+// when no mount exists: classic tracepoints are attached by their tracefs id.
+func EnsureTracefs() error {
+	tracefsOnce.Do(func() {
+		if tracefsDir() != "" {
+			return
+		}
+		if err := unix.Mount("nodev", tracefsDirs[0], "tracefs", 0, ""); err != nil {
+			tracefsOnce.err = fmt.Errorf("mounting tracefs at %s: %w", tracefsDirs[0], err)
+		}
+	})
+	return tracefsOnce.err
+}
+
+func tracefsDir() string {
+	for _, d := range tracefsDirs {
+		if _, err := os.Stat(filepath.Join(d, "events")); err == nil {
+			return d
+		}
+	}
+	return ""
+}
+
+// CheckHook says why a hook cannot be attached on this kernel, or nil.
+func CheckHook(h Hook) error {
+	switch h.Kind {
+	case BTFTracepoint:
+		spec, err := btf.LoadKernelSpec()
+		if err != nil {
+			return fmt.Errorf("reading kernel BTF: %w", err)
+		}
+		var typedef *btf.Typedef
+		if err := spec.TypeByName("btf_trace_"+h.Name, &typedef); err != nil {
+			if errors.Is(err, btf.ErrNotFound) {
+				return fmt.Errorf("tracepoint %s is not in this kernel", h.Name)
+			}
+			return fmt.Errorf("looking up tracepoint %s in kernel BTF: %w", h.Name, err)
+		}
+		return nil
+	default:
+		if err := EnsureTracefs(); err != nil {
+			return err
+		}
+		if _, err := os.Stat(filepath.Join(tracefsDir(), "events", h.Group, h.Name)); err != nil {
+			return fmt.Errorf("tracepoint %s:%s is not in this kernel", h.Group, h.Name)
+		}
+		return nil
+	}
+}

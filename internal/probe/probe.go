@@ -1,0 +1,252 @@
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+)
+
+// Hook is one kernel attach point.
+type Hook struct {
+	Program string // program name in the BPF object
+	Kind    HookKind
+	Group   string // tracepoint group, for classic tracepoints
+	Name    string // tracepoint name
+}
+
+// HookKind says how a program attaches.
+type HookKind int
+
+const (
+	// Tracepoint is a classic tracepoint (needs tracefs for its id).
+	Tracepoint HookKind = iota
+	// BTFTracepoint is a tp_btf program (needs the kernel's BTF).
+	BTFTracepoint
+)
+
+func (h Hook) String() string {
+	if h.Kind == BTFTracepoint {
+		return "tp_btf/" + h.Name
+	}
+	return h.Group + ":" + h.Name
+}
+
+// Filter restricts what the kernel side emits; the zero value passes everything.
+type Filter struct {
+	Port       uint16
+	Addr       netip.Addr
+	NetnsInode uint32
+}
+
+// Config selects the hooks to attach and sizes the ring buffer.
+type Config struct {
+	Hooks     []Hook
+	RingBytes uint32 // a power of two of at least one page; 0 keeps the object's default
+	Filter    Filter
+}
+
+// Session is a loaded and attached set of programs. Close detaches and
+// unloads everything; it is safe to call more than once.
+type Session struct {
+	coll  *ebpf.Collection
+	links []link.Link
+	ring  *ringbuf.Reader
+}
+
+// ErrPermission is returned when the caller may not load BPF programs.
+var ErrPermission = errors.New("permission denied (run as root or grant CAP_BPF+CAP_PERFMON)")
+
+// Open loads the programs the hooks need and attaches them.
+func Open(cfg Config) (*Session, error) {
+	if err := rlimit.RemoveMemlock(); err != nil && !errors.Is(err, unix.EPERM) {
+		return nil, fmt.Errorf("raising the memlock limit: %w", err)
+	}
+	spec, err := LoadSkbtrace()
+	if err != nil {
+		return nil, fmt.Errorf("reading the embedded BPF object: %w", err)
+	}
+	keep := map[string]bool{}
+	for _, h := range cfg.Hooks {
+		keep[h.Program] = true
+	}
+	for name := range spec.Programs {
+		if !keep[name] {
+			delete(spec.Programs, name)
+		}
+	}
+	if cfg.RingBytes != 0 {
+		spec.Maps[SkbtraceMapEvents].MaxEntries = cfg.RingBytes
+	}
+	if err := setFilter(spec, cfg.Filter); err != nil {
+		return nil, err
+	}
+
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		var verr *ebpf.VerifierError
+		if errors.As(err, &verr) {
+			return nil, fmt.Errorf("loading BPF programs: the kernel's verifier rejected them: %+v", verr)
+		}
+		if errors.Is(err, unix.EPERM) {
+			return nil, fmt.Errorf("loading BPF programs: %w", ErrPermission)
+		}
+		return nil, fmt.Errorf("loading BPF programs: %w", err)
+	}
+	s := &Session{coll: coll}
+	for _, h := range cfg.Hooks {
+		l, err := attach(h, coll.Programs[h.Program])
+		if err != nil {
+			s.Close()
+			if errors.Is(err, unix.EPERM) {
+				return nil, fmt.Errorf("attaching %s: %w", h, ErrPermission)
+			}
+			return nil, fmt.Errorf("attaching %s: %w", h, err)
+		}
+		s.links = append(s.links, l)
+	}
+	s.ring, err = ringbuf.NewReader(coll.Maps[SkbtraceMapEvents])
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("opening the event ring buffer: %w", err)
+	}
+	return s, nil
+}
+
+func setFilter(spec *ebpf.CollectionSpec, f Filter) error {
+	set := func(name string, v any) error {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return fmt.Errorf("setting filter %s: %w", name, err)
+		}
+		return nil
+	}
+	if err := set(SkbtraceVarFilterPort, f.Port); err != nil {
+		return err
+	}
+	if err := set(SkbtraceVarFilterNetns, f.NetnsInode); err != nil {
+		return err
+	}
+	if !f.Addr.IsValid() {
+		return nil
+	}
+	var family uint16 = unix.AF_INET6
+	var addr [16]byte
+	if f.Addr.Unmap().Is4() {
+		family = unix.AF_INET
+		a4 := f.Addr.Unmap().As4()
+		copy(addr[:], a4[:])
+	} else {
+		addr = f.Addr.As16()
+	}
+	if err := set(SkbtraceVarFilterFamily, family); err != nil {
+		return err
+	}
+	return set(SkbtraceVarFilterAddr, addr)
+}
+
+func attach(h Hook, prog *ebpf.Program) (link.Link, error) {
+	if prog == nil {
+		return nil, fmt.Errorf("program %s is not in the BPF object", h.Program)
+	}
+	switch h.Kind {
+	case BTFTracepoint:
+		return link.AttachTracing(link.TracingOptions{Program: prog})
+	default:
+		if err := EnsureTracefs(); err != nil {
+			return nil, err
+		}
+		return link.Tracepoint(h.Group, h.Name, prog, nil)
+	}
+}
+
+// ReadInto blocks until an event is available, the deadline passes
+// (os.ErrDeadlineExceeded) or the session is closed (os.ErrClosed).
+// The record's buffer is reused, so reading allocates nothing per event.
+func (s *Session) ReadInto(rec *ringbuf.Record) error {
+	err := s.ring.ReadInto(rec)
+	if errors.Is(err, ringbuf.ErrClosed) {
+		return os.ErrClosed
+	}
+	return err
+}
+
+// SetDeadline bounds the next ReadInto calls.
+func (s *Session) SetDeadline(t time.Time) { s.ring.SetDeadline(t) }
+
+// Lost returns, per family, the events each CPU could not queue because the
+// ring buffer was full.
+func (s *Session) Lost() ([][]uint64, error) {
+	m := s.coll.Maps[SkbtraceMapLost]
+	out := make([][]uint64, SkbtraceEventFamilyFAMILY_MAX)
+	for family := range out {
+		var perCPU []uint64
+		if err := m.Lookup(uint32(family), &perCPU); err != nil {
+			return nil, fmt.Errorf("reading lost-event counters: %w", err)
+		}
+		out[family] = perCPU
+	}
+	return out, nil
+}
+
+// Detach removes every program from its hook; reading may continue to drain
+// what is already queued.
+func (s *Session) Detach() {
+	for _, l := range s.links {
+		l.Close()
+	}
+	s.links = nil
+}
+
+// NextSeq is the sequence number the next event will take. After Detach no
+// program takes numbers any more, so user space may number events from here.
+func (s *Session) NextSeq() (uint64, error) {
+	var seq uint64
+	if err := s.coll.Variables[SkbtraceVarSeqCounter].Get(&seq); err != nil {
+		return 0, fmt.Errorf("reading the sequence counter: %w", err)
+	}
+	return seq, nil
+}
+
+// OpenSendlimRuns returns the send-limit runs still open in the kernel,
+// the ones that would have been emitted at the socket's next ACK or close.
+func (s *Session) OpenSendlimRuns() ([]SkbtraceSendlimRun, error) {
+	m, ok := s.coll.Maps[SkbtraceMapSendlimRuns]
+	if !ok {
+		return nil, nil
+	}
+	var (
+		key  uint64
+		run  SkbtraceSendlimRun
+		runs []SkbtraceSendlimRun
+	)
+	it := m.Iterate()
+	for it.Next(&key, &run) {
+		runs = append(runs, run)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading open send-limit runs: %w", err)
+	}
+	slices.SortFunc(runs, func(a, b SkbtraceSendlimRun) int { return int(int64(a.Ev.BeginNs - b.Ev.BeginNs)) })
+	return runs, nil
+}
+
+// Close detaches and unloads everything.
+func (s *Session) Close() error {
+	s.Detach()
+	if s.ring != nil {
+		s.ring.Close()
+	}
+	if s.coll != nil {
+		s.coll.Close()
+		s.coll = nil
+	}
+	return nil
+}

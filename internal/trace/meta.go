@@ -1,0 +1,71 @@
+package trace
+
+import "fmt"
+
+// Netns names a network namespace by its inode, as events carry only the inode.
+type Netns struct {
+	Inode uint32
+	Name  string
+}
+
+// Loss counts events one CPU could not queue for one family since the previous loss record.
+type Loss struct {
+	Family uint16
+	CPU    uint32
+	Count  uint64
+	BootNs uint64 // when the loss was noticed
+}
+
+// End closes a recording that stopped normally.
+type End struct {
+	NextSeq uint64 // every event of the recording has a smaller sequence number
+	BootNs  uint64
+}
+
+// AppendNetns adds a namespace record.
+func (w *Writer) AppendNetns(n Netns) error {
+	b := w.order.AppendUint32(make([]byte, 0, 4+len(n.Name)), n.Inode)
+	return w.Append(RecordNetns, append(b, n.Name...))
+}
+
+// AppendLoss adds a loss record.
+func (w *Writer) AppendLoss(l Loss) error {
+	var b [24]byte
+	w.order.PutUint16(b[0:], l.Family)
+	w.order.PutUint32(b[4:], l.CPU)
+	w.order.PutUint64(b[8:], l.Count)
+	w.order.PutUint64(b[16:], l.BootNs)
+	return w.Append(RecordLoss, b[:])
+}
+
+// AppendEnd adds the end record.
+func (w *Writer) AppendEnd(e End) error {
+	var b [16]byte
+	w.order.PutUint64(b[0:], e.NextSeq)
+	w.order.PutUint64(b[8:], e.BootNs)
+	return w.Append(RecordEnd, b[:])
+}
+
+// DecodeNetns decodes a RecordNetns body.
+func DecodeNetns(o ByteOrder, b []byte) (Netns, error) {
+	if len(b) < 4 {
+		return Netns{}, fmt.Errorf("netns record of %d bytes is shorter than 4", len(b))
+	}
+	return Netns{Inode: o.Uint32(b), Name: string(b[4:])}, nil
+}
+
+// DecodeLoss decodes a RecordLoss body.
+func DecodeLoss(o ByteOrder, b []byte) (Loss, error) {
+	if len(b) < 24 {
+		return Loss{}, fmt.Errorf("loss record of %d bytes is shorter than 24", len(b))
+	}
+	return Loss{Family: o.Uint16(b), CPU: o.Uint32(b[4:]), Count: o.Uint64(b[8:]), BootNs: o.Uint64(b[16:])}, nil
+}
+
+// DecodeEnd decodes a RecordEnd body.
+func DecodeEnd(o ByteOrder, b []byte) (End, error) {
+	if len(b) < 16 {
+		return End{}, fmt.Errorf("end record of %d bytes is shorter than 16", len(b))
+	}
+	return End{NextSeq: o.Uint64(b), BootNs: o.Uint64(b[8:])}, nil
+}

@@ -1,0 +1,158 @@
+package trace
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+)
+
+// Record is one record as stored. Body aliases the reader's buffer and is
+// valid until the next call to Next.
+type Record struct {
+	Type   uint16
+	Body   []byte
+	Offset int64 // file offset of the record header
+}
+
+// FormatError says where and how a trace is damaged.
+type FormatError struct {
+	Offset int64
+	Msg    string
+}
+
+func (e *FormatError) Error() string {
+	return fmt.Sprintf("trace damaged at offset %d: %s", e.Offset, e.Msg)
+}
+
+// TruncatedError is returned when the trace ends inside a block, as after a
+// crash during a write: the records of that block are lost.
+type TruncatedError struct {
+	Offset    int64 // where the incomplete block starts
+	TornBytes int64 // how many bytes of it are present
+}
+
+func (e *TruncatedError) Error() string {
+	return fmt.Sprintf("trace truncated: the block at offset %d is incomplete (%d bytes present); its records are lost", e.Offset, e.TornBytes)
+}
+
+// Reader streams records from a trace. Memory is bounded by the largest block.
+type Reader struct {
+	Header Header
+	r      *bufio.Reader
+	order  ByteOrder
+	off    int64 // offset of the next unread byte of the input
+
+	block     []byte
+	blockOff  int64
+	pos       int
+	remaining uint32
+}
+
+// NewReader reads and checks the header.
+func NewReader(in io.Reader) (*Reader, error) {
+	r := &Reader{r: bufio.NewReaderSize(in, 1<<20)}
+	fixed := make([]byte, fileHeaderFixedLen)
+	if n, err := io.ReadFull(r.r, fixed); err != nil {
+		if n == 0 && errors.Is(err, io.EOF) {
+			return nil, &FormatError{0, "empty input, not a skbtrace file"}
+		}
+		return nil, &FormatError{int64(n), "input ends inside the file header"}
+	}
+	o, n, err := parseHeaderFixed(fixed)
+	if err != nil {
+		return nil, &FormatError{0, err.Error()}
+	}
+	rest := make([]byte, n+4)
+	if _, err := io.ReadFull(r.r, rest); err != nil {
+		return nil, &FormatError{fileHeaderFixedLen, "input ends inside the file header"}
+	}
+	sum := crc32.Update(crc32.Checksum(fixed, castagnoli), castagnoli, rest[:n])
+	if sum != o.Uint32(rest[n:]) {
+		return nil, &FormatError{0, "file header fails its checksum"}
+	}
+	if err := r.Header.unmarshalBody(o, rest[:n]); err != nil {
+		return nil, &FormatError{fileHeaderFixedLen, err.Error()}
+	}
+	r.order = o
+	r.off = int64(fileHeaderFixedLen + len(rest))
+	return r, nil
+}
+
+// ByteOrder is the order the records are encoded in.
+func (r *Reader) ByteOrder() ByteOrder { return r.order }
+
+// Offset is how many bytes of the input were consumed.
+func (r *Reader) Offset() int64 { return r.off }
+
+// Next returns the next record; io.EOF at a clean end, *TruncatedError for a
+// torn tail and *FormatError for damage. Records before an error were valid.
+func (r *Reader) Next() (Record, error) {
+	for r.remaining == 0 {
+		if err := r.readBlock(); err != nil {
+			return Record{}, err
+		}
+	}
+	rest := r.block[r.pos:]
+	recOff := r.blockOff + blockHeaderLen + int64(r.pos)
+	if len(rest) < recordHeaderLen {
+		return Record{}, &FormatError{recOff, "record header overruns its block"}
+	}
+	typ := r.order.Uint16(rest)
+	n := int(r.order.Uint32(rest[4:]))
+	if n < recordHeaderLen || align(n) > len(rest) {
+		return Record{}, &FormatError{recOff, fmt.Sprintf("record length %d does not fit its block", n)}
+	}
+	r.pos += align(n)
+	r.remaining--
+	if r.remaining == 0 && r.pos != len(r.block) {
+		return Record{}, &FormatError{recOff, "block holds more bytes than its records"}
+	}
+	return Record{Type: typ, Body: rest[recordHeaderLen:n], Offset: recOff}, nil
+}
+
+func (r *Reader) readBlock() error {
+	var hdr [blockHeaderLen]byte
+	start := r.off
+	n, err := io.ReadFull(r.r, hdr[:])
+	r.off += int64(n)
+	if err != nil {
+		if n == 0 && errors.Is(err, io.EOF) {
+			return io.EOF
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return &TruncatedError{Offset: start, TornBytes: int64(n)}
+		}
+		return fmt.Errorf("reading trace at offset %d: %w", r.off, err)
+	}
+	if string(hdr[:4]) != blockMagic {
+		return &FormatError{start, fmt.Sprintf("no block starts here (found %q)", hdr[:4])}
+	}
+	size := r.order.Uint32(hdr[4:])
+	if size > MaxBlockPayload || size%recordAlign != 0 {
+		return &FormatError{start, fmt.Sprintf("block length %d is invalid", size)}
+	}
+	if cap(r.block) < int(size) {
+		r.block = make([]byte, size)
+	}
+	r.block = r.block[:size]
+	m, err := io.ReadFull(r.r, r.block)
+	r.off += int64(m)
+	if err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return &TruncatedError{Offset: start, TornBytes: int64(n + m)}
+		}
+		return fmt.Errorf("reading trace at offset %d: %w", r.off, err)
+	}
+	if crc32.Checksum(r.block, castagnoli) != r.order.Uint32(hdr[8:]) {
+		return &FormatError{start, "block fails its checksum"}
+	}
+	r.remaining = r.order.Uint32(hdr[12:])
+	if r.remaining == 0 {
+		return &FormatError{start, "block holds no records"}
+	}
+	r.blockOff = start
+	r.pos = 0
+	return nil
+}
