@@ -231,6 +231,54 @@ static __always_inline bool nagle_holds(const struct tcp_sock *tp, __u32 unsent,
 	       (__s32)(sml - una) > 0 && (__s32)(sml - nxt) <= 0;
 }
 
+/*
+ * The order matters: a limit that stops data the application has queued
+ * ranks before the question whether the application queued enough.
+ */
+static __always_inline __u8 classify(const struct sock *sk, const struct tcp_sock *tp, __u32 unsent,
+				     __u32 in_flight, __u32 cwnd, __u32 mss, __u32 una, __u32 nxt,
+				     __u32 snd_wnd)
+{
+	if (unsent) {
+		__u32 wnd_end = una + snd_wnd;
+		__u32 wnd_room = (__s32)(wnd_end - nxt) > 0 ? wnd_end - nxt : 0;
+		__u32 cwnd_room = in_flight < cwnd ? (cwnd - in_flight) * mss : 0;
+		__u32 room = wnd_room < cwnd_room ? wnd_room : cwnd_room;
+		__u32 tso_frame = BPF_CORE_READ(sk, sk_gso_max_segs) * mss;
+		bool held_tail = nagle_holds(tp, unsent, mss);
+
+		if (in_flight >= cwnd)
+			return SENDLIM_CWND;
+		if (wnd_room < (unsent < mss ? unsent : mss))
+			return SENDLIM_SWND;
+		/*
+		 * A held sub-MSS tail limits only when it leaves the pipe idle (less
+		 * than an MSS outstanding: the Nagle x delayed-ACK stall). Behind a
+		 * full pipe it costs nothing: the sender waits for more data, below.
+		 */
+		if (held_tail && nxt - una < mss)
+			return SENDLIM_NAGLE;
+		if (!held_tail) {
+			if (tsq_throttled(sk, tp))
+				return SENDLIM_TSQ;
+			if (BPF_CORE_READ(sk, sk_pacing_status) &&
+			    BPF_CORE_READ(tp, tcp_wstamp_ns) > bpf_ktime_get_ns())
+				return SENDLIM_PACING;
+			if (room < unsent && room < tso_frame)
+				return SENDLIM_TSO;
+			return SENDLIM_OK;
+		}
+	}
+
+	/* Nothing sendable: is the application blocked on the send buffer, or idle? */
+	struct socket *sock = BPF_CORE_READ(sk, sk_socket);
+	bool nospace = sock && (BPF_CORE_READ(sock, flags) & (1UL << SOCK_NOSPACE));
+
+	if (nospace || BPF_CORE_READ(sk, sk_wmem_queued) >= BPF_CORE_READ(sk, sk_sndbuf))
+		return SENDLIM_SNDBUF;
+	return SENDLIM_APP;
+}
+
 static __always_inline void emit_run(struct sendlim_run *run, __u64 now)
 {
 	struct tcp_sendlim_event *e;
@@ -254,7 +302,6 @@ int BPF_PROG(tcp_sendlim, struct sock *sk, const struct sk_buff *skb)
 {
 	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
 	struct sendlim_run *run, fresh = {};
-	struct socket *sock;
 	__u64 key = (__u64)sk, now = bpf_ktime_get_boot_ns();
 	__u32 in_flight, unsent, cwnd, mss, snd_wnd, una, nxt, segs_out, delta;
 	int wmem_queued, sndbuf;
@@ -281,35 +328,7 @@ int BPF_PROG(tcp_sendlim, struct sock *sk, const struct sk_buff *skb)
 	wmem_queued = BPF_CORE_READ(sk, sk_wmem_queued);
 	sndbuf = BPF_CORE_READ(sk, sk_sndbuf);
 
-	if (unsent == 0) {
-		sock = BPF_CORE_READ(sk, sk_socket);
-		bool nospace = sock && (BPF_CORE_READ(sock, flags) & (1UL << SOCK_NOSPACE));
-		reason = (nospace || wmem_queued >= sndbuf) ? SENDLIM_SNDBUF : SENDLIM_APP;
-	} else if (in_flight >= cwnd) {
-		reason = SENDLIM_CWND;
-	} else {
-		__u32 wnd_end = una + snd_wnd;
-		__u32 seg = unsent < mss ? unsent : mss;
-		__u32 wnd_room = (__s32)(wnd_end - nxt) > 0 ? wnd_end - nxt : 0;
-		__u32 cwnd_room = (cwnd - in_flight) * mss;
-		__u32 room = wnd_room < cwnd_room ? wnd_room : cwnd_room;
-		__u32 tso_frame = BPF_CORE_READ(sk, sk_gso_max_segs) * mss;
-
-		if (wnd_room < seg)
-			reason = SENDLIM_SWND;
-		else if (nagle_holds(tp, unsent, mss))
-			reason = SENDLIM_NAGLE;
-		else if (tsq_throttled(sk, tp))
-			reason = SENDLIM_TSQ;
-		else if (BPF_CORE_READ(sk, sk_pacing_status) &&
-			 BPF_CORE_READ(tp, tcp_wstamp_ns) > bpf_ktime_get_ns())
-			reason = SENDLIM_PACING;
-		else if (room < unsent && room < tso_frame)
-			reason = SENDLIM_TSO;
-		else
-			reason = SENDLIM_OK;
-	}
-
+	reason = classify(sk, tp, unsent, in_flight, cwnd, mss, una, nxt, snd_wnd);
 	run = bpf_map_lookup_elem(&sendlim_runs, &key);
 	if (run) {
 		delta = segs_out - run->last_segs_out;

@@ -37,7 +37,7 @@ func AppendText(b []byte, ev *event.Event, names Names) []byte {
 			b = append(b, " pid="...)
 			b = strconv.AppendUint(b, uint64(c.Pid), 10)
 			b = append(b, " comm="...)
-			b = append(b, comm(&c.Comm)...)
+			b = appendToken(b, comm(&c.Comm))
 		} else {
 			b = append(b, " ctx="...)
 			b = append(b, c.Context.String()...)
@@ -190,6 +190,17 @@ func jsonUint(b []byte, key string, v uint64) []byte {
 	b = append(b, key...)
 	b = append(b, `":`...)
 	return strconv.AppendUint(b, v, 10)
+}
+
+// appendToken keeps a value one whitespace-free token, so lines stay splittable.
+func appendToken(b, v []byte) []byte {
+	for _, c := range v {
+		if c <= ' ' || c >= 0x7f {
+			c = '_'
+		}
+		b = append(b, c)
+	}
+	return b
 }
 
 func comm(c *[16]byte) []byte {

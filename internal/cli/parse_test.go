@@ -1,0 +1,188 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/binary"
+	"flag"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/skbtrace/skbtrace/internal/event"
+	"github.com/skbtrace/skbtrace/internal/trace"
+	"github.com/skbtrace/skbtrace/internal/tracetest"
+)
+
+var update = flag.Bool("update", false, "rewrite the fixture traces and golden outputs in testdata/")
+
+// fixture is a small recording with everything a reader must handle: both
+// address families, out-of-order arrival, a sequence gap with its loss
+// record, a named namespace and the end record.
+func fixture(t *testing.T, o trace.ByteOrder) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := tracetest.NewWriter(&buf, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const netns = 4026531840
+	srv := tracetest.Addrs(netip.MustParseAddrPort("127.0.0.1:5201"), netip.MustParseAddrPort("0.0.0.0:0"), netns)
+	cli := tracetest.Addrs(netip.MustParseAddrPort("127.0.0.1:43545"), netip.MustParseAddrPort("127.0.0.1:5201"), netns)
+	v6 := tracetest.Addrs(netip.MustParseAddrPort("[::1]:43546"), netip.MustParseAddrPort("[::1]:5201"), netns)
+	conn, lim := uint16(event.TypeTCPConn), uint16(event.TypeTCPSendlim)
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(w.AppendNetns(trace.Netns{Inode: netns, Name: "lab-sender"}))
+	must(w.Event(conn, tracetest.Conn(0, 1_000, 0, 0xffff88003aca5980, srv, 7, 10, 100, "iperf3")))
+	must(w.Event(conn, tracetest.Conn(2, 3_000, 1, 0xffff88003cea0a40, cli, 2, 1, 0, "")))
+	must(w.Event(conn, tracetest.Conn(1, 2_000, 0, 0xffff88003cea0a40, cli, 7, 2, 101, "iperf3 client")))
+	must(w.Flush())
+	must(w.Event(conn, tracetest.Conn(3, 4_000, 1, 0xffff88003cea1000, v6, 2, 1, 0, "")))
+	must(w.Event(lim, tracetest.Sendlim(4, 1_000_004_000, 5_000, 1, 0xffff88003cea0a40, cli, uint8(event.SendlimOK), 9386, 12)))
+	must(w.Event(lim, tracetest.Sendlim(5, 1_500_000_000, 1_000_004_000, 0, 0xffff88003cea0a40, cli, uint8(event.SendlimCwnd), 310, 3100)))
+	must(w.AppendLoss(trace.Loss{Family: 1, CPU: 1, Count: 1, BootNs: 1_600_000_000}))
+	must(w.Event(lim, tracetest.Sendlim(7, 2_000_000_000, 1_600_000_000, 1, 0xffff88003cea0a40, cli, uint8(event.SendlimSndbuf), 77, 8)))
+	must(w.AppendEnd(trace.End{NextSeq: 8, BootNs: 2_000_000_001}))
+	must(w.Flush())
+	return buf.Bytes()
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs:\n--- got\n%s--- want\n%s", name, got, want)
+	}
+}
+
+func TestParseFixturesBothByteOrders(t *testing.T) {
+	for _, c := range []struct {
+		file  string
+		order trace.ByteOrder
+	}{{"fixture-le.trace", binary.LittleEndian}, {"fixture-be.trace", binary.BigEndian}} {
+		data := fixture(t, c.order)
+		golden(t, c.file, data) // the committed files are what readers of older versions must keep reading
+		for _, asJSON := range []bool{false, true} {
+			var out, errs bytes.Buffer
+			if err := parseTrace(bytes.NewReader(data), &out, &errs, &event.Filter{}, asJSON); err != nil {
+				t.Fatalf("%s: %v", c.file, err)
+			}
+			name := "fixture.txt"
+			if asJSON {
+				name = "fixture.jsonl"
+			}
+			golden(t, name, out.Bytes())
+			summary := errs.String()
+			for _, want := range []string{"7 events read, 7 printed", "lost 1", "1 sequence numbers missing in 1 gaps"} {
+				if !strings.Contains(summary, want) {
+					t.Errorf("%s summary %q lacks %q", c.file, summary, want)
+				}
+			}
+		}
+	}
+}
+
+func TestParseFilters(t *testing.T) {
+	data := fixture(t, binary.LittleEndian)
+	cases := []struct {
+		filter event.Filter
+		want   int
+	}{
+		{event.Filter{Port: 43545}, 5},
+		{event.Filter{Addr: netip.MustParseAddr("::1")}, 1},
+		{event.Filter{NetnsName: "lab-sender"}, 7},
+		{event.Filter{NetnsName: "other"}, 0},
+		{event.Filter{Netns: 4026531840, HasNetns: true, Port: 5201}, 7},
+	}
+	for _, c := range cases {
+		var out, errs bytes.Buffer
+		if err := parseTrace(bytes.NewReader(data), &out, &errs, &c.filter, false); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Count(out.String(), "\n"); got != c.want {
+			t.Errorf("filter %+v printed %d lines, want %d:\n%s", c.filter, got, c.want, out.String())
+		}
+	}
+}
+
+func TestParseDamagedTracePrintsGoodEventsThenFails(t *testing.T) {
+	data := fixture(t, binary.LittleEndian)
+	bad := bytes.Clone(data)
+	bad[len(bad)-5] ^= 0x40 // inside the second block
+	var out, errs bytes.Buffer
+	err := parseTrace(bytes.NewReader(bad), &out, &errs, &event.Filter{}, false)
+	if err == nil || !strings.Contains(err.Error(), "checksum") || !strings.Contains(err.Error(), "offset") {
+		t.Fatalf("err %v, want a checksum error with its offset", err)
+	}
+	if got := strings.Count(out.String(), "\n"); got != 3 {
+		t.Fatalf("printed %d events before the damage, want the first block's 3", got)
+	}
+
+	var out2, errs2 bytes.Buffer
+	err = parseTrace(bytes.NewReader(data[:len(data)-7]), &out2, &errs2, &event.Filter{}, false)
+	if err == nil || !strings.Contains(err.Error(), "truncated") {
+		t.Fatalf("err %v, want truncated", err)
+	}
+	if !strings.Contains(errs2.String(), "did not end normally") {
+		t.Fatalf("summary %q does not warn about the missing end record", errs2.String())
+	}
+}
+
+func TestMainExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.trace")
+	os.WriteFile(good, fixture(t, binary.LittleEndian), 0o644)
+	garbage := filepath.Join(dir, "garbage.trace")
+	os.WriteFile(garbage, []byte("this is not a trace at all"), 0o644)
+	cases := []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"parse", "-i", good}, 0, ""},
+		{[]string{"parse", "-i", garbage}, 1, "bad magic"},
+		{[]string{"parse", "-i", filepath.Join(dir, "missing")}, 1, "opening trace"},
+		{[]string{"parse", "--no-such-flag"}, 2, "unknown flag"},
+		{[]string{"parse", "extra"}, 2, "takes no arguments"},
+		{[]string{"nosuchcommand"}, 2, "unknown command"},
+		{[]string{"parse", "-i", good, "--filter-addr", "not-an-ip"}, 2, "not an IP address"},
+		{[]string{"record", "-d", "soon"}, 2, "not a number of seconds"},
+		{[]string{"record", "--ring-size", "1000"}, 2, "power of two"},
+		{[]string{"record", "-e", "nosuchfamily"}, 1, "unknown event family"},
+	}
+	for _, c := range cases {
+		var out, errs bytes.Buffer
+		code := Main(c.args, strings.NewReader(""), &out, &errs)
+		if code != c.code || !strings.Contains(errs.String(), c.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d containing %q", c.args, code, errs.String(), c.code, c.msg)
+		}
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	for in, want := range map[string]string{"5": "5s", "0.5": "500ms", "5s": "5s", "2m": "2m0s"} {
+		d, err := parseDuration(in)
+		if err != nil || d.String() != want {
+			t.Errorf("parseDuration(%q) = %v, %v; want %s", in, d, err, want)
+		}
+	}
+	for _, bad := range []string{"-1", "x", "5 s"} {
+		if _, err := parseDuration(bad); err == nil {
+			t.Errorf("parseDuration(%q) accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,219 @@
+package trace
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+func testHeader(o ByteOrder) Header {
+	return Header{
+		ByteOrder: o, BootAnchorNs: 1_000_000_000, WallAnchorNs: 1_700_000_000_000_000_000,
+		CPUs: 2, Hostname: "host", Kernel: "6.18.0", Machine: "x86_64", Tool: "test", Command: "skbtrace record",
+	}
+}
+
+// writeTrace writes n records of varied sizes in blocks of perBlock records.
+func writeTrace(t testing.TB, o ByteOrder, n, perBlock int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, testHeader(o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		body := bytes.Repeat([]byte{byte(i)}, 1+i%37)
+		if err := w.Append(uint16(1+i%3), body); err != nil {
+			t.Fatal(err)
+		}
+		if (i+1)%perBlock == 0 {
+			if err := w.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func readAll(t testing.TB, data []byte) (int, error) {
+	t.Helper()
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+		want := bytes.Repeat([]byte{byte(n)}, 1+n%37)
+		if rec.Type != uint16(1+n%3) || !bytes.Equal(rec.Body, want) {
+			t.Fatalf("record %d: type %d body %x, want type %d body %x", n, rec.Type, rec.Body, 1+n%3, want)
+		}
+		n++
+	}
+}
+
+func TestRoundTripBothByteOrders(t *testing.T) {
+	for _, o := range []ByteOrder{binary.LittleEndian, binary.BigEndian} {
+		data := writeTrace(t, o, 1000, 100)
+		r, err := NewReader(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := r.Header, testHeader(o); got.Hostname != want.Hostname || got.Kernel != want.Kernel ||
+			got.Command != want.Command || got.WallAnchorNs != want.WallAnchorNs || got.CPUs != 2 ||
+			isBigEndian(got.ByteOrder) != isBigEndian(o) {
+			t.Fatalf("header %+v, want %+v", got, want)
+		}
+		n, err := readAll(t, data)
+		if err != nil || n != 1000 {
+			t.Fatalf("read %d records, err %v; want 1000", n, err)
+		}
+	}
+}
+
+func TestWallTime(t *testing.T) {
+	h := testHeader(binary.LittleEndian)
+	if got := h.WallTime(h.BootAnchorNs + 1500); got != h.WallAnchorNs+1500 {
+		t.Fatalf("WallTime = %d", got)
+	}
+}
+
+func TestTornTailReportsLostBytes(t *testing.T) {
+	data := writeTrace(t, binary.LittleEndian, 300, 100) // three blocks
+	for cut := 1; cut < 200; cut += 17 {
+		n, err := readAll(t, data[:len(data)-cut])
+		var te *TruncatedError
+		if !errors.As(err, &te) {
+			t.Fatalf("cut %d: err %v, want TruncatedError", cut, err)
+		}
+		if n != 200 {
+			t.Fatalf("cut %d: %d records before the torn block, want 200", cut, n)
+		}
+		if te.TornBytes <= 0 || te.Offset+te.TornBytes != int64(len(data)-cut) {
+			t.Fatalf("cut %d: torn %d bytes at %d, file ends at %d", cut, te.TornBytes, te.Offset, len(data)-cut)
+		}
+	}
+}
+
+func TestCleanEndAtBlockBoundary(t *testing.T) {
+	data := writeTrace(t, binary.LittleEndian, 200, 100)
+	n, err := readAll(t, data)
+	if err != nil || n != 200 {
+		t.Fatalf("n=%d err=%v", n, err)
+	}
+}
+
+func TestEveryByteFlipIsDetected(t *testing.T) {
+	data := writeTrace(t, binary.BigEndian, 50, 10)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range data {
+		bad := bytes.Clone(data)
+		bad[i] ^= byte(1 + rng.IntN(255))
+		n, err := readAll(t, bad)
+		if err == nil {
+			t.Fatalf("flip at offset %d of %d went unnoticed (%d records read)", i, len(data), n)
+		}
+		var fe *FormatError
+		var te *TruncatedError
+		if !errors.As(err, &fe) && !errors.As(err, &te) {
+			t.Fatalf("flip at %d: error %v is neither a FormatError nor a TruncatedError", i, err)
+		}
+	}
+}
+
+func TestHeaderErrors(t *testing.T) {
+	good := writeTrace(t, binary.LittleEndian, 1, 1)
+	cases := map[string]struct {
+		data []byte
+		want string
+	}{
+		"empty":       {nil, "empty input"},
+		"magic":       {append([]byte("NOTATRCE"), good[8:]...), "bad magic"},
+		"short":       {good[:10], "inside the file header"},
+		"order":       {func() []byte { b := bytes.Clone(good); b[8] = 'X'; return b }(), "byte-order mark"},
+		"version":     {func() []byte { b := bytes.Clone(good); b[10] = 99; return b }(), "unsupported trace format version 99"},
+		"header body": {func() []byte { b := bytes.Clone(good); b[30] ^= 1; return b }(), "file header fails its checksum"},
+	}
+	for name, c := range cases {
+		_, err := NewReader(bytes.NewReader(c.data))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err %v, want %q", name, err, c.want)
+		}
+	}
+}
+
+func TestBlockChecksumErrorNamesOffset(t *testing.T) {
+	data := writeTrace(t, binary.LittleEndian, 20, 10)
+	r, _ := NewReader(bytes.NewReader(data))
+	hdrLen := r.Offset()
+	bad := bytes.Clone(data)
+	bad[len(bad)-3] ^= 0xff // inside the second block's payload
+	_, err := readAll(t, bad)
+	var fe *FormatError
+	if !errors.As(err, &fe) || !strings.Contains(fe.Msg, "checksum") || fe.Offset <= hdrLen {
+		t.Fatalf("err %v, want a checksum error past the header", err)
+	}
+}
+
+func TestMetaRecordsRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	w, _ := NewWriter(&buf, testHeader(binary.BigEndian))
+	w.AppendNetns(Netns{Inode: 4026531840, Name: "lab-a"})
+	w.AppendLoss(Loss{Family: 1, CPU: 3, Count: 42, BootNs: 99})
+	w.AppendEnd(End{NextSeq: 1234, BootNs: 100})
+	w.Flush()
+	r, err := NewReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := r.ByteOrder()
+	rec, _ := r.Next()
+	if n, err := DecodeNetns(o, rec.Body); err != nil || n != (Netns{4026531840, "lab-a"}) {
+		t.Fatalf("netns %+v %v", n, err)
+	}
+	rec, _ = r.Next()
+	if l, err := DecodeLoss(o, rec.Body); err != nil || l != (Loss{1, 3, 42, 99}) {
+		t.Fatalf("loss %+v %v", l, err)
+	}
+	rec, _ = r.Next()
+	if e, err := DecodeEnd(o, rec.Body); err != nil || e != (End{1234, 100}) {
+		t.Fatalf("end %+v %v", e, err)
+	}
+	if _, err := DecodeLoss(o, []byte{1, 2}); err == nil {
+		t.Fatal("short loss record decoded")
+	}
+}
+
+func FuzzReader(f *testing.F) {
+	f.Add(writeTrace(f, binary.LittleEndian, 30, 10))
+	f.Add(writeTrace(f, binary.BigEndian, 5, 2))
+	f.Add([]byte(Magic))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := NewReader(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		for i := 0; i < 1<<16; i++ {
+			rec, err := r.Next()
+			if err != nil {
+				return
+			}
+			if rec.Offset < 0 || rec.Offset >= int64(len(data)) {
+				t.Fatalf("record offset %d outside the input", rec.Offset)
+			}
+		}
+	})
+}
