@@ -232,6 +232,23 @@ static __always_inline bool nagle_holds(const struct tcp_sock *tp, __u32 unsent,
 }
 
 /*
+ * Pacing caps throughput only when the pacing rate is below cwnd/RTT, and
+ * then its holds add up to a real share of the RTT. Shorter holds (BBR
+ * spreading a TSO burst by microseconds) do not: count holds over RTT/8.
+ */
+static __always_inline bool pacing_holds(const struct sock *sk, const struct tcp_sock *tp)
+{
+	__u64 departure, now, srtt_ns;
+
+	if (!BPF_CORE_READ(sk, sk_pacing_status))
+		return false;
+	departure = BPF_CORE_READ(tp, tcp_wstamp_ns);
+	now = bpf_ktime_get_ns();
+	srtt_ns = (__u64)(BPF_CORE_READ(tp, srtt_us) >> 3) * 1000;
+	return departure > now && departure - now > srtt_ns / 8;
+}
+
+/*
  * The order matters: a limit that stops data the application has queued
  * ranks before the question whether the application queued enough.
  */
@@ -261,16 +278,20 @@ static __always_inline __u8 classify(const struct sock *sk, const struct tcp_soc
 		if (!held_tail) {
 			if (tsq_throttled(sk, tp))
 				return SENDLIM_TSQ;
-			if (BPF_CORE_READ(sk, sk_pacing_status) &&
-			    BPF_CORE_READ(tp, tcp_wstamp_ns) > bpf_ktime_get_ns())
+			if (pacing_holds(sk, tp))
 				return SENDLIM_PACING;
+			/*
+			 * tcp_tso_should_defer() holds data back when the room left is
+			 * less than a full frame (and a third of the window): it waits
+			 * for the window that is short, so that window is the reason.
+			 */
 			if (room < unsent && room < tso_frame)
-				return SENDLIM_TSO;
+				return wnd_room < cwnd_room ? SENDLIM_SWND : SENDLIM_CWND;
 			return SENDLIM_OK;
 		}
 	}
 
-	/* Nothing sendable: is the application blocked on the send buffer, or idle? */
+	/* Nothing sendable: is the application blocked on the send buffer, or has it queued nothing more? */
 	struct socket *sock = BPF_CORE_READ(sk, sk_socket);
 	bool nospace = sock && (BPF_CORE_READ(sock, flags) & (1UL << SOCK_NOSPACE));
 
@@ -320,7 +341,7 @@ int BPF_PROG(tcp_sendlim, struct sock *sk, const struct sk_buff *skb)
 	snd_wnd = BPF_CORE_READ(tp, snd_wnd);
 	una = BPF_CORE_READ(tp, snd_una);
 	nxt = BPF_CORE_READ(tp, snd_nxt);
-	segs_out = BPF_CORE_READ(tp, segs_out);
+	segs_out = BPF_CORE_READ(tp, data_segs_out);
 	in_flight = BPF_CORE_READ(tp, packets_out) -
 		    (BPF_CORE_READ(tp, sacked_out) + BPF_CORE_READ(tp, lost_out)) +
 		    BPF_CORE_READ(tp, retrans_out);
@@ -328,10 +349,10 @@ int BPF_PROG(tcp_sendlim, struct sock *sk, const struct sk_buff *skb)
 	wmem_queued = BPF_CORE_READ(sk, sk_wmem_queued);
 	sndbuf = BPF_CORE_READ(sk, sk_sndbuf);
 
-	reason = classify(sk, tp, unsent, in_flight, cwnd, mss, una, nxt, snd_wnd);
 	run = bpf_map_lookup_elem(&sendlim_runs, &key);
+	delta = run ? segs_out - run->last_segs_out : 0;
+	reason = classify(sk, tp, unsent, in_flight, cwnd, mss, una, nxt, snd_wnd);
 	if (run) {
-		delta = segs_out - run->last_segs_out;
 		run->ev.sentpkts += delta;
 		run->last_segs_out = segs_out;
 		if (run->ev.reason == reason && now - run->ev.begin_ns < NSEC_PER_SEC) {

@@ -38,16 +38,15 @@ enum event_family {
 
 /* Why an established sender is not sending more (docs/events.md). */
 enum sendlim_reason {
-	SENDLIM_OK = 0,     /* data queued and room to send it: the stack sends at will */
-	SENDLIM_CWND = 1,   /* packets in flight reached the congestion window */
-	SENDLIM_SWND = 2,   /* the peer's advertised window is full */
+	SENDLIM_OK = 0,     /* nothing held back: data is going out, or all went out and the pipe is kept full */
+	SENDLIM_CWND = 1,   /* congestion window full, or too nearly full for a TSO frame */
+	SENDLIM_SWND = 2,   /* peer's advertised window full, or too nearly full for a TSO frame */
 	SENDLIM_NAGLE = 3,  /* a sub-MSS tail held back while a small segment is unacknowledged */
-	SENDLIM_TSO = 4,    /* room for less than a full TSO frame: sending deferred */
-	SENDLIM_PACING = 5, /* the pacing timer holds the next segment */
-	SENDLIM_TSQ = 6,    /* TCP small queues: too many bytes below TCP, in qdisc or device */
-	SENDLIM_SNDBUF = 7, /* nothing unsent and the send buffer is full of unacked data */
-	SENDLIM_APP = 8,    /* nothing unsent and room in the send buffer: the application is idle */
-	SENDLIM_MAX = 9,
+	SENDLIM_PACING = 4, /* the pacing timer holds the next segment for over RTT/8 */
+	SENDLIM_TSQ = 5,    /* TCP small queues: too many bytes below TCP, in qdisc or device */
+	SENDLIM_SNDBUF = 6, /* nothing sendable and the send buffer is full of unacked data */
+	SENDLIM_APP = 7,    /* nothing to send and the kernel marks the socket app-limited (pipe not kept full) */
+	SENDLIM_MAX = 8,
 };
 
 /* Execution context of the event: process (pid and comm are its own) or softirq. */

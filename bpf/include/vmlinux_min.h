@@ -102,7 +102,8 @@ struct tcp_sock {
 	u32 snd_sml;
 	u32 snd_wnd;
 	u32 mss_cache;
-	u32 segs_out;
+	u32 data_segs_out;
+	u32 srtt_us;
 	u64 tcp_wstamp_ns;
 	u8 nonagle : 4;
 };

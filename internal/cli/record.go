@@ -113,6 +113,11 @@ SIGINT/SIGTERM. Everything is detached on exit. Read the trace with parse.`,
 // run records into out until the duration, the command or a signal ends it,
 // and prints the totals on stderr.
 func (j *recordJob) run(out io.Writer, stderr io.Writer) error {
+	// Before attaching: a signal from then on must stop the recording cleanly.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
 	rec, err := collect.Start(j.opts)
 	if err != nil {
 		return err
@@ -122,6 +127,11 @@ func (j *recordJob) run(out io.Writer, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var names []string
+	for _, f := range j.opts.Families {
+		names = append(names, f.Name)
+	}
+	fmt.Fprintf(stderr, "skbtrace: recording %s; stop with Ctrl-C\n", strings.Join(names, ", "))
 
 	stop := make(chan struct{})
 	var once bool
@@ -131,10 +141,6 @@ func (j *recordJob) run(out io.Writer, stderr io.Writer) error {
 			close(stop)
 		}
 	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-
 	var timeout <-chan time.Time
 	if j.duration > 0 {
 		t := time.NewTimer(j.duration)

@@ -126,7 +126,6 @@ const (
 	SendlimCwnd   = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_CWND)
 	SendlimSwnd   = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_SWND)
 	SendlimNagle  = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_NAGLE)
-	SendlimTSO    = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_TSO)
 	SendlimPacing = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_PACING)
 	SendlimTSQ    = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_TSQ)
 	SendlimSndbuf = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_SNDBUF)
@@ -135,7 +134,7 @@ const (
 )
 
 var sendlimNames = [SendlimCount]string{
-	SendlimOK: "ok", SendlimCwnd: "cwnd", SendlimSwnd: "swnd", SendlimNagle: "nagle", SendlimTSO: "tso",
+	SendlimOK: "ok", SendlimCwnd: "cwnd", SendlimSwnd: "swnd", SendlimNagle: "nagle",
 	SendlimPacing: "pacing", SendlimTSQ: "tsq", SendlimSndbuf: "sndbuf", SendlimApp: "app",
 }
 

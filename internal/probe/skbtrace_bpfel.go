@@ -51,12 +51,11 @@ const (
 	SkbtraceSendlimReasonSENDLIM_CWND   SkbtraceSendlimReason = 1
 	SkbtraceSendlimReasonSENDLIM_SWND   SkbtraceSendlimReason = 2
 	SkbtraceSendlimReasonSENDLIM_NAGLE  SkbtraceSendlimReason = 3
-	SkbtraceSendlimReasonSENDLIM_TSO    SkbtraceSendlimReason = 4
-	SkbtraceSendlimReasonSENDLIM_PACING SkbtraceSendlimReason = 5
-	SkbtraceSendlimReasonSENDLIM_TSQ    SkbtraceSendlimReason = 6
-	SkbtraceSendlimReasonSENDLIM_SNDBUF SkbtraceSendlimReason = 7
-	SkbtraceSendlimReasonSENDLIM_APP    SkbtraceSendlimReason = 8
-	SkbtraceSendlimReasonSENDLIM_MAX    SkbtraceSendlimReason = 9
+	SkbtraceSendlimReasonSENDLIM_PACING SkbtraceSendlimReason = 4
+	SkbtraceSendlimReasonSENDLIM_TSQ    SkbtraceSendlimReason = 5
+	SkbtraceSendlimReasonSENDLIM_SNDBUF SkbtraceSendlimReason = 6
+	SkbtraceSendlimReasonSENDLIM_APP    SkbtraceSendlimReason = 7
+	SkbtraceSendlimReasonSENDLIM_MAX    SkbtraceSendlimReason = 8
 )
 
 type SkbtraceSendlimRun struct {

@@ -67,7 +67,7 @@ func AppendText(b []byte, ev *event.Event, names Names) []byte {
 		case event.SendlimNagle:
 			b = appendField(b, "unsent", s.Unsent)
 			b = appendField(b, "mss", s.MSS)
-		case event.SendlimTSO, event.SendlimPacing, event.SendlimTSQ:
+		case event.SendlimPacing, event.SendlimTSQ:
 			b = appendField(b, "unsent", s.Unsent)
 			b = appendField(b, "cwnd", s.Cwnd)
 			b = appendField(b, "inflight", s.InFlight)

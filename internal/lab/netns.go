@@ -1,0 +1,81 @@
+package lab
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/vishvananda/netns"
+)
+
+// Netns is a named network namespace created by the lab.
+type Netns struct {
+	Name   string
+	handle netns.NsHandle
+}
+
+// newNetns creates a named namespace (bind-mounted under /run/netns, so
+// iproute2 sees it) without moving the calling goroutine's thread into it.
+func newNetns(name string) (*Netns, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		return nil, fmt.Errorf("reading the current network namespace: %w", err)
+	}
+	defer orig.Close()
+	h, err := netns.NewNamed(name)
+	if err != nil {
+		return nil, fmt.Errorf("creating network namespace %s: %w", name, err)
+	}
+	if err := netns.Set(orig); err != nil {
+		// The thread is stuck in the new namespace; never let it run Go code again.
+		runtime.Goexit()
+	}
+	return &Netns{Name: name, handle: h}, nil
+}
+
+// Do runs fn on an OS thread inside the namespace. Sockets created by fn
+// stay in the namespace after Do returns and may be used from any goroutine.
+func (n *Netns) Do(fn func() error) error {
+	errc := make(chan error, 1)
+	// A fresh goroutine whose thread is discarded if it cannot return to
+	// the original namespace, so no other goroutine inherits it.
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("reading the current network namespace: %w", err)
+			return
+		}
+		defer orig.Close()
+		if err := netns.Set(n.handle); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("entering network namespace %s: %w", n.Name, err)
+			return
+		}
+		errc <- fn()
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+	}()
+	return <-errc
+}
+
+// Inode identifies the namespace in kernel events.
+func (n *Netns) Inode() (uint32, error) {
+	var st fileInfo
+	if err := st.stat(int(n.handle)); err != nil {
+		return 0, fmt.Errorf("reading the inode of network namespace %s: %w", n.Name, err)
+	}
+	return st.ino, nil
+}
+
+// Delete removes the namespace; its devices go with it.
+func (n *Netns) Delete() error {
+	n.handle.Close()
+	if err := netns.DeleteNamed(n.Name); err != nil {
+		return fmt.Errorf("deleting network namespace %s: %w", n.Name, err)
+	}
+	return nil
+}

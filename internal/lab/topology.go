@@ -1,0 +1,100 @@
+package lab
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"sync/atomic"
+
+	"github.com/vishvananda/netlink"
+)
+
+// Addresses of the pair. Each pair lives in its own namespaces, so every run
+// can use the same ones without colliding with another run or the host.
+var (
+	SenderAddr   = netip.MustParsePrefix("10.200.0.1/24")
+	ReceiverAddr = netip.MustParsePrefix("10.200.0.2/24")
+)
+
+var pairCount atomic.Uint32
+
+// Pair is two namespaces joined by a veth pair.
+type Pair struct {
+	Sender, Receiver       *Netns
+	SenderDev, ReceiverDev string
+}
+
+// NewPair creates the namespaces and the veth pair with addresses and
+// brings everything up. On error, whatever was created is removed.
+func NewPair() (p *Pair, err error) {
+	id := fmt.Sprintf("%d-%d", os.Getpid(), pairCount.Add(1))
+	p = &Pair{SenderDev: "skbs" + short(id), ReceiverDev: "skbr" + short(id)}
+	defer func() {
+		if err != nil {
+			p.Close()
+			p = nil
+		}
+	}()
+	if p.Sender, err = newNetns("skbtrace-" + id + "-snd"); err != nil {
+		return p, err
+	}
+	if p.Receiver, err = newNetns("skbtrace-" + id + "-rcv"); err != nil {
+		return p, err
+	}
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: p.SenderDev, Namespace: netlink.NsFd(p.Sender.handle)},
+		PeerName: p.ReceiverDev, PeerNamespace: netlink.NsFd(p.Receiver.handle)}
+	if err = netlink.LinkAdd(veth); err != nil {
+		return p, fmt.Errorf("creating veth pair %s/%s: %w", p.SenderDev, p.ReceiverDev, err)
+	}
+	if err = configure(p.Sender, p.SenderDev, SenderAddr); err != nil {
+		return p, err
+	}
+	if err = configure(p.Receiver, p.ReceiverDev, ReceiverAddr); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// short keeps interface names within the kernel's 15 characters.
+func short(id string) string {
+	if len(id) > 11 {
+		return id[len(id)-11:]
+	}
+	return id
+}
+
+func configure(ns *Netns, dev string, addr netip.Prefix) error {
+	h, err := netlink.NewHandleAt(ns.handle)
+	if err != nil {
+		return fmt.Errorf("opening netlink in %s: %w", ns.Name, err)
+	}
+	defer h.Close()
+	for _, name := range []string{"lo", dev} {
+		l, err := h.LinkByName(name)
+		if err != nil {
+			return fmt.Errorf("finding %s in %s: %w", name, ns.Name, err)
+		}
+		if name == dev {
+			a, _ := netlink.ParseAddr(addr.String())
+			if err := h.AddrAdd(l, a); err != nil {
+				return fmt.Errorf("adding %s to %s in %s: %w", addr, dev, ns.Name, err)
+			}
+		}
+		if err := h.LinkSetUp(l); err != nil {
+			return fmt.Errorf("bringing up %s in %s: %w", name, ns.Name, err)
+		}
+	}
+	return nil
+}
+
+// Close deletes both namespaces (and with them the veth pair).
+func (p *Pair) Close() error {
+	var errs []error
+	for _, ns := range []*Netns{p.Sender, p.Receiver} {
+		if ns != nil {
+			errs = append(errs, ns.Delete())
+		}
+	}
+	return errors.Join(errs...)
+}

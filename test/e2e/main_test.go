@@ -1,0 +1,199 @@
+// Package e2e runs the skbtrace binary against real kernel events: loopback
+// and veth traffic the tests generate themselves. It needs root; without it
+// the tests skip, except under CI=true, where skipping is a failure.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "skbtrace-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "skbtrace")
+	build := exec.Command("go", "build", "-o", binary, "../../cmd/skbtrace")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building skbtrace:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// requireRoot skips without root, but fails under CI=true: there the kernel
+// tests must run.
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("this test needs root and CI=true forbids skipping it")
+	}
+	t.Skip("needs root (CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN)")
+}
+
+// recorder is a running `skbtrace record`.
+type recorder struct {
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	file   string
+}
+
+// startRecord runs skbtrace record with args and waits until it has attached.
+func startRecord(t *testing.T, args ...string) *recorder {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "run.trace")
+	cmd := exec.Command(binary, append([]string{"record", "-o", file}, args...)...)
+	r := &recorder{cmd: cmd, stderr: &syncBuffer{}, file: file}
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		once := false
+		for sc.Scan() {
+			r.stderr.WriteLine(sc.Text())
+			if !once && strings.Contains(sc.Text(), "skbtrace: recording") {
+				once = true
+				close(ready)
+			}
+		}
+		if !once {
+			close(ready)
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("record did not attach within 30s: %s", r.stderr)
+	}
+	if !strings.Contains(r.stderr.String(), "skbtrace: recording") {
+		cmd.Wait()
+		t.Fatalf("record failed to start: %s", r.stderr)
+	}
+	return r
+}
+
+// stop sends sig and waits for record to exit.
+func (r *recorder) stop(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	r.cmd.Process.Signal(sig)
+	done := make(chan error, 1)
+	go func() { done <- r.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil && sig != syscall.SIGKILL {
+			t.Fatalf("record exited with %v: %s", err, r.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		r.cmd.Process.Kill()
+		t.Fatalf("record did not stop within 30s of %v", sig)
+	}
+	time.Sleep(100 * time.Millisecond) // let the stderr reader catch up
+}
+
+// parseJSON runs skbtrace parse --json on a trace and decodes every line.
+func parseJSON(t *testing.T, file string, args ...string) ([]map[string]any, string, error) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"parse", "--json", "-i", file}, args...)...)
+	var out, errs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errs
+	err := cmd.Run()
+	var events []map[string]any
+	dec := json.NewDecoder(&out)
+	for {
+		var ev map[string]any
+		if derr := dec.Decode(&ev); derr == io.EOF {
+			break
+		} else if derr != nil {
+			t.Fatalf("parse --json printed invalid JSON: %v", derr)
+		}
+		events = append(events, ev)
+	}
+	return events, errs.String(), err
+}
+
+// statesOf lists the new states of the tcp_conn events of one socket, found
+// by its local and peer address.
+func statesOf(events []map[string]any, local, peer string) []string {
+	var states []string
+	for _, ev := range events {
+		if ev["action"] == "tcp_conn" && ev["local"] == local && ev["peer"] == peer {
+			states = append(states, ev["state"].(string))
+		}
+	}
+	return states
+}
+
+// sendlimCounts sums cnt per reason for the sockets whose peer is peer.
+func sendlimCounts(events []map[string]any, peer string) (map[string]float64, []float64) {
+	counts := map[string]float64{}
+	var runs []float64
+	for _, ev := range events {
+		if ev["action"] == "tcp_sendlim" && ev["peer"] == peer {
+			counts[ev["reason"].(string)] += ev["cnt"].(float64)
+			runs = append(runs, ev["cnt"].(float64))
+		}
+	}
+	return counts, runs
+}
+
+type syncBuffer struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (b *syncBuffer) WriteLine(s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lines = append(b.lines, s)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Join(b.lines, "\n")
+}
+
+// freePort asks the kernel for an unused loopback port.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}

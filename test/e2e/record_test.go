@@ -1,0 +1,248 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/skbtrace/skbtrace/internal/lab"
+)
+
+var (
+	clientStates = []string{"SYN_SENT", "ESTABLISHED", "FIN_WAIT1", "FIN_WAIT2", "CLOSE"}
+	serverStates = []string{"SYN_RECV", "ESTABLISHED", "CLOSE_WAIT", "LAST_ACK", "CLOSE"}
+)
+
+// sockStates lists the states of the socket that reached ESTABLISHED with
+// these addresses; following the socket address picks up SYN_SENT, whose
+// local port is not assigned yet when the state is set.
+func sockStates(events []map[string]any, local, peer string) []string {
+	var sock any
+	for _, ev := range events {
+		if ev["action"] == "tcp_conn" && ev["state"] == "ESTABLISHED" && ev["local"] == local && ev["peer"] == peer {
+			sock = ev["sock"]
+		}
+	}
+	var states []string
+	for _, ev := range events {
+		if ev["action"] == "tcp_conn" && ev["sock"] == sock {
+			states = append(states, ev["state"].(string))
+		}
+	}
+	return states
+}
+
+// connectAndClose opens a connection, sends a little, and closes from the client first.
+func connectAndClose(t *testing.T, ln net.Listener, dial func() (net.Conn, error)) (local, peer string) {
+	t.Helper()
+	done := serve(t, ln, drain)
+	c, err := dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, peer = c.LocalAddr().String(), c.RemoteAddr().String()
+	c.Write([]byte("hello"))
+	c.Close()
+	<-done
+	time.Sleep(200 * time.Millisecond)
+	return local, peer
+}
+
+func checkStates(t *testing.T, events []map[string]any, local, peer string) {
+	t.Helper()
+	if got := sockStates(events, local, peer); !slices.Equal(got, clientStates) {
+		t.Errorf("client %s: states %v, want %v", local, got, clientStates)
+	}
+	if got := sockStates(events, peer, local); !slices.Equal(got, serverStates) {
+		t.Errorf("server %s: states %v, want %v", peer, got, serverStates)
+	}
+}
+
+func TestConnStatesLoopback(t *testing.T) {
+	requireRoot(t)
+	port := freePort(t)
+	rec := startRecord(t, "-e", "tcp_conn", "--filter-port", strconv.Itoa(port))
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	local, peer := connectAndClose(t, ln, func() (net.Conn, error) { return net.Dial("tcp", ln.Addr().String()) })
+	ln.Close()
+	rec.stop(t, syscall.SIGINT)
+	events, summary, err := parseJSON(t, rec.file)
+	if err != nil {
+		t.Fatalf("parse: %v: %s", err, summary)
+	}
+	checkStates(t, events, local, peer)
+	// The listener's own life, set by this process.
+	var listen []string
+	for _, ev := range events {
+		if ev["local"] == ln.Addr().String() && ev["peer"] == "0.0.0.0:0" {
+			listen = append(listen, ev["state"].(string))
+			if ev["state"] == "LISTEN" && ev["ctx"] != "task" {
+				t.Errorf("listen() happened in process context, event says %v", ev["ctx"])
+			}
+		}
+	}
+	if !slices.Equal(listen, []string{"LISTEN", "CLOSE"}) {
+		t.Errorf("listener states %v, want [LISTEN CLOSE]", listen)
+	}
+}
+
+func TestConnStatesVethBetweenNamespaces(t *testing.T) {
+	requireRoot(t)
+	pair, err := lab.NewPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pair.Close()
+	rec := startRecord(t, "-e", "tcp_conn", "--filter-port", "5201")
+	var ln net.Listener
+	if err := pair.Receiver.Do(func() (err error) {
+		ln, err = net.Listen("tcp", lab.ReceiverAddr.Addr().String()+":5201")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	local, peer := connectAndClose(t, ln, func() (c net.Conn, err error) {
+		err = pair.Sender.Do(func() error {
+			c, err = net.Dial("tcp", ln.Addr().String())
+			return err
+		})
+		return c, err
+	})
+	rec.stop(t, syscall.SIGINT)
+	events, summary, err := parseJSON(t, rec.file)
+	if err != nil {
+		t.Fatalf("parse: %v: %s", err, summary)
+	}
+	if !strings.HasPrefix(local, lab.SenderAddr.Addr().String()+":") {
+		t.Fatalf("client address %s is not the sender's", local)
+	}
+	checkStates(t, events, local, peer)
+	for _, ev := range events {
+		want := pair.Receiver.Name
+		if strings.HasPrefix(ev["local"].(string), lab.SenderAddr.Addr().String()+":") {
+			want = pair.Sender.Name
+		}
+		if ev["netns_name"] != want {
+			t.Errorf("event %v: netns_name %v, want %s", ev["seq"], ev["netns_name"], want)
+		}
+	}
+	// The namespace filter at parse time keeps only the sender's side.
+	sender, _, _ := parseJSON(t, rec.file, "--filter-netns", pair.Sender.Name)
+	if len(sender) == 0 || len(sender) >= len(events) {
+		t.Errorf("--filter-netns %s kept %d of %d events", pair.Sender.Name, len(sender), len(events))
+	}
+}
+
+// skbtracePrograms lists loaded BPF programs that belong to skbtrace.
+func skbtracePrograms(t *testing.T) []string {
+	t.Helper()
+	ours := map[string]bool{}
+	for _, name := range []string{"tcp_conn", "tcp_sendlim", "tcp_sendlim_close", "softirq_enter", "softirq_leave"} {
+		ours[name[:min(len(name), 15)]] = true
+	}
+	var found []string
+	var id ebpf.ProgramID
+	for {
+		next, err := ebpf.ProgramGetNextID(id)
+		if err != nil {
+			return found
+		}
+		id = next
+		p, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue
+		}
+		info, err := p.Info()
+		p.Close()
+		if err == nil && ours[info.Name] {
+			found = append(found, fmt.Sprintf("%s (id %d)", info.Name, id))
+		}
+	}
+}
+
+func TestNoProgramStaysLoaded(t *testing.T) {
+	requireRoot(t)
+	if left := skbtracePrograms(t); len(left) > 0 {
+		t.Fatalf("programs loaded before the test: %v", left)
+	}
+	cases := map[string]func(t *testing.T){
+		"duration": func(t *testing.T) {
+			rec := startRecord(t, "-d", "1")
+			rec.cmd.Wait()
+		},
+		"sigint":  func(t *testing.T) { startRecord(t).stop(t, syscall.SIGINT) },
+		"sigterm": func(t *testing.T) { startRecord(t).stop(t, syscall.SIGTERM) },
+		"sigkill": func(t *testing.T) { startRecord(t).stop(t, syscall.SIGKILL) },
+		"command": func(t *testing.T) {
+			rec := startRecord(t, "--", "sleep", "0.5")
+			rec.cmd.Wait()
+		},
+	}
+	for name, run := range cases {
+		t.Run(name, func(t *testing.T) {
+			run(t)
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				left := skbtracePrograms(t)
+				if len(left) == 0 {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("after record exited, still loaded: %v", left)
+				}
+				time.Sleep(100 * time.Millisecond) // the kernel frees programs asynchronously
+			}
+		})
+	}
+}
+
+func TestKilledRecordingLeavesParseableTrace(t *testing.T) {
+	requireRoot(t)
+	port := freePort(t)
+	rec := startRecord(t, "--filter-port", strconv.Itoa(port))
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := serve(t, ln, drain)
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		rec.stop(t, syscall.SIGKILL)
+	}()
+	bulk(t, c, 2500*time.Millisecond)
+	<-done
+	events, summary, err := parseJSON(t, rec.file)
+	if len(events) == 0 {
+		t.Fatalf("no events survived SIGKILL: %v: %s", err, summary)
+	}
+	if err != nil && !strings.Contains(summary, "truncated") {
+		t.Fatalf("parse failed for another reason than a torn tail: %v: %s", err, summary)
+	}
+	if !strings.Contains(summary, "did not end normally") {
+		t.Errorf("summary does not say the recording was cut short: %s", summary)
+	}
+	established := false
+	for _, ev := range events {
+		established = established || ev["state"] == "ESTABLISHED"
+	}
+	if !established {
+		t.Errorf("the connection's ESTABLISHED event, written a second before the kill, is missing")
+	}
+}

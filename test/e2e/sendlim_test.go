@@ -1,0 +1,128 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// recordSendlim records tcp_sendlim on a fresh loopback port while client
+// runs against a server running handle, and returns the per-reason decision
+// counts and run lengths of the client's socket.
+func recordSendlim(t *testing.T, sndbuf int, handle func(net.Conn), client func(net.Conn)) (map[string]float64, []float64) {
+	t.Helper()
+	port := freePort(t)
+	rec := startRecord(t, "-e", "tcp_sendlim", "--filter-port", strconv.Itoa(port))
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := serve(t, ln, handle)
+	c, err := dialer(sndbuf).Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client(c)
+	c.Close()
+	<-done
+	rec.stop(t, syscall.SIGINT)
+	events, summary, err := parseJSON(t, rec.file)
+	if err != nil {
+		t.Fatalf("parse: %v: %s", err, summary)
+	}
+	counts, runs := sendlimCounts(events, ln.Addr().String())
+	t.Logf("client decisions by reason: %v over %d events", counts, len(runs))
+	return counts, runs
+}
+
+func share(counts map[string]float64, reason string) float64 {
+	var total float64
+	for _, n := range counts {
+		total += n
+	}
+	if total == 0 {
+		return 0
+	}
+	return counts[reason] / total
+}
+
+func TestSendlimSmallSendBufferIsMostlySndbuf(t *testing.T) {
+	requireRoot(t)
+	counts, _ := recordSendlim(t, 8<<10, drain, func(c net.Conn) { bulk(t, c, 2*time.Second) })
+	if s := share(counts, "sndbuf"); s <= 0.5 {
+		t.Fatalf("sndbuf share %.2f of %v, want the majority", s, counts)
+	}
+}
+
+func TestSendlimReceiverNotReadingIsMostlySwnd(t *testing.T) {
+	requireRoot(t)
+	hold := make(chan struct{})
+	counts, _ := recordSendlim(t, 0, func(c net.Conn) { <-hold }, func(c net.Conn) {
+		bulk(t, c, 2*time.Second) // stops at the write deadline once the window is shut
+		close(hold)
+	})
+	if s := share(counts, "swnd"); s <= 0.5 {
+		t.Fatalf("swnd share %.2f of %v, want the majority", s, counts)
+	}
+}
+
+func TestSendlimSmallWritesWithoutNodelayShowNagle(t *testing.T) {
+	requireRoot(t)
+	req := make([]byte, 100)
+	counts, _ := recordSendlim(t, 0, func(c net.Conn) {
+		for {
+			if _, err := readFull(c, req); err != nil {
+				return
+			}
+			c.Write([]byte("0123456789"))
+		}
+	}, func(c net.Conn) {
+		c.(*net.TCPConn).SetNoDelay(false) // Go sets TCP_NODELAY by default
+		resp := make([]byte, 10)
+		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+			c.Write(req[:50]) // a request in two small writes: the second waits for the first's ACK
+			c.Write(req[50:])
+			if _, err := readFull(c, resp); err != nil {
+				t.Errorf("reading response: %v", err)
+				return
+			}
+		}
+	})
+	if counts["nagle"] < 10 {
+		t.Fatalf("nagle decisions %v in %v, want at least 10 (one per delayed-ACK stall)", counts["nagle"], counts)
+	}
+}
+
+func TestSendlimBulkLoopbackFoldsIntoLongRuns(t *testing.T) {
+	requireRoot(t)
+	_, runs := recordSendlim(t, 0, drain, func(c net.Conn) { bulk(t, c, 2*time.Second) })
+	if len(runs) == 0 {
+		t.Fatal("no tcp_sendlim events for the sender")
+	}
+	var total, inLongRuns float64
+	for _, r := range runs {
+		total += r
+		if r >= 100 {
+			inLongRuns += r
+		}
+	}
+	if inLongRuns < total/2 {
+		t.Fatalf("%.0f of %.0f decisions are in runs of 100 or more (%d events); want most of them", inLongRuns, total, len(runs))
+	}
+}
+
+func readFull(c net.Conn, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := c.Read(b[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,69 @@
+package e2e
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// serve accepts one connection and hands it to handle, in the background.
+// The returned channel is closed when handle returns.
+func serve(t *testing.T, ln net.Listener, handle func(net.Conn)) <-chan struct{} {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		handle(c)
+	}()
+	return done
+}
+
+// drain reads everything in 1 MiB reads, so the reader is never what limits the sender.
+func drain(c net.Conn) { io.CopyBuffer(io.Discard, struct{ io.Reader }{c}, make([]byte, 1<<20)) }
+
+// bulk writes 128 KiB chunks (as iperf3 does) for d (or until the peer stops reading and the
+// write deadline passes), then closes.
+func bulk(t *testing.T, c net.Conn, d time.Duration) int64 {
+	t.Helper()
+	buf := make([]byte, 128<<10)
+	var n int64
+	end := time.Now().Add(d)
+	c.SetWriteDeadline(end)
+	for time.Now().Before(end) {
+		m, err := c.Write(buf)
+		n += int64(m)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			t.Errorf("bulk write: %v", err)
+			break
+		}
+	}
+	c.Close()
+	return n
+}
+
+// dialer returns a dialer that uses CUBIC, whatever the host's default (BBR
+// here, whose pacing adds limits of its own), and sets SO_SNDBUF when sndbuf > 0.
+func dialer(sndbuf int) *net.Dialer {
+	return &net.Dialer{Control: func(network, address string, rc syscall.RawConn) error {
+		var serr error
+		rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptString(int(fd), syscall.IPPROTO_TCP, syscall.TCP_CONGESTION, "cubic")
+			if serr == nil && sndbuf > 0 {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, sndbuf)
+			}
+		})
+		return serr
+	}}
+}
