@@ -111,13 +111,32 @@ static __always_inline void *reserve_event(__u32 family, __u64 size, __u16 type)
 	return hdr;
 }
 
-static __always_inline bool addr_is(const __u8 *a)
+/* Compares with the filter address; an IPv4 filter also matches its IPv4-mapped IPv6 form. */
+static __always_inline bool addr_is(const __u8 *a, __u16 family)
 {
-	int n = filter_family == AF_INET ? 4 : 16;
+	if (filter_family == AF_INET) {
+		int off = 0;
 
+		if (family == AF_INET6) {
+			off = 12;
+#pragma unroll
+			for (int i = 0; i < 12; i++) {
+				if (a[i] != (i < 10 ? 0 : 0xff))
+					return false;
+			}
+		}
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			if (a[off + i] != filter_addr[i])
+				return false;
+		}
+		return true;
+	}
+	if (family != AF_INET6)
+		return false;
 #pragma unroll
 	for (int i = 0; i < 16; i++) {
-		if (i < n && a[i] != filter_addr[i])
+		if (a[i] != filter_addr[i])
 			return false;
 	}
 	return true;
@@ -129,12 +148,8 @@ static __always_inline bool filter_match(const struct sock_addrs *a)
 		return false;
 	if (filter_port && a->sport != filter_port && a->dport != filter_port)
 		return false;
-	if (filter_family) {
-		if (a->family != filter_family)
-			return false;
-		if (!addr_is(a->saddr) && !addr_is(a->daddr))
-			return false;
-	}
+	if (filter_family && !addr_is(a->saddr, a->family) && !addr_is(a->daddr, a->family))
+		return false;
 	return true;
 }
 
@@ -231,6 +246,18 @@ static __always_inline bool nagle_holds(const struct tcp_sock *tp, __u32 unsent,
 	       (__s32)(sml - una) > 0 && (__s32)(sml - nxt) <= 0;
 }
 
+/* tcp_tso_autosize(): a millisecond of the pacing rate, at least two segments. */
+static __always_inline __u32 tso_goal_segs(const struct sock *sk, __u32 mss)
+{
+	__u64 bytes = BPF_CORE_READ(sk, sk_pacing_rate) >> BPF_CORE_READ(sk, sk_pacing_shift);
+	__u32 segs = mss ? bytes / mss : 0;
+	__u32 max_segs = BPF_CORE_READ(sk, sk_gso_max_segs);
+
+	if (segs < 2)
+		segs = 2;
+	return segs < max_segs ? segs : max_segs;
+}
+
 /*
  * Pacing caps throughput only when the pacing rate is below cwnd/RTT, and
  * then its holds add up to a real share of the RTT. Shorter holds (BBR
@@ -261,7 +288,7 @@ static __always_inline __u8 classify(const struct sock *sk, const struct tcp_soc
 		__u32 wnd_room = (__s32)(wnd_end - nxt) > 0 ? wnd_end - nxt : 0;
 		__u32 cwnd_room = in_flight < cwnd ? (cwnd - in_flight) * mss : 0;
 		__u32 room = wnd_room < cwnd_room ? wnd_room : cwnd_room;
-		__u32 tso_frame = BPF_CORE_READ(sk, sk_gso_max_segs) * mss;
+		__u32 tso_frame = tso_goal_segs(sk, mss) * mss;
 		bool held_tail = nagle_holds(tp, unsent, mss);
 
 		if (in_flight >= cwnd)

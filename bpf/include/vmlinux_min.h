@@ -84,6 +84,8 @@ struct sock {
 	int sk_wmem_queued;
 	int sk_sndbuf;
 	u32 sk_pacing_status;
+	unsigned long sk_pacing_rate;
+	u8 sk_pacing_shift;
 	u16 sk_protocol;
 	u16 sk_gso_max_segs;
 	unsigned long sk_tsq_flags;

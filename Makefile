@@ -1,0 +1,44 @@
+# skbtrace: the blktrace of the network stack.
+#   make demo   build, then record a loopback transfer and print its events
+#   make test   every test: unit, fuzz seeds, generated-code check, kernel (root)
+#   make bench  performance targets, as ratios measured side by side
+
+GO ?= go
+BIN := bin/skbtrace
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/skbtrace/skbtrace/internal/collect.Version=$(VERSION)
+
+.PHONY: all deps build generate check-generate test bench demo fuzz clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/skbtrace
+
+generate: deps
+	cd internal/probe && $(GO) generate ./...
+
+check-generate: deps
+	scripts/check-generated.sh
+
+test: deps check-generate
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 20m ./...
+
+bench: build
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
+
+demo: build
+	scripts/demo.sh $(BIN)
+
+# Runs each fuzz target for FUZZTIME; new interesting inputs stay in the Go cache.
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test ./internal/trace -run '^$$' -fuzz FuzzReader -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/event -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
+
+clean:
+	rm -rf bin

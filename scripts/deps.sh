@@ -1,0 +1,28 @@
+#!/bin/bash
+# Installs what building, testing and the demo need, only when missing, so
+# it is cheap to run on every make invocation. Needs root to install.
+set -euo pipefail
+
+need=()
+command -v clang >/dev/null || need+=(clang)
+command -v llvm-strip >/dev/null || need+=(llvm)
+[ -f /usr/include/bpf/bpf_helpers.h ] || need+=(libbpf-dev)
+command -v bpftool >/dev/null || need+=(bpftool)
+command -v ip >/dev/null || need+=(iproute2)
+command -v tc >/dev/null || need+=(iproute2)
+command -v ethtool >/dev/null || need+=(ethtool)
+command -v iperf3 >/dev/null || need+=(iperf3)
+
+if [ ${#need[@]} -gt 0 ]; then
+	if [ "$(id -u)" != 0 ]; then
+		echo "deps: missing ${need[*]}; run as root (or install them) to continue" >&2
+		exit 1
+	fi
+	echo "deps: installing ${need[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+command -v go >/dev/null || { echo "deps: Go is not installed" >&2; exit 1; }
+go mod download
