@@ -15,7 +15,6 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define TSQ_THROTTLED 0
 #define TCP_NAGLE_OFF 1
 #define TCP_NAGLE_CORK 2
-#define NSEC_PER_SEC 1000000000ULL
 
 /* Filters, set by user space before load so the verifier prunes what is off; zero means any. */
 const volatile __u16 filter_port = 0;
@@ -29,6 +28,9 @@ const enum event_type *_event_type __attribute__((unused));
 const enum event_family *_event_family __attribute__((unused));
 const enum sendlim_reason *_sendlim_reason __attribute__((unused));
 const enum event_context *_event_context __attribute__((unused));
+
+/* The kernel's HZ, from the coarse clock's resolution: the once-a-second rule counts jiffies. */
+const volatile __u64 jiffies_per_sec = 1000;
 
 /* Every event takes the next number, so order across CPUs is exact and gaps reveal loss. */
 __u64 seq_counter = 0;
@@ -46,50 +48,45 @@ struct {
 } lost SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u64);
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct sendlim_run);
 } sendlim_runs SEC(".maps");
 
 /*
- * Per CPU: is a softirq running? Tracepoint programs cannot read
- * preempt_count (the context's common header is replaced by a pt_regs
- * pointer, and this kernel's kallsyms has no per-CPU data symbols), so the
- * softirq tracepoints keep track; softirqs do not nest on one CPU.
+ * Softirqs run on the per-CPU IRQ stack (do_softirq_own_stack), so an event
+ * raised on a stack outside the current task's is softirq work, and the task
+ * is merely the one interrupted. The stack pointer comes from the pt_regs
+ * that perf_fetch_caller_regs() filled for the tracepoint, which the kernel
+ * stores over the record's common header for BPF. (preempt_count is out of
+ * reach: per-CPU data symbols need typed ksyms, and this program's own frame
+ * may sit on a private BPF stack.) Kernels that run softirqs on the task
+ * stack (PREEMPT_RT, ksoftirqd) report the task.
  */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u32);
-} in_softirq SEC(".maps");
+const volatile __u64 thread_size = 16384;
 
-SEC("tp_btf/softirq_entry")
-int BPF_PROG(softirq_enter, unsigned int vec)
+static __always_inline __u8 stack_context(const struct pt_regs *regs)
 {
-	__u32 zero = 0, *in = bpf_map_lookup_elem(&in_softirq, &zero);
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 sp = BPF_CORE_READ(regs, sp);
 
-	if (in)
-		*in = 1;
-	return 0;
+	return sp - (__u64)task->stack < thread_size ? CONTEXT_TASK : CONTEXT_SOFTIRQ;
 }
 
-SEC("tp_btf/softirq_exit")
-int BPF_PROG(softirq_leave, unsigned int vec)
+/*
+ * Waking the reader for every event would cost a context switch each on
+ * CPUs busy with the traffic; user space drains on a short timer instead,
+ * and is woken early only when an eighth of the ring is waiting.
+ */
+const volatile __u64 wakeup_bytes = 512 << 10;
+
+static __always_inline void submit_event(void *e)
 {
-	__u32 zero = 0, *in = bpf_map_lookup_elem(&in_softirq, &zero);
+	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
+										      : BPF_RB_NO_WAKEUP;
 
-	if (in)
-		*in = 0;
-	return 0;
-}
-
-static __always_inline __u8 current_context(void)
-{
-	__u32 zero = 0, *in = bpf_map_lookup_elem(&in_softirq, &zero);
-
-	return in && *in ? CONTEXT_SOFTIRQ : CONTEXT_TASK;
+	bpf_ringbuf_submit(e, flags);
 }
 
 static __always_inline void *reserve_event(__u32 family, __u64 size, __u16 type)
@@ -153,24 +150,19 @@ static __always_inline bool filter_match(const struct sock_addrs *a)
 	return true;
 }
 
-static __always_inline bool filters_set(void)
+/* Reads a socket's addresses from a trusted BTF pointer, with plain loads. */
+static __always_inline void read_sock_addrs_btf(const struct sock *sk, struct sock_addrs *a)
 {
-	return filter_netns || filter_port || filter_family;
-}
-
-/* Reads through a plain pointer (probe-read), so it serves typed and untyped sock pointers alike. */
-static __always_inline void read_sock_addrs(const struct sock *sk, struct sock_addrs *a)
-{
-	a->family = BPF_CORE_READ(sk, __sk_common.skc_family);
-	a->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
-	a->dport = __builtin_bswap16(BPF_CORE_READ(sk, __sk_common.skc_dport));
-	a->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	a->family = sk->__sk_common.skc_family;
+	a->sport = sk->__sk_common.skc_num;
+	a->dport = __builtin_bswap16(sk->__sk_common.skc_dport);
+	a->netns = sk->__sk_common.skc_net.net->ns.inum;
 	if (a->family == AF_INET6) {
-		BPF_CORE_READ_INTO(&a->saddr, sk, __sk_common.skc_v6_rcv_saddr);
-		BPF_CORE_READ_INTO(&a->daddr, sk, __sk_common.skc_v6_daddr);
+		__builtin_memcpy(a->saddr, &sk->__sk_common.skc_v6_rcv_saddr, 16);
+		__builtin_memcpy(a->daddr, &sk->__sk_common.skc_v6_daddr, 16);
 	} else {
-		BPF_CORE_READ_INTO((__u32 *)a->saddr, sk, __sk_common.skc_rcv_saddr);
-		BPF_CORE_READ_INTO((__u32 *)a->daddr, sk, __sk_common.skc_daddr);
+		__builtin_memcpy(a->saddr, &sk->__sk_common.skc_rcv_saddr, 4);
+		__builtin_memcpy(a->daddr, &sk->__sk_common.skc_daddr, 4);
 	}
 }
 
@@ -209,11 +201,11 @@ int tcp_conn(struct trace_event_raw_inet_sock_set_state *ctx)
 	e->addrs = a;
 	e->oldstate = t.oldstate;
 	e->newstate = t.newstate;
-	e->context = current_context();
+	e->context = stack_context(t.regs);
 	e->_pad = 0;
 	e->pid = bpf_get_current_pid_tgid() >> 32;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
-	bpf_ringbuf_submit(e, 0);
+	submit_event(e);
 	return 0;
 }
 
@@ -222,10 +214,10 @@ static __always_inline bool tsq_throttled(const struct sock *sk, const struct tc
 	unsigned long flags;
 
 	if (bpf_core_field_exists(sk->sk_tsq_flags)) {
-		flags = BPF_CORE_READ(sk, sk_tsq_flags);
+		flags = sk->sk_tsq_flags;
 	} else {
 		const struct tcp_sock___pre68 *old = (const void *)tp;
-		flags = BPF_CORE_READ(old, tsq_flags);
+		flags = old->tsq_flags;
 	}
 	return flags & (1UL << TSQ_THROTTLED);
 }
@@ -233,25 +225,23 @@ static __always_inline bool tsq_throttled(const struct sock *sk, const struct tc
 /* tcp_nagle_check() with tcp_minshall_check(): a sub-MSS tail waits for the ACK of a small segment. */
 static __always_inline bool nagle_holds(const struct tcp_sock *tp, __u32 unsent, __u32 mss)
 {
-	__u8 nonagle = BPF_CORE_READ_BITFIELD_PROBED(tp, nonagle);
-	__u32 sml = BPF_CORE_READ(tp, snd_sml);
-	__u32 una = BPF_CORE_READ(tp, snd_una);
-	__u32 nxt = BPF_CORE_READ(tp, snd_nxt);
+	__u8 nonagle = BPF_CORE_READ_BITFIELD(tp, nonagle);
+	__u32 sml = tp->snd_sml, una = tp->snd_una, nxt = tp->snd_nxt;
 
 	if (unsent >= mss)
 		return false;
 	if (nonagle & TCP_NAGLE_CORK)
 		return true;
-	return !nonagle && BPF_CORE_READ(tp, packets_out) &&
+	return !nonagle && tp->packets_out &&
 	       (__s32)(sml - una) > 0 && (__s32)(sml - nxt) <= 0;
 }
 
 /* tcp_tso_autosize(): a millisecond of the pacing rate, at least two segments. */
 static __always_inline __u32 tso_goal_segs(const struct sock *sk, __u32 mss)
 {
-	__u64 bytes = BPF_CORE_READ(sk, sk_pacing_rate) >> BPF_CORE_READ(sk, sk_pacing_shift);
+	__u64 bytes = sk->sk_pacing_rate >> sk->sk_pacing_shift;
 	__u32 segs = mss ? bytes / mss : 0;
-	__u32 max_segs = BPF_CORE_READ(sk, sk_gso_max_segs);
+	__u32 max_segs = sk->sk_gso_max_segs;
 
 	if (segs < 2)
 		segs = 2;
@@ -267,11 +257,11 @@ static __always_inline bool pacing_holds(const struct sock *sk, const struct tcp
 {
 	__u64 departure, now, srtt_ns;
 
-	if (!BPF_CORE_READ(sk, sk_pacing_status))
+	if (!sk->sk_pacing_status)
 		return false;
-	departure = BPF_CORE_READ(tp, tcp_wstamp_ns);
+	departure = tp->tcp_wstamp_ns;
 	now = bpf_ktime_get_ns();
-	srtt_ns = (__u64)(BPF_CORE_READ(tp, srtt_us) >> 3) * 1000;
+	srtt_ns = (__u64)(tp->srtt_us >> 3) * 1000;
 	return departure > now && departure - now > srtt_ns / 8;
 }
 
@@ -318,12 +308,23 @@ static __always_inline __u8 classify(const struct sock *sk, const struct tcp_soc
 		}
 	}
 
-	/* Nothing sendable: is the application blocked on the send buffer, or has it queued nothing more? */
-	struct socket *sock = BPF_CORE_READ(sk, sk_socket);
-	bool nospace = sock && (BPF_CORE_READ(sock, flags) & (1UL << SOCK_NOSPACE));
+	/*
+	 * Nothing sendable: is the application blocked on the send buffer, or
+	 * has it queued nothing more? A writer asleep on a full buffer is woken
+	 * once the queue falls below two thirds of it (sk_stream_write_space()),
+	 * so SOCK_NOSPACE, on a cache line softirq rarely touches, is read only
+	 * while the queue is at least half the buffer.
+	 */
+	int queued = sk->sk_wmem_queued, sndbuf = sk->sk_sndbuf;
 
-	if (nospace || BPF_CORE_READ(sk, sk_wmem_queued) >= BPF_CORE_READ(sk, sk_sndbuf))
+	if (queued >= sndbuf)
 		return SENDLIM_SNDBUF;
+	if (queued >= sndbuf >> 1) {
+		struct socket *sock = sk->sk_socket;
+
+		if (sock && (sock->flags & (1UL << SOCK_NOSPACE)))
+			return SENDLIM_SNDBUF;
+	}
 	return SENDLIM_APP;
 }
 
@@ -337,7 +338,7 @@ static __always_inline void emit_run(struct sendlim_run *run, __u64 now)
 	/* Copy the body after the header the reservation filled in. */
 	__builtin_memcpy((char *)e + sizeof(e->hdr), (char *)&run->ev + sizeof(e->hdr),
 			 sizeof(*e) - sizeof(e->hdr));
-	bpf_ringbuf_submit(e, 0);
+	submit_event(e);
 }
 
 /*
@@ -349,73 +350,77 @@ SEC("tp_btf/tcp_probe")
 int BPF_PROG(tcp_sendlim, struct sock *sk, const struct sk_buff *skb)
 {
 	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
-	struct sendlim_run *run, fresh = {};
-	__u64 key = (__u64)sk, now = bpf_ktime_get_boot_ns();
-	__u32 in_flight, unsent, cwnd, mss, snd_wnd, una, nxt, segs_out, delta;
-	int wmem_queued, sndbuf;
+	struct sendlim_run *run;
+	__u32 in_flight, unsent, cwnd, mss, segs_out;
+	__u64 jiffies;
 	__u8 reason;
 
 	if (!tp)
 		return 0;
-	if (filters_set()) {
-		read_sock_addrs(sk, &fresh.ev.addrs);
-		if (!filter_match(&fresh.ev.addrs))
-			return 0;
-	}
-
-	cwnd = BPF_CORE_READ(tp, snd_cwnd);
-	mss = BPF_CORE_READ(tp, mss_cache);
-	snd_wnd = BPF_CORE_READ(tp, snd_wnd);
-	una = BPF_CORE_READ(tp, snd_una);
-	nxt = BPF_CORE_READ(tp, snd_nxt);
-	segs_out = BPF_CORE_READ(tp, data_segs_out);
-	in_flight = BPF_CORE_READ(tp, packets_out) -
-		    (BPF_CORE_READ(tp, sacked_out) + BPF_CORE_READ(tp, lost_out)) +
-		    BPF_CORE_READ(tp, retrans_out);
-	unsent = BPF_CORE_READ(tp, write_seq) - nxt;
-	wmem_queued = BPF_CORE_READ(sk, sk_wmem_queued);
-	sndbuf = BPF_CORE_READ(sk, sk_sndbuf);
-
-	run = bpf_map_lookup_elem(&sendlim_runs, &key);
-	delta = run ? segs_out - run->last_segs_out : 0;
-	reason = classify(sk, tp, unsent, in_flight, cwnd, mss, una, nxt, snd_wnd);
-	if (run) {
-		run->ev.sentpkts += delta;
-		run->last_segs_out = segs_out;
-		if (run->ev.reason == reason && now - run->ev.begin_ns < NSEC_PER_SEC) {
-			run->ev.cnt++;
-			goto snapshot;
-		}
-		emit_run(run, now);
-		run->ev.begin_ns = now;
-		run->ev.cnt = 1;
-		run->ev.sentpkts = 0;
-		run->ev.reason = reason;
-		goto snapshot;
-	}
-
-	if (!filters_set())
-		read_sock_addrs(sk, &fresh.ev.addrs);
-	fresh.ev.hdr.type = EVENT_TCP_SENDLIM;
-	fresh.ev.sock = key;
-	fresh.ev.begin_ns = now;
-	fresh.ev.cnt = 1;
-	fresh.ev.reason = reason;
-	fresh.last_segs_out = segs_out;
-	bpf_map_update_elem(&sendlim_runs, &key, &fresh, BPF_NOEXIST);
-	run = bpf_map_lookup_elem(&sendlim_runs, &key);
+	run = bpf_sk_storage_get(&sendlim_runs, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (!run)
 		return 0;
+	if (run->ev.reason == SENDLIM_IGNORED)
+		return 0;
+	jiffies = bpf_jiffies64();
+	/*
+	 * Fast path for an idle sender (every byte written is acknowledged),
+	 * as a receiving socket is at each data segment: the decision can only
+	 * be app, and continuing an app run changes nothing but the count.
+	 */
+	if (run->ev.reason == SENDLIM_APP && run->ev.cnt && tp->write_seq == tp->snd_una &&
+	    jiffies - run->begin_jiffies < jiffies_per_sec) {
+		run->ev.cnt++;
+		return 0;
+	}
 
-snapshot:
+	/* Plain loads: tp_btf hands over trusted BTF pointers, no probe-read helpers needed. */
+	cwnd = tp->snd_cwnd;
+	mss = tp->mss_cache;
+	segs_out = tp->data_segs_out;
+	in_flight = tp->packets_out - (tp->sacked_out + tp->lost_out) + tp->retrans_out;
+	unsent = tp->write_seq - tp->snd_nxt;
+	reason = classify(sk, tp, unsent, in_flight, cwnd, mss, tp->snd_una, tp->snd_nxt, tp->snd_wnd);
+
+	if (run->ev.cnt == 0) {
+		/* New storage, zeroed: the socket's first decision. Filters are checked once. */
+		read_sock_addrs_btf(sk, &run->ev.addrs);
+		if (!filter_match(&run->ev.addrs)) {
+			run->ev.reason = SENDLIM_IGNORED;
+			return 0;
+		}
+		run->ev.hdr.type = EVENT_TCP_SENDLIM;
+		run->ev.sock = (__u64)sk;
+		run->ev.begin_ns = bpf_ktime_get_boot_ns();
+		run->ev.cnt = 1;
+		run->ev.reason = reason;
+		run->begin_jiffies = jiffies;
+		run->last_segs_out = segs_out;
+	} else {
+		run->ev.sentpkts += segs_out - run->last_segs_out;
+		run->last_segs_out = segs_out;
+		if (run->ev.reason == reason && jiffies - run->begin_jiffies < jiffies_per_sec) {
+			run->ev.cnt++;
+		} else {
+			__u64 now = bpf_ktime_get_boot_ns();
+
+			emit_run(run, now);
+			run->ev.begin_ns = now;
+			run->begin_jiffies = jiffies;
+			run->ev.cnt = 1;
+			run->ev.sentpkts = 0;
+			run->ev.reason = reason;
+		}
+	}
+
 	run->ev.cwnd = cwnd;
-	run->ev.ssthresh = BPF_CORE_READ(tp, snd_ssthresh);
+	run->ev.ssthresh = tp->snd_ssthresh;
 	run->ev.in_flight = in_flight;
-	run->ev.snd_wnd = snd_wnd;
+	run->ev.snd_wnd = tp->snd_wnd;
 	run->ev.mss = mss;
 	run->ev.unsent = unsent;
-	run->ev.wmem_queued = wmem_queued;
-	run->ev.sndbuf = sndbuf;
+	run->ev.wmem_queued = sk->sk_wmem_queued;
+	run->ev.sndbuf = sk->sk_sndbuf;
 	return 0;
 }
 
@@ -423,12 +428,24 @@ snapshot:
 SEC("tp_btf/tcp_destroy_sock")
 int BPF_PROG(tcp_sendlim_close, struct sock *sk)
 {
-	__u64 key = (__u64)sk;
-	struct sendlim_run *run = bpf_map_lookup_elem(&sendlim_runs, &key);
+	struct sendlim_run *run = bpf_sk_storage_get(&sendlim_runs, sk, 0, 0);
 
 	if (!run)
 		return 0;
-	emit_run(run, bpf_ktime_get_boot_ns());
-	bpf_map_delete_elem(&sendlim_runs, &key);
+	if (run->ev.reason != SENDLIM_IGNORED && run->ev.cnt)
+		emit_run(run, bpf_ktime_get_boot_ns());
+	bpf_sk_storage_delete(&sendlim_runs, sk);
+	return 0;
+}
+
+/* Hands user space the runs still open when recording stops. */
+SEC("iter/bpf_sk_storage_map")
+int sendlim_open_runs(struct bpf_iter__bpf_sk_storage_map *ctx)
+{
+	struct sendlim_run *run = ctx->value;
+
+	if (!ctx->sk || !run || run->ev.reason == SENDLIM_IGNORED || !run->ev.cnt)
+		return 0;
+	bpf_seq_write(ctx->meta->seq, run, sizeof(*run));
 	return 0;
 }

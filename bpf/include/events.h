@@ -12,12 +12,13 @@
 #ifndef __VMLINUX_MIN_H__
 #include <linux/types.h>
 /*
- * The in-kernel state of a socket's current run, kept in the sendlim_runs map.
- * User space reads what is left in the map when recording stops and writes
- * those unfinished runs to the trace.
+ * The in-kernel state of a socket's current run, kept in socket-local
+ * storage. When recording stops, an iterator hands user space the runs still
+ * open, which it writes to the trace.
  */
 struct sendlim_run {
 	struct tcp_sendlim_event ev;
+	__u64 begin_jiffies; /* jiffies at begin_ns, for the once-a-second rule (no cheaper clock here) */
 	__u32 last_segs_out;
 	__u32 _pad;
 };
@@ -47,6 +48,7 @@ enum sendlim_reason {
 	SENDLIM_SNDBUF = 6, /* nothing sendable and the send buffer is full of unacked data */
 	SENDLIM_APP = 7,    /* nothing to send and the kernel marks the socket app-limited (pipe not kept full) */
 	SENDLIM_MAX = 8,
+	SENDLIM_IGNORED = 0xff, /* in the run map only: the socket does not pass the filters */
 };
 
 /* Execution context of the event: process (pid and comm are its own) or softirq. */
@@ -107,12 +109,13 @@ struct tcp_sendlim_event {
 };
 
 /*
- * The in-kernel state of a socket's current run, kept in the sendlim_runs map.
- * User space reads what is left in the map when recording stops and writes
- * those unfinished runs to the trace.
+ * The in-kernel state of a socket's current run, kept in socket-local
+ * storage. When recording stops, an iterator hands user space the runs still
+ * open, which it writes to the trace.
  */
 struct sendlim_run {
 	struct tcp_sendlim_event ev;
+	__u64 begin_jiffies; /* jiffies at begin_ns, for the once-a-second rule (no cheaper clock here) */
 	__u32 last_segs_out;
 	__u32 _pad;
 };

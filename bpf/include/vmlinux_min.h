@@ -31,7 +31,25 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_LRU_HASH = 9,
+	BPF_MAP_TYPE_SK_STORAGE = 24,
 	BPF_MAP_TYPE_RINGBUF = 27,
+};
+
+enum {
+	BPF_F_NO_PREALLOC = 1,
+};
+
+enum {
+	BPF_SK_STORAGE_GET_F_CREATE = 1,
+};
+
+enum {
+	BPF_RB_NO_WAKEUP = 1,
+	BPF_RB_FORCE_WAKEUP = 2,
+};
+
+enum {
+	BPF_RB_AVAIL_DATA = 0,
 };
 
 enum {
@@ -119,21 +137,40 @@ struct sk_buff {
 	unsigned int len;
 };
 
+struct task_struct {
+	void *stack;
+};
+
+struct pt_regs {
+	unsigned long sp;
+};
+
+struct seq_file;
+struct bpf_map;
+
+struct bpf_iter_meta {
+	struct seq_file *seq;
+	u64 session_id;
+	u64 seq_num;
+};
+
+struct bpf_iter__bpf_sk_storage_map {
+	struct bpf_iter_meta *meta;
+	struct bpf_map *map;
+	struct sock *sk;
+	void *value;
+};
+
 #pragma clang attribute pop
 
 /*
  * Tracepoint contexts are read at fixed offsets: the verifier only allows
  * constant offsets into them, and their layout (tracefs format file) is ABI.
+ * For BPF, perf_trace_run_bpf_submit() overwrites the 8-byte common header
+ * with a pointer to the caller's registers.
  */
-struct trace_entry {
-	unsigned short type;
-	unsigned char flags;
-	unsigned char preempt_count;
-	int pid;
-};
-
 struct trace_event_raw_inet_sock_set_state {
-	struct trace_entry ent;
+	struct pt_regs *regs;
 	const void *skaddr;
 	int oldstate;
 	int newstate;

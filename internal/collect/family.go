@@ -24,9 +24,6 @@ var Families = []Family{
 		Description: "TCP state changes with addresses, namespace, pid and command",
 		Hooks: []probe.Hook{
 			{Program: probe.SkbtraceProgTcpConn, Kind: probe.Tracepoint, Group: "sock", Name: "inet_sock_set_state"},
-			// Tell process context from softirq, to attribute pid and comm only when they are true.
-			{Program: probe.SkbtraceProgSoftirqEnter, Kind: probe.BTFTracepoint, Name: "softirq_entry"},
-			{Program: probe.SkbtraceProgSoftirqLeave, Kind: probe.BTFTracepoint, Name: "softirq_exit"},
 		},
 	},
 	{
@@ -36,6 +33,7 @@ var Families = []Family{
 		Hooks: []probe.Hook{
 			{Program: probe.SkbtraceProgTcpSendlim, Kind: probe.BTFTracepoint, Name: "tcp_probe"},
 			{Program: probe.SkbtraceProgTcpSendlimClose, Kind: probe.BTFTracepoint, Name: "tcp_destroy_sock"},
+			{Program: probe.SkbtraceProgSendlimOpenRuns, Kind: probe.Iterator, Name: "bpf_sk_storage_map"},
 		},
 	},
 }

@@ -18,6 +18,9 @@ import (
 )
 
 const (
+	// drainInterval bounds how long events wait in the ring: the kernel wakes
+	// the reader only when the ring fills up.
+	drainInterval  = 100 * time.Millisecond
 	flushInterval  = 200 * time.Millisecond // the format promises at most a second
 	lossInterval   = time.Second
 	statusInterval = time.Second
@@ -136,7 +139,7 @@ func (st *recorderState) loop(stop <-chan struct{}) error {
 	var rec ringbuf.Record
 	now := time.Now()
 	st.lastFlush, st.lastLoss, st.lastStat = now, now, now
-	st.sess.SetDeadline(now.Add(flushInterval))
+	st.sess.SetDeadline(now.Add(drainInterval))
 	for {
 		select {
 		case <-stop:
@@ -153,6 +156,8 @@ func (st *recorderState) loop(stop <-chan struct{}) error {
 				continue
 			}
 		case errors.Is(err, os.ErrDeadlineExceeded):
+			// The ring is empty: sleep until the next drain.
+			st.sess.SetDeadline(time.Now().Add(drainInterval))
 		default:
 			return fmt.Errorf("reading events: %w", err)
 		}
@@ -168,7 +173,6 @@ func (st *recorderState) periodic(now time.Time) error {
 			return err
 		}
 		st.lastFlush = now
-		st.sess.SetDeadline(now.Add(flushInterval))
 	}
 	if now.Sub(st.lastLoss) >= lossInterval {
 		if err := st.pollLoss(); err != nil {

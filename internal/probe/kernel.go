@@ -44,6 +44,8 @@ func tracefsDir() string {
 // CheckHook says why a hook cannot be attached on this kernel, or nil.
 func CheckHook(h Hook) error {
 	switch h.Kind {
+	case Iterator:
+		return nil // iterators exist on every kernel with BTF tracing, which the tp_btf hooks already check
 	case BTFTracepoint:
 		spec, err := btf.LoadKernelSpec()
 		if err != nil {

@@ -1,12 +1,15 @@
 package probe
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -31,11 +34,17 @@ const (
 	Tracepoint HookKind = iota
 	// BTFTracepoint is a tp_btf program (needs the kernel's BTF).
 	BTFTracepoint
+	// Iterator is a BPF iterator over a map: loaded with its family, run on
+	// demand rather than attached to an event.
+	Iterator
 )
 
 func (h Hook) String() string {
-	if h.Kind == BTFTracepoint {
+	switch h.Kind {
+	case BTFTracepoint:
 		return "tp_btf/" + h.Name
+	case Iterator:
+		return "iter/" + h.Name
 	}
 	return h.Group + ":" + h.Name
 }
@@ -86,8 +95,14 @@ func Open(cfg Config) (*Session, error) {
 	if cfg.RingBytes != 0 {
 		spec.Maps[SkbtraceMapEvents].MaxEntries = cfg.RingBytes
 	}
+	if err := spec.Variables[SkbtraceVarWakeupBytes].Set(uint64(spec.Maps[SkbtraceMapEvents].MaxEntries / 8)); err != nil {
+		return nil, fmt.Errorf("setting wakeup_bytes: %w", err)
+	}
 	if err := setFilter(spec, cfg.Filter); err != nil {
 		return nil, err
+	}
+	if err := spec.Variables[SkbtraceVarJiffiesPerSec].Set(jiffiesPerSecond()); err != nil {
+		return nil, fmt.Errorf("setting jiffies_per_sec: %w", err)
 	}
 
 	coll, err := ebpf.NewCollection(spec)
@@ -103,6 +118,9 @@ func Open(cfg Config) (*Session, error) {
 	}
 	s := &Session{coll: coll}
 	for _, h := range cfg.Hooks {
+		if h.Kind == Iterator {
+			continue
+		}
 		l, err := attach(h, coll.Programs[h.Program])
 		if err != nil {
 			s.Close()
@@ -168,7 +186,9 @@ func attach(h Hook, prog *ebpf.Program) (link.Link, error) {
 }
 
 // ReadInto blocks until an event is available, the deadline passes
-// (os.ErrDeadlineExceeded) or the session is closed (os.ErrClosed).
+// (os.ErrDeadlineExceeded) or the session is closed (os.ErrClosed). The
+// kernel wakes the reader only when the ring fills up, so callers should set
+// a deadline: events queued without a wakeup are returned once it passes.
 // The record's buffer is reused, so reading allocates nothing per event.
 func (s *Session) ReadInto(rec *ringbuf.Record) error {
 	err := s.ring.ReadInto(rec)
@@ -216,25 +236,36 @@ func (s *Session) NextSeq() (uint64, error) {
 }
 
 // OpenSendlimRuns returns the send-limit runs still open in the kernel,
-// the ones that would have been emitted at the socket's next ACK or close.
+// the ones that would have been emitted at the socket's next ACK or close,
+// as the sendlim_open_runs iterator reports them from socket storage.
 func (s *Session) OpenSendlimRuns() ([]SkbtraceSendlimRun, error) {
-	m, ok := s.coll.Maps[SkbtraceMapSendlimRuns]
+	prog, ok := s.coll.Programs[SkbtraceProgSendlimOpenRuns]
 	if !ok {
 		return nil, nil
 	}
-	var (
-		key  uint64
-		run  SkbtraceSendlimRun
-		runs []SkbtraceSendlimRun
-	)
-	it := m.Iterate()
-	for it.Next(&key, &run) {
-		runs = append(runs, run)
+	it, err := link.AttachIter(link.IterOptions{Program: prog, Map: s.coll.Maps[SkbtraceMapSendlimRuns]})
+	if err != nil {
+		return nil, fmt.Errorf("attaching the open-run iterator: %w", err)
 	}
-	if err := it.Err(); err != nil {
+	defer it.Close()
+	rd, err := it.Open()
+	if err != nil {
+		return nil, fmt.Errorf("opening the open-run iterator: %w", err)
+	}
+	defer rd.Close()
+	data, err := io.ReadAll(rd)
+	if err != nil {
 		return nil, fmt.Errorf("reading open send-limit runs: %w", err)
 	}
-	slices.SortFunc(runs, func(a, b SkbtraceSendlimRun) int { return int(int64(a.Ev.BeginNs - b.Ev.BeginNs)) })
+	size := int(unsafe.Sizeof(SkbtraceSendlimRun{}))
+	if len(data)%size != 0 {
+		return nil, fmt.Errorf("open-run iterator returned %d bytes, not a multiple of %d", len(data), size)
+	}
+	runs := make([]SkbtraceSendlimRun, len(data)/size)
+	for i := range runs {
+		runs[i] = *(*SkbtraceSendlimRun)(unsafe.Pointer(&data[i*size]))
+	}
+	slices.SortFunc(runs, func(a, b SkbtraceSendlimRun) int { return cmp.Compare(a.Ev.BeginNs, b.Ev.BeginNs) })
 	return runs, nil
 }
 
@@ -249,4 +280,13 @@ func (s *Session) Close() error {
 		s.coll = nil
 	}
 	return nil
+}
+
+// jiffiesPerSecond is the kernel's HZ: the coarse clocks advance once a tick.
+func jiffiesPerSecond() uint64 {
+	var res unix.Timespec
+	if err := unix.ClockGetres(unix.CLOCK_MONOTONIC_COARSE, &res); err != nil || res.Nano() <= 0 {
+		return 1000 // the most common HZ; only the once-a-second rule depends on it
+	}
+	return uint64(time.Second / time.Duration(res.Nano()))
 }

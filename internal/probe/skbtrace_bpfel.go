@@ -47,22 +47,24 @@ const (
 type SkbtraceSendlimReason uint32
 
 const (
-	SkbtraceSendlimReasonSENDLIM_OK     SkbtraceSendlimReason = 0
-	SkbtraceSendlimReasonSENDLIM_CWND   SkbtraceSendlimReason = 1
-	SkbtraceSendlimReasonSENDLIM_SWND   SkbtraceSendlimReason = 2
-	SkbtraceSendlimReasonSENDLIM_NAGLE  SkbtraceSendlimReason = 3
-	SkbtraceSendlimReasonSENDLIM_PACING SkbtraceSendlimReason = 4
-	SkbtraceSendlimReasonSENDLIM_TSQ    SkbtraceSendlimReason = 5
-	SkbtraceSendlimReasonSENDLIM_SNDBUF SkbtraceSendlimReason = 6
-	SkbtraceSendlimReasonSENDLIM_APP    SkbtraceSendlimReason = 7
-	SkbtraceSendlimReasonSENDLIM_MAX    SkbtraceSendlimReason = 8
+	SkbtraceSendlimReasonSENDLIM_OK      SkbtraceSendlimReason = 0
+	SkbtraceSendlimReasonSENDLIM_CWND    SkbtraceSendlimReason = 1
+	SkbtraceSendlimReasonSENDLIM_SWND    SkbtraceSendlimReason = 2
+	SkbtraceSendlimReasonSENDLIM_NAGLE   SkbtraceSendlimReason = 3
+	SkbtraceSendlimReasonSENDLIM_PACING  SkbtraceSendlimReason = 4
+	SkbtraceSendlimReasonSENDLIM_TSQ     SkbtraceSendlimReason = 5
+	SkbtraceSendlimReasonSENDLIM_SNDBUF  SkbtraceSendlimReason = 6
+	SkbtraceSendlimReasonSENDLIM_APP     SkbtraceSendlimReason = 7
+	SkbtraceSendlimReasonSENDLIM_MAX     SkbtraceSendlimReason = 8
+	SkbtraceSendlimReasonSENDLIM_IGNORED SkbtraceSendlimReason = 255
 )
 
 type SkbtraceSendlimRun struct {
-	_           structs.HostLayout
-	Ev          SkbtraceTcpSendlimEvent
-	LastSegsOut uint32
-	Pad         uint32
+	_            structs.HostLayout
+	Ev           SkbtraceTcpSendlimEvent
+	BeginJiffies uint64
+	LastSegsOut  uint32
+	Pad          uint32
 }
 
 type SkbtraceSockAddrs struct {
@@ -115,11 +117,9 @@ type SkbtraceTcpSendlimEvent struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	SkbtraceMapEvents           = "events"
-	SkbtraceMapInSoftirq        = "in_softirq"
 	SkbtraceMapLost             = "lost"
 	SkbtraceMapSendlimRuns      = "sendlim_runs"
-	SkbtraceProgSoftirqEnter    = "softirq_enter"
-	SkbtraceProgSoftirqLeave    = "softirq_leave"
+	SkbtraceProgSendlimOpenRuns = "sendlim_open_runs"
 	SkbtraceProgTcpConn         = "tcp_conn"
 	SkbtraceProgTcpSendlim      = "tcp_sendlim"
 	SkbtraceProgTcpSendlimClose = "tcp_sendlim_close"
@@ -132,7 +132,10 @@ const (
 	SkbtraceVarFilterFamily     = "filter_family"
 	SkbtraceVarFilterNetns      = "filter_netns"
 	SkbtraceVarFilterPort       = "filter_port"
+	SkbtraceVarJiffiesPerSec    = "jiffies_per_sec"
 	SkbtraceVarSeqCounter       = "seq_counter"
+	SkbtraceVarThreadSize       = "thread_size"
+	SkbtraceVarWakeupBytes      = "wakeup_bytes"
 )
 
 // LoadSkbtrace returns the embedded CollectionSpec for Skbtrace.
@@ -177,8 +180,7 @@ type SkbtraceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SkbtraceProgramSpecs struct {
-	SoftirqEnter    *ebpf.ProgramSpec `ebpf:"softirq_enter"`
-	SoftirqLeave    *ebpf.ProgramSpec `ebpf:"softirq_leave"`
+	SendlimOpenRuns *ebpf.ProgramSpec `ebpf:"sendlim_open_runs"`
 	TcpConn         *ebpf.ProgramSpec `ebpf:"tcp_conn"`
 	TcpSendlim      *ebpf.ProgramSpec `ebpf:"tcp_sendlim"`
 	TcpSendlimClose *ebpf.ProgramSpec `ebpf:"tcp_sendlim_close"`
@@ -189,7 +191,6 @@ type SkbtraceProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type SkbtraceMapSpecs struct {
 	Events      *ebpf.MapSpec `ebpf:"events"`
-	InSoftirq   *ebpf.MapSpec `ebpf:"in_softirq"`
 	Lost        *ebpf.MapSpec `ebpf:"lost"`
 	SendlimRuns *ebpf.MapSpec `ebpf:"sendlim_runs"`
 }
@@ -207,7 +208,10 @@ type SkbtraceVariableSpecs struct {
 	FilterFamily  *ebpf.VariableSpec `ebpf:"filter_family"`
 	FilterNetns   *ebpf.VariableSpec `ebpf:"filter_netns"`
 	FilterPort    *ebpf.VariableSpec `ebpf:"filter_port"`
+	JiffiesPerSec *ebpf.VariableSpec `ebpf:"jiffies_per_sec"`
 	SeqCounter    *ebpf.VariableSpec `ebpf:"seq_counter"`
+	ThreadSize    *ebpf.VariableSpec `ebpf:"thread_size"`
+	WakeupBytes   *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // SkbtraceObjects contains all objects after they have been loaded into the kernel.
@@ -231,7 +235,6 @@ func (o *SkbtraceObjects) Close() error {
 // It can be passed to LoadSkbtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SkbtraceMaps struct {
 	Events      *ebpf.Map `ebpf:"events"`
-	InSoftirq   *ebpf.Map `ebpf:"in_softirq"`
 	Lost        *ebpf.Map `ebpf:"lost"`
 	SendlimRuns *ebpf.Map `ebpf:"sendlim_runs"`
 }
@@ -239,7 +242,6 @@ type SkbtraceMaps struct {
 func (m *SkbtraceMaps) Close() error {
 	return _SkbtraceClose(
 		m.Events,
-		m.InSoftirq,
 		m.Lost,
 		m.SendlimRuns,
 	)
@@ -258,15 +260,17 @@ type SkbtraceVariables struct {
 	FilterFamily  *ebpf.Variable `ebpf:"filter_family"`
 	FilterNetns   *ebpf.Variable `ebpf:"filter_netns"`
 	FilterPort    *ebpf.Variable `ebpf:"filter_port"`
+	JiffiesPerSec *ebpf.Variable `ebpf:"jiffies_per_sec"`
 	SeqCounter    *ebpf.Variable `ebpf:"seq_counter"`
+	ThreadSize    *ebpf.Variable `ebpf:"thread_size"`
+	WakeupBytes   *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // SkbtracePrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to LoadSkbtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SkbtracePrograms struct {
-	SoftirqEnter    *ebpf.Program `ebpf:"softirq_enter"`
-	SoftirqLeave    *ebpf.Program `ebpf:"softirq_leave"`
+	SendlimOpenRuns *ebpf.Program `ebpf:"sendlim_open_runs"`
 	TcpConn         *ebpf.Program `ebpf:"tcp_conn"`
 	TcpSendlim      *ebpf.Program `ebpf:"tcp_sendlim"`
 	TcpSendlimClose *ebpf.Program `ebpf:"tcp_sendlim_close"`
@@ -274,8 +278,7 @@ type SkbtracePrograms struct {
 
 func (p *SkbtracePrograms) Close() error {
 	return _SkbtraceClose(
-		p.SoftirqEnter,
-		p.SoftirqLeave,
+		p.SendlimOpenRuns,
 		p.TcpConn,
 		p.TcpSendlim,
 		p.TcpSendlimClose,

@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 
 // requireRoot skips without root, but fails under CI=true: there the kernel
 // tests must run.
-func requireRoot(t *testing.T) {
+func requireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() == 0 {
 		return
@@ -61,7 +61,7 @@ type recorder struct {
 }
 
 // startRecord runs skbtrace record with args and waits until it has attached.
-func startRecord(t *testing.T, args ...string) *recorder {
+func startRecord(t testing.TB, args ...string) *recorder {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "run.trace")
 	cmd := exec.Command(binary, append([]string{"record", "-o", file}, args...)...)
@@ -107,7 +107,7 @@ func startRecord(t *testing.T, args ...string) *recorder {
 }
 
 // stop sends sig and waits for record to exit.
-func (r *recorder) stop(t *testing.T, sig syscall.Signal) {
+func (r *recorder) stop(t testing.TB, sig syscall.Signal) {
 	t.Helper()
 	r.cmd.Process.Signal(sig)
 	done := make(chan error, 1)
@@ -125,7 +125,7 @@ func (r *recorder) stop(t *testing.T, sig syscall.Signal) {
 }
 
 // parseJSON runs skbtrace parse --json on a trace and decodes every line.
-func parseJSON(t *testing.T, file string, args ...string) ([]map[string]any, string, error) {
+func parseJSON(t testing.TB, file string, args ...string) ([]map[string]any, string, error) {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"parse", "--json", "-i", file}, args...)...)
 	var out, errs bytes.Buffer
@@ -188,7 +188,7 @@ func (b *syncBuffer) String() string {
 }
 
 // freePort asks the kernel for an unused loopback port.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

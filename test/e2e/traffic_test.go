@@ -12,7 +12,7 @@ import (
 
 // serve accepts one connection and hands it to handle, in the background.
 // The returned channel is closed when handle returns.
-func serve(t *testing.T, ln net.Listener, handle func(net.Conn)) <-chan struct{} {
+func serve(t testing.TB, ln net.Listener, handle func(net.Conn)) <-chan struct{} {
 	t.Helper()
 	done := make(chan struct{})
 	go func() {
@@ -32,7 +32,7 @@ func drain(c net.Conn) { io.CopyBuffer(io.Discard, struct{ io.Reader }{c}, make(
 
 // bulk writes 128 KiB chunks (as iperf3 does) for d (or until the peer stops reading and the
 // write deadline passes), then closes.
-func bulk(t *testing.T, c net.Conn, d time.Duration) int64 {
+func bulk(t testing.TB, c net.Conn, d time.Duration) int64 {
 	t.Helper()
 	buf := make([]byte, 128<<10)
 	var n int64
