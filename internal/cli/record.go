@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/skbtrace/skbtrace/internal/collect"
+	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/trace"
 )
 
@@ -55,6 +56,9 @@ func (r *recordFlags) job(c *cobra.Command, args []string, stderr io.Writer) (*r
 	}
 	pf, err := r.filters.probeFilter()
 	if err != nil {
+		return nil, err
+	}
+	if err := host.CheckTracingCaps(); err != nil {
 		return nil, err
 	}
 	fams, skipped, err := collect.Select(splitList(r.families))

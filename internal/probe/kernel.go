@@ -25,6 +25,12 @@ func EnsureTracefs() error {
 		if tracefsDir() != "" {
 			return
 		}
+		for _, d := range tracefsDirs {
+			if _, err := os.Stat(filepath.Join(d, "events")); errors.Is(err, os.ErrPermission) {
+				tracefsOnce.err = fmt.Errorf("reading tracefs at %s: %w", d, ErrPermission)
+				return
+			}
+		}
 		if err := unix.Mount("nodev", tracefsDirs[0], "tracefs", 0, ""); err != nil {
 			tracefsOnce.err = fmt.Errorf("mounting tracefs at %s: %w", tracefsDirs[0], err)
 		}

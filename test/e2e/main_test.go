@@ -80,20 +80,7 @@ func startRecord(t testing.TB, args ...string) *recorder {
 		}
 	})
 	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		once := false
-		for sc.Scan() {
-			r.stderr.WriteLine(sc.Text())
-			if !once && strings.Contains(sc.Text(), "skbtrace: recording") {
-				once = true
-				close(ready)
-			}
-		}
-		if !once {
-			close(ready)
-		}
-	}()
+	go collectLinesSignal(pipe, r.stderr, "skbtrace: recording", ready)
 	select {
 	case <-ready:
 	case <-time.After(30 * time.Second):
@@ -196,4 +183,28 @@ func freePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+func collectLines(r io.Reader, into *syncBuffer) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		into.WriteLine(sc.Text())
+	}
+}
+
+// collectLinesSignal collects lines and closes ready at the first line
+// containing marker, or at the end of input.
+func collectLinesSignal(r io.Reader, into *syncBuffer, marker string, ready chan struct{}) {
+	sc := bufio.NewScanner(r)
+	signalled := false
+	for sc.Scan() {
+		into.WriteLine(sc.Text())
+		if !signalled && strings.Contains(sc.Text(), marker) {
+			signalled = true
+			close(ready)
+		}
+	}
+	if !signalled {
+		close(ready)
+	}
 }
