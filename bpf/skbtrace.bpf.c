@@ -11,6 +11,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define AF_INET 2
 #define AF_INET6 10
 #define IPPROTO_TCP 6
+#define IPPROTO_UDP 17
 #define SOCK_NOSPACE 2
 #define TSQ_THROTTLED 0
 #define TCP_NAGLE_OFF 1
@@ -24,6 +25,22 @@ const volatile __u8 filter_addr[16] = {};
 
 /* Never read: they give these types BTF entries, from which bpf2go generates the Go types. */
 const struct tcp_conn_event *_tcp_conn_event __attribute__((unused));
+const struct tcp_cong_event *_tcp_cong_event __attribute__((unused));
+const struct tcp_retrans_event *_tcp_retrans_event __attribute__((unused));
+const struct tcp_rtt_event *_tcp_rtt_event __attribute__((unused));
+const struct tcp_reset_event *_tcp_reset_event __attribute__((unused));
+const struct tcp_rcvbuf_event *_tcp_rcvbuf_event __attribute__((unused));
+const struct dev_event *_dev_event __attribute__((unused));
+const struct napi_event *_napi_event __attribute__((unused));
+const struct softirq_event *_softirq_event __attribute__((unused));
+const struct qdisc_event *_qdisc_event __attribute__((unused));
+const struct sock_io_event *_sock_io_event __attribute__((unused));
+const struct skb_drop_event *_skb_drop_event __attribute__((unused));
+const struct sk_limit_event *_sk_limit_event __attribute__((unused));
+const enum sk_limit_kind *_sk_limit_kind __attribute__((unused));
+const enum sock_io_dir *_sock_io_dir __attribute__((unused));
+const enum reset_dir *_reset_dir __attribute__((unused));
+const enum histogram_buckets *_histogram_buckets __attribute__((unused));
 const enum event_type *_event_type __attribute__((unused));
 const enum event_family *_event_family __attribute__((unused));
 const enum sendlim_reason *_sendlim_reason __attribute__((unused));
@@ -74,6 +91,14 @@ static __always_inline __u8 stack_context(const struct pt_regs *regs)
 	return sp - (__u64)task->stack < thread_size ? CONTEXT_TASK : CONTEXT_SOFTIRQ;
 }
 
+static __always_inline void count_lost(__u32 family)
+{
+	__u64 *n = bpf_map_lookup_elem(&lost, &family);
+
+	if (n)
+		*n += 1;
+}
+
 /*
  * Waking the reader for every event would cost a context switch each on
  * CPUs busy with the traffic; user space drains on a short timer instead,
@@ -95,9 +120,7 @@ static __always_inline void *reserve_event(__u32 family, __u64 size, __u16 type)
 	struct event_header *hdr = bpf_ringbuf_reserve(&events, size, 0);
 
 	if (!hdr) {
-		__u64 *n = bpf_map_lookup_elem(&lost, &family);
-		if (n)
-			*n += 1;
+		count_lost(family);
 		return NULL;
 	}
 	hdr->seq = seq;
@@ -164,6 +187,65 @@ static __always_inline void read_sock_addrs_btf(const struct sock *sk, struct so
 		__builtin_memcpy(a->saddr, &sk->__sk_common.skc_rcv_saddr, 4);
 		__builtin_memcpy(a->daddr, &sk->__sk_common.skc_daddr, 4);
 	}
+}
+
+/* Segments an skb carries: its GSO segment count, or one. */
+static __always_inline __u32 skb_segs(const struct sk_buff *skb)
+{
+	struct skb_shared_info *shinfo = (void *)(skb->head + skb->end);
+	__u16 segs;
+
+	if (!BPF_CORE_READ(shinfo, gso_size))
+		return 1;
+	segs = BPF_CORE_READ(shinfo, gso_segs);
+	return segs ? segs : 1;
+}
+
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+
+/* Reads an skb's IP addresses and TCP/UDP ports, as the packet has them; returns the L4 protocol. */
+static __always_inline __u8 skb_addrs(const struct sk_buff *skb, struct sock_addrs *a)
+{
+	unsigned char *head = skb->head;
+	__u16 nh = skb->network_header, th = skb->transport_header;
+	__u16 proto = __builtin_bswap16(skb->protocol);
+	__u8 l4;
+
+	if (proto == ETH_P_IP) {
+		struct iphdr_wire ip;
+
+		if (bpf_probe_read_kernel(&ip, sizeof(ip), head + nh))
+			return 0;
+		a->family = AF_INET;
+		__builtin_memcpy(a->saddr, ip.saddr, 4);
+		__builtin_memcpy(a->daddr, ip.daddr, 4);
+		l4 = ip.protocol;
+		if (th == 0xffff)
+			th = nh + (ip.version_ihl & 0xf) * 4;
+	} else if (proto == ETH_P_IPV6) {
+		struct ipv6hdr_wire ip6;
+
+		if (bpf_probe_read_kernel(&ip6, sizeof(ip6), head + nh))
+			return 0;
+		a->family = AF_INET6;
+		__builtin_memcpy(a->saddr, ip6.saddr, 16);
+		__builtin_memcpy(a->daddr, ip6.daddr, 16);
+		l4 = ip6.nexthdr;
+		if (th == 0xffff)
+			th = nh + sizeof(ip6);
+	} else {
+		return 0;
+	}
+	if (l4 == IPPROTO_TCP || l4 == IPPROTO_UDP) {
+		__be16 ports[2];
+
+		if (!bpf_probe_read_kernel(ports, sizeof(ports), head + th)) {
+			a->sport = __builtin_bswap16(ports[0]);
+			a->dport = __builtin_bswap16(ports[1]);
+		}
+	}
+	return l4;
 }
 
 /*
@@ -449,3 +531,6 @@ int sendlim_open_runs(struct bpf_iter__bpf_sk_storage_map *ctx)
 	bpf_seq_write(ctx->meta->seq, run, sizeof(*run));
 	return 0;
 }
+
+#include "tcp_catalog.h"
+#include "dev_catalog.h"

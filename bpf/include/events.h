@@ -23,18 +23,349 @@ struct sendlim_run {
 	__u32 _pad;
 };
 
+/* A TCP congestion-state change (tcp_ca_state: Open, Disorder, CWR, Recovery, Loss). */
+struct tcp_cong_event {
+	struct event_header hdr;
+	__u64 sock;
+	struct sock_addrs addrs;
+	__u32 cwnd;
+	__u32 ssthresh;
+	__u32 snd_nxt;
+	__u32 snd_una;
+	__u32 rto_us;
+	__u8 state;
+	__u8 _pad[3];
+};
+
+/* Retransmitted segments of one socket, folded over at most an interval. */
+struct tcp_retrans_event {
+	struct event_header hdr;
+	__u64 sock;
+	__u64 begin_ns;
+	struct sock_addrs addrs;
+	__u32 cnt;  /* segments, as TcpRetransSegs counts them */
+	__u32 skbs; /* retransmitted skbs (a TSO skb carries several segments) */
+	__u8 state; /* TCP state at the last retransmit */
+	__u8 _pad[7];
+};
+
+struct tcp_retrans_run {
+	struct tcp_retrans_event ev;
+	__u64 begin_jiffies;
+};
+
+/* A per-socket sample, at most one per socket per rtt interval. */
+struct tcp_rtt_event {
+	struct event_header hdr;
+	__u64 sock;
+	struct sock_addrs addrs;
+	__u32 srtt_us;
+	__u32 rttvar_us;
+	__u32 min_rtt_us;
+	__u32 cwnd;
+	__u32 ssthresh;
+	__u32 in_flight;
+	__u32 snd_wnd;
+	__u32 rcv_wnd;
+	__u64 delivery_rate; /* bytes per second, of the latest rate sample */
+};
+
+struct tcp_reset_event {
+	struct event_header hdr;
+	__u64 sock; /* 0 for a reset sent for no socket */
+	struct sock_addrs addrs;
+	__u32 reason; /* enum sk_rst_reason for sent resets */
+	__u8 dir;     /* enum reset_dir */
+	__u8 state;
+	__u8 _pad[2];
+};
+
+/* A receive-buffer autotuning step: emitted when sk_rcvbuf changes. */
+struct tcp_rcvbuf_event {
+	struct event_header hdr;
+	__u64 sock;
+	struct sock_addrs addrs;
+	__u32 rcvbuf;
+	__u32 old_rcvbuf;
+	__u32 rcv_space; /* bytes the application read in the last RTT, as autotuning measured */
+	__u32 window_clamp;
+	__u32 rcv_wnd;
+	__u32 rmem_alloc;
+};
+
+struct sock_sample_state {
+	__u64 rtt_sample_ns; /* for tcp_rtt: when this socket was last sampled */
+	__u32 rcvbuf;        /* for tcp_rcvbuf: the size last reported */
+	__u32 _pad;
+};
+
+/*
+ * Aggregated families: the kernel counts in maps, the recorder drains them
+ * every interval and writes one event per key with activity. Counters are
+ * cumulative in the maps (the recorder subtracts), so draining loses nothing;
+ * fields that describe one interval (maxima, first times) are reset by the
+ * kernel when it sees a new drain generation.
+ */
+struct dev_key {
+	__u32 netns;
+	__u32 ifindex;
+};
+
+struct dev_stats {
+	__u64 skbs;
+	__u64 bytes;
+	__u64 segs;
+	__u64 errors; /* xmit: driver returned other than NETDEV_TX_OK */
+	__u64 gro_in; /* recv: skbs handed to GRO, before merging */
+	__u64 gen;
+	__u32 max_bytes; /* largest skb in the current generation */
+	__u32 _pad;
+	__u64 hist[SEGS_BUCKETS];
+	char name[16];
+};
+
+struct dev_event {
+	struct event_header hdr;
+	__u64 begin_ns;
+	char name[16];
+	__u32 ifindex;
+	__u32 netns;
+	__u64 skbs;
+	__u64 bytes;
+	__u64 segs;
+	__u64 errors;
+	__u64 gro_in;
+	__u32 max_bytes;
+	__u32 _pad;
+	__u64 hist[SEGS_BUCKETS];
+};
+
+struct napi_stats {
+	__u64 polls;
+	__u64 work;
+	__u64 exhausted; /* polls that used their whole budget */
+	__u32 budget;
+	__u32 _pad;
+	char name[16];
+};
+
+struct napi_event {
+	struct event_header hdr; /* cpu: the CPU that polled */
+	__u64 begin_ns;
+	char name[16];
+	__u32 ifindex;
+	__u32 netns;
+	__u64 polls;
+	__u64 work;
+	__u64 exhausted;
+	__u32 budget;
+	__u32 _pad;
+};
+
+struct softirq_stats {
+	__u64 entries;
+	__u64 time_ns;
+	__u64 start_ns;
+};
+
+struct softirq_event {
+	struct event_header hdr; /* cpu: the CPU it ran on */
+	__u64 begin_ns;
+	__u64 entries;
+	__u64 time_ns;
+	__u32 vec; /* NET_TX_SOFTIRQ = 2, NET_RX_SOFTIRQ = 3 */
+	__u32 _pad;
+};
+
+struct qdisc_key {
+	__u32 netns;
+	__u32 ifindex;
+	__u32 handle;
+	__u32 parent;
+};
+
+struct qdisc_stats {
+	__u64 enqueues;
+	__u64 dequeues; /* packets */
+	__u64 gen;
+	__u32 backlog_max; /* bytes, in the current generation */
+	__u32 qlen_max;
+	__u32 drops;       /* the qdisc's own counters, as tc -s shows them */
+	__u32 requeues;
+	__u32 overlimits;
+	__u32 backlog;
+	__u32 qlen;
+	__u32 _pad;
+	char dev[16];
+	char kind[16];
+};
+
+struct qdisc_event {
+	struct event_header hdr;
+	__u64 begin_ns;
+	char dev[16];
+	char kind[16];
+	__u32 ifindex;
+	__u32 netns;
+	__u32 handle;
+	__u32 parent;
+	__u64 enqueues;
+	__u64 dequeues;
+	__u64 drops; /* in the interval */
+	__u64 requeues;
+	__u64 overlimits;
+	__u32 backlog_max;
+	__u32 qlen_max;
+	__u32 backlog; /* at the end of the interval */
+	__u32 qlen;
+};
+
+struct sock_io_key {
+	__u32 pid;
+	__u32 dir; /* enum sock_io_dir */
+};
+
+struct sock_io_stats {
+	__u64 calls;
+	__u64 bytes;
+	__u64 errors;
+	__u64 hist[SIZE_BUCKETS];
+	char comm[16];
+};
+
+struct sock_io_event {
+	struct event_header hdr;
+	__u64 begin_ns;
+	__u32 pid;
+	__u32 dir;
+	char comm[16];
+	__u64 calls;
+	__u64 bytes;
+	__u64 errors;
+	__u64 hist[SIZE_BUCKETS];
+};
+
+struct drop_key {
+	__u64 location; /* kernel text address that dropped the skb */
+	__u32 netns;
+	__u32 ifindex;
+	__u32 reason; /* enum skb_drop_reason */
+	__u32 _pad;
+};
+
+struct drop_stats {
+	__u64 cnt;
+	__u64 gen;
+	__u64 first_ns; /* first drop of the current generation */
+	__u16 protocol; /* ethertype, host order, of the last drop */
+	__u8 l4proto;
+	__u8 _pad[5];
+	char dev[16];
+	struct sock_addrs addrs; /* of the last drop */
+};
+
+struct skb_drop_event {
+	struct event_header hdr;
+	__u64 begin_ns;
+	__u64 location;
+	char dev[16];
+	__u32 ifindex;
+	__u32 netns;
+	__u32 reason;
+	__u16 protocol;
+	__u8 l4proto;
+	__u8 _pad;
+	__u64 cnt;
+	struct sock_addrs addrs;
+};
+
+struct sk_limit_key {
+	__u64 sock;
+	__u32 kind; /* enum sk_limit_kind */
+	__u32 _pad;
+};
+
+struct sk_limit_stats {
+	__u64 cnt;
+	struct sock_addrs addrs;
+};
+
+struct sk_limit_event {
+	struct event_header hdr;
+	__u64 begin_ns;
+	__u64 sock;
+	struct sock_addrs addrs;
+	__u64 cnt;
+	__u8 kind;
+	__u8 _pad[7];
+};
+
+/* The context of the seq_reserve program: user space numbers drained events. */
+struct seq_reservation {
+	__u64 count;
+	__u64 first;
+};
+
 #endif
 
 enum event_type {
 	EVENT_TCP_CONN = 1,
 	EVENT_TCP_SENDLIM = 2,
+	EVENT_TCP_CONG = 3,
+	EVENT_TCP_RETRANS = 4,
+	EVENT_TCP_RTT = 5,
+	EVENT_TCP_RESET = 6,
+	EVENT_TCP_RCVBUF = 7,
+	EVENT_SK_LIMIT = 8,
+	EVENT_SKB_DROP = 9,
+	EVENT_DEV_XMIT = 10,
+	EVENT_DEV_RECV = 11,
+	EVENT_NAPI_POLL = 12,
+	EVENT_SOFTIRQ = 13,
+	EVENT_QDISC = 14,
+	EVENT_SOCK_IO = 15,
 };
 
 /* Families are what a user selects with -e; loss is counted per family. */
 enum event_family {
 	FAMILY_TCP_CONN = 0,
 	FAMILY_TCP_SENDLIM = 1,
-	FAMILY_MAX = 2,
+	FAMILY_TCP_CONG = 2,
+	FAMILY_TCP_RETRANS = 3,
+	FAMILY_TCP_RTT = 4,
+	FAMILY_TCP_RESET = 5,
+	FAMILY_TCP_RCVBUF = 6,
+	FAMILY_SK_LIMIT = 7,
+	FAMILY_SKB_DROP = 8,
+	FAMILY_DEV_XMIT = 9,
+	FAMILY_DEV_RECV = 10,
+	FAMILY_NAPI_POLL = 11,
+	FAMILY_SOFTIRQ = 12,
+	FAMILY_QDISC = 13,
+	FAMILY_SOCK_IO = 14,
+	FAMILY_MAX = 15,
+};
+
+/* Bucket counts of the histograms in aggregated events. */
+enum histogram_buckets {
+	SEGS_BUCKETS = 8,  /* segments per skb: 1, 2-3, 4-7, ..., 64-127, 128+ */
+	SIZE_BUCKETS = 20, /* syscall bytes: 0-1, 2-3, 4-7, ..., 2^19 and up */
+};
+
+enum sk_limit_kind {
+	SK_LIMIT_SNDBUF = 0,        /* sock_exceed_buf_limit, send side */
+	SK_LIMIT_RMEM = 1,          /* sock_exceed_buf_limit, receive side */
+	SK_LIMIT_RCVQUEUE_FULL = 2, /* sock_rcvqueue_full */
+};
+
+enum sock_io_dir {
+	SOCK_IO_SEND = 0,
+	SOCK_IO_RECV = 1,
+};
+
+enum reset_dir {
+	RESET_SENT = 0,
+	RESET_RECEIVED = 1,
 };
 
 /* Why an established sender is not sending more (docs/events.md). */
@@ -118,6 +449,289 @@ struct sendlim_run {
 	__u64 begin_jiffies; /* jiffies at begin_ns, for the once-a-second rule (no cheaper clock here) */
 	__u32 last_segs_out;
 	__u32 _pad;
+};
+
+/* A TCP congestion-state change (tcp_ca_state: Open, Disorder, CWR, Recovery, Loss). */
+struct tcp_cong_event {
+	struct event_header hdr;
+	__u64 sock;
+	struct sock_addrs addrs;
+	__u32 cwnd;
+	__u32 ssthresh;
+	__u32 snd_nxt;
+	__u32 snd_una;
+	__u32 rto_us;
+	__u8 state;
+	__u8 _pad[3];
+};
+
+/* Retransmitted segments of one socket, folded over at most an interval. */
+struct tcp_retrans_event {
+	struct event_header hdr;
+	__u64 sock;
+	__u64 begin_ns;
+	struct sock_addrs addrs;
+	__u32 cnt;  /* segments, as TcpRetransSegs counts them */
+	__u32 skbs; /* retransmitted skbs (a TSO skb carries several segments) */
+	__u8 state; /* TCP state at the last retransmit */
+	__u8 _pad[7];
+};
+
+struct tcp_retrans_run {
+	struct tcp_retrans_event ev;
+	__u64 begin_jiffies;
+};
+
+/* A per-socket sample, at most one per socket per rtt interval. */
+struct tcp_rtt_event {
+	struct event_header hdr;
+	__u64 sock;
+	struct sock_addrs addrs;
+	__u32 srtt_us;
+	__u32 rttvar_us;
+	__u32 min_rtt_us;
+	__u32 cwnd;
+	__u32 ssthresh;
+	__u32 in_flight;
+	__u32 snd_wnd;
+	__u32 rcv_wnd;
+	__u64 delivery_rate; /* bytes per second, of the latest rate sample */
+};
+
+struct tcp_reset_event {
+	struct event_header hdr;
+	__u64 sock; /* 0 for a reset sent for no socket */
+	struct sock_addrs addrs;
+	__u32 reason; /* enum sk_rst_reason for sent resets */
+	__u8 dir;     /* enum reset_dir */
+	__u8 state;
+	__u8 _pad[2];
+};
+
+/* A receive-buffer autotuning step: emitted when sk_rcvbuf changes. */
+struct tcp_rcvbuf_event {
+	struct event_header hdr;
+	__u64 sock;
+	struct sock_addrs addrs;
+	__u32 rcvbuf;
+	__u32 old_rcvbuf;
+	__u32 rcv_space; /* bytes the application read in the last RTT, as autotuning measured */
+	__u32 window_clamp;
+	__u32 rcv_wnd;
+	__u32 rmem_alloc;
+};
+
+struct sock_sample_state {
+	__u64 rtt_sample_ns; /* for tcp_rtt: when this socket was last sampled */
+	__u32 rcvbuf;        /* for tcp_rcvbuf: the size last reported */
+	__u32 _pad;
+};
+
+/*
+ * Aggregated families: the kernel counts in maps, the recorder drains them
+ * every interval and writes one event per key with activity. Counters are
+ * cumulative in the maps (the recorder subtracts), so draining loses nothing;
+ * fields that describe one interval (maxima, first times) are reset by the
+ * kernel when it sees a new drain generation.
+ */
+struct dev_key {
+	__u32 netns;
+	__u32 ifindex;
+};
+
+struct dev_stats {
+	__u64 skbs;
+	__u64 bytes;
+	__u64 segs;
+	__u64 errors; /* xmit: driver returned other than NETDEV_TX_OK */
+	__u64 gro_in; /* recv: skbs handed to GRO, before merging */
+	__u64 gen;
+	__u32 max_bytes; /* largest skb in the current generation */
+	__u32 _pad;
+	__u64 hist[SEGS_BUCKETS];
+	char name[16];
+};
+
+struct dev_event {
+	struct event_header hdr;
+	__u64 begin_ns;
+	char name[16];
+	__u32 ifindex;
+	__u32 netns;
+	__u64 skbs;
+	__u64 bytes;
+	__u64 segs;
+	__u64 errors;
+	__u64 gro_in;
+	__u32 max_bytes;
+	__u32 _pad;
+	__u64 hist[SEGS_BUCKETS];
+};
+
+struct napi_stats {
+	__u64 polls;
+	__u64 work;
+	__u64 exhausted; /* polls that used their whole budget */
+	__u32 budget;
+	__u32 _pad;
+	char name[16];
+};
+
+struct napi_event {
+	struct event_header hdr; /* cpu: the CPU that polled */
+	__u64 begin_ns;
+	char name[16];
+	__u32 ifindex;
+	__u32 netns;
+	__u64 polls;
+	__u64 work;
+	__u64 exhausted;
+	__u32 budget;
+	__u32 _pad;
+};
+
+struct softirq_stats {
+	__u64 entries;
+	__u64 time_ns;
+	__u64 start_ns;
+};
+
+struct softirq_event {
+	struct event_header hdr; /* cpu: the CPU it ran on */
+	__u64 begin_ns;
+	__u64 entries;
+	__u64 time_ns;
+	__u32 vec; /* NET_TX_SOFTIRQ = 2, NET_RX_SOFTIRQ = 3 */
+	__u32 _pad;
+};
+
+struct qdisc_key {
+	__u32 netns;
+	__u32 ifindex;
+	__u32 handle;
+	__u32 parent;
+};
+
+struct qdisc_stats {
+	__u64 enqueues;
+	__u64 dequeues; /* packets */
+	__u64 gen;
+	__u32 backlog_max; /* bytes, in the current generation */
+	__u32 qlen_max;
+	__u32 drops;       /* the qdisc's own counters, as tc -s shows them */
+	__u32 requeues;
+	__u32 overlimits;
+	__u32 backlog;
+	__u32 qlen;
+	__u32 _pad;
+	char dev[16];
+	char kind[16];
+};
+
+struct qdisc_event {
+	struct event_header hdr;
+	__u64 begin_ns;
+	char dev[16];
+	char kind[16];
+	__u32 ifindex;
+	__u32 netns;
+	__u32 handle;
+	__u32 parent;
+	__u64 enqueues;
+	__u64 dequeues;
+	__u64 drops; /* in the interval */
+	__u64 requeues;
+	__u64 overlimits;
+	__u32 backlog_max;
+	__u32 qlen_max;
+	__u32 backlog; /* at the end of the interval */
+	__u32 qlen;
+};
+
+struct sock_io_key {
+	__u32 pid;
+	__u32 dir; /* enum sock_io_dir */
+};
+
+struct sock_io_stats {
+	__u64 calls;
+	__u64 bytes;
+	__u64 errors;
+	__u64 hist[SIZE_BUCKETS];
+	char comm[16];
+};
+
+struct sock_io_event {
+	struct event_header hdr;
+	__u64 begin_ns;
+	__u32 pid;
+	__u32 dir;
+	char comm[16];
+	__u64 calls;
+	__u64 bytes;
+	__u64 errors;
+	__u64 hist[SIZE_BUCKETS];
+};
+
+struct drop_key {
+	__u64 location; /* kernel text address that dropped the skb */
+	__u32 netns;
+	__u32 ifindex;
+	__u32 reason; /* enum skb_drop_reason */
+	__u32 _pad;
+};
+
+struct drop_stats {
+	__u64 cnt;
+	__u64 gen;
+	__u64 first_ns; /* first drop of the current generation */
+	__u16 protocol; /* ethertype, host order, of the last drop */
+	__u8 l4proto;
+	__u8 _pad[5];
+	char dev[16];
+	struct sock_addrs addrs; /* of the last drop */
+};
+
+struct skb_drop_event {
+	struct event_header hdr;
+	__u64 begin_ns;
+	__u64 location;
+	char dev[16];
+	__u32 ifindex;
+	__u32 netns;
+	__u32 reason;
+	__u16 protocol;
+	__u8 l4proto;
+	__u8 _pad;
+	__u64 cnt;
+	struct sock_addrs addrs;
+};
+
+struct sk_limit_key {
+	__u64 sock;
+	__u32 kind; /* enum sk_limit_kind */
+	__u32 _pad;
+};
+
+struct sk_limit_stats {
+	__u64 cnt;
+	struct sock_addrs addrs;
+};
+
+struct sk_limit_event {
+	struct event_header hdr;
+	__u64 begin_ns;
+	__u64 sock;
+	struct sock_addrs addrs;
+	__u64 cnt;
+	__u8 kind;
+	__u8 _pad[7];
+};
+
+/* The context of the seq_reserve program: user space numbers drained events. */
+struct seq_reservation {
+	__u64 count;
+	__u64 first;
 };
 
 #endif

@@ -30,7 +30,9 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_HASH = 1,
 	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_PERCPU_HASH = 5,
 	BPF_MAP_TYPE_LRU_HASH = 9,
+	BPF_MAP_TYPE_LRU_PERCPU_HASH = 10,
 	BPF_MAP_TYPE_SK_STORAGE = 24,
 	BPF_MAP_TYPE_RINGBUF = 27,
 };
@@ -96,8 +98,16 @@ struct socket {
 	unsigned long flags;
 };
 
+typedef struct {
+	int counter;
+} atomic_t;
+
 struct sock {
 	struct sock_common __sk_common;
+	struct {
+		atomic_t rmem_alloc;
+	} sk_backlog;
+	int sk_rcvbuf;
 	struct socket *sk_socket;
 	int sk_wmem_queued;
 	int sk_sndbuf;
@@ -109,7 +119,31 @@ struct sock {
 	unsigned long sk_tsq_flags;
 };
 
+struct inet_connection_sock {
+	__u32 icsk_rto;
+};
+
+struct minmax_sample {
+	u32 t;
+	u32 v;
+};
+
+struct minmax {
+	struct minmax_sample s[3];
+};
+
 struct tcp_sock {
+	struct inet_connection_sock inet_conn;
+	u32 rttvar_us;
+	u32 mdev_us;
+	struct minmax rtt_min;
+	u32 rcv_wnd;
+	u32 rate_delivered;
+	u32 rate_interval_us;
+	u32 window_clamp;
+	struct {
+		u32 space;
+	} rcvq_space;
 	u32 snd_cwnd;
 	u32 snd_ssthresh;
 	u32 packets_out;
@@ -133,9 +167,61 @@ struct tcp_sock___pre68 {
 	unsigned long tsq_flags;
 };
 
+struct net_device {
+	char name[16];
+	int ifindex;
+	possible_net_t nd_net;
+};
+
 struct sk_buff {
 	unsigned int len;
+	struct net_device *dev;
+	unsigned char *head;
+	unsigned int end;
+	__u16 network_header;
+	__u16 transport_header;
+	__be16 protocol;
 };
+
+struct skb_shared_info {
+	unsigned short gso_size;
+	unsigned short gso_segs;
+};
+
+struct napi_struct {
+	struct net_device *dev;
+};
+
+struct netdev_queue {
+	struct net_device *dev;
+};
+
+struct Qdisc_ops {
+	char id[16];
+};
+
+struct qdisc_skb_head {
+	__u32 qlen;
+};
+
+struct gnet_stats_queue {
+	__u32 qlen;
+	__u32 backlog;
+	__u32 drops;
+	__u32 requeues;
+	__u32 overlimits;
+};
+
+struct Qdisc {
+	const struct Qdisc_ops *ops;
+	u32 handle;
+	u32 parent;
+	struct netdev_queue *dev_queue;
+	struct qdisc_skb_head q;
+	struct gnet_stats_queue qstats;
+};
+
+struct proto;
 
 struct task_struct {
 	void *stack;
@@ -162,6 +248,29 @@ struct bpf_iter__bpf_sk_storage_map {
 };
 
 #pragma clang attribute pop
+
+/* Packet headers are wire format: fixed layouts, never relocated. */
+struct iphdr_wire {
+	__u8 version_ihl;
+	__u8 tos;
+	__be16 tot_len;
+	__be16 id;
+	__be16 frag_off;
+	__u8 ttl;
+	__u8 protocol;
+	__u16 check;
+	__u8 saddr[4];
+	__u8 daddr[4];
+};
+
+struct ipv6hdr_wire {
+	__be32 vtc_flow;
+	__be16 payload_len;
+	__u8 nexthdr;
+	__u8 hop_limit;
+	__u8 saddr[16];
+	__u8 daddr[16];
+};
 
 /*
  * Tracepoint contexts are read at fixed offsets: the verifier only allows

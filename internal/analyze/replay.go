@@ -20,7 +20,7 @@ type Summary struct {
 	Gaps, Missing uint64
 	Late          uint64
 	Ended         bool // the recording wrote its end record
-	Netns         NetnsNames
+	Names         *Names
 }
 
 // TotalLost is the sum over families.
@@ -32,21 +32,31 @@ func (s *Summary) TotalLost() uint64 {
 	return n
 }
 
-// NetnsNames maps namespace inodes to the names recorded with them.
-type NetnsNames map[uint32]string
+// Names are the name tables a trace carries in-band: namespaces, the
+// recording kernel's drop and reset reasons, and drop locations.
+type Names struct {
+	Netns        map[uint32]string
+	DropReasons  map[uint32]string
+	ResetReasons map[uint32]string
+	Symbols      map[uint64]string
+}
+
+// NewNames returns empty tables.
+func NewNames() *Names {
+	return &Names{Netns: map[uint32]string{}, DropReasons: map[uint32]string{}, ResetReasons: map[uint32]string{}, Symbols: map[uint64]string{}}
+}
 
 // NetnsName implements report.Names.
-func (n NetnsNames) NetnsName(inode uint32) string { return n[inode] }
+func (n *Names) NetnsName(inode uint32) string { return n.Netns[inode] }
 
-// Inode finds a namespace by name.
-func (n NetnsNames) Inode(name string) (uint32, bool) {
-	for k, v := range n {
-		if v == name {
-			return k, true
-		}
-	}
-	return 0, false
-}
+// DropReason implements report.Names.
+func (n *Names) DropReason(v uint32) string { return n.DropReasons[v] }
+
+// ResetReason implements report.Names.
+func (n *Names) ResetReason(v uint32) string { return n.ResetReasons[v] }
+
+// Symbol implements report.Names.
+func (n *Names) Symbol(addr uint64) string { return n.Symbols[addr] }
 
 // FamilyName names a loss record's family; it is set by the collector
 // package, which owns the family list, so this package stays free of it.
@@ -54,12 +64,12 @@ var FamilyName = func(id uint16) string { return fmt.Sprintf("family%d", id) }
 
 // NewSummary returns an empty summary for Replay to fill.
 func NewSummary() *Summary {
-	return &Summary{ByType: map[event.Type]uint64{}, Lost: map[string]uint64{}, Netns: NetnsNames{}}
+	return &Summary{ByType: map[event.Type]uint64{}, Lost: map[string]uint64{}, Names: NewNames()}
 }
 
 // Replay reads a whole trace into s, emitting events that pass the filter in
-// sequence order; s.Netns names namespaces as far as the trace has named
-// them. On damage, every good event before it has been emitted when the
+// sequence order; s.Names names namespaces as far as the trace has named
+// them (likewise the other name tables). On damage, every good event before it has been emitted when the
 // error is returned.
 func Replay(r *trace.Reader, filter *event.Filter, s *Summary, emit func(*event.Event) error) error {
 	s.Header = r.Header
@@ -68,7 +78,7 @@ func Replay(r *trace.Reader, filter *event.Filter, s *Summary, emit func(*event.
 	var ev event.Event
 	var endSeq uint64
 	out := func(e *event.Event) error {
-		if !filter.Match(e, s.Netns.NetnsName) {
+		if !filter.Match(e, s.Names.NetnsName) {
 			return nil
 		}
 		s.Matched++
@@ -109,13 +119,30 @@ func Replay(r *trace.Reader, filter *event.Filter, s *Summary, emit func(*event.
 			if err != nil {
 				return finish(&trace.FormatError{Offset: rec.Offset, Msg: err.Error()})
 			}
-			s.Netns[n.Inode] = n.Name
+			s.Names.Netns[n.Inode] = n.Name
 		case rec.Type == trace.RecordLoss:
 			l, err := trace.DecodeLoss(r.ByteOrder(), rec.Body)
 			if err != nil {
 				return finish(&trace.FormatError{Offset: rec.Offset, Msg: err.Error()})
 			}
 			s.Lost[FamilyName(l.Family)] += l.Count
+		case rec.Type == trace.RecordEnum:
+			e, err := trace.DecodeEnum(r.ByteOrder(), rec.Body)
+			if err != nil {
+				return finish(&trace.FormatError{Offset: rec.Offset, Msg: err.Error()})
+			}
+			switch e.Kind {
+			case trace.EnumDropReason:
+				s.Names.DropReasons = e.Names
+			case trace.EnumResetReason:
+				s.Names.ResetReasons = e.Names
+			}
+		case rec.Type == trace.RecordSym:
+			sym, err := trace.DecodeSymbol(r.ByteOrder(), rec.Body)
+			if err != nil {
+				return finish(&trace.FormatError{Offset: rec.Offset, Msg: err.Error()})
+			}
+			s.Names.Symbols[sym.Addr] = sym.Name
 		case rec.Type == trace.RecordEnd:
 			e, err := trace.DecodeEnd(r.ByteOrder(), rec.Body)
 			if err != nil {

@@ -67,9 +67,9 @@ func parseTrace(in io.Reader, stdout, stderr io.Writer, filter *event.Filter, as
 	sum := analyze.NewSummary()
 	rerr := analyze.Replay(r, filter, sum, func(ev *event.Event) error {
 		if asJSON {
-			buf = report.AppendJSON(buf[:0], ev, sum.Netns)
+			buf = report.AppendJSON(buf[:0], ev, sum.Names)
 		} else {
-			buf = report.AppendText(buf[:0], ev, sum.Netns)
+			buf = report.AppendText(buf[:0], ev, sum.Names)
 		}
 		_, err := out.Write(buf)
 		return err

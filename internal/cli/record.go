@@ -22,17 +22,25 @@ import (
 
 // recordFlags are shared by record and live.
 type recordFlags struct {
-	duration string
-	families []string
-	ringSize uint32
-	filters  filterFlags
+	duration    string
+	families    []string
+	ringSize    uint32
+	interval    time.Duration
+	rttInterval time.Duration
+	filters     filterFlags
+	dev         string
+	pid         uint32
 }
 
 func (r *recordFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVarP(&r.duration, "duration", "d", "", "stop after this long (`5`, `5s`, `2m`; bare numbers are seconds)")
 	fs.StringSliceVarP(&r.families, "events", "e", nil, "event `FAMILY`s to record, comma-separated, or all (default: all that can run)")
 	fs.Uint32Var(&r.ringSize, "ring-size", 8<<20, "kernel ring buffer `BYTES` (a power of two)")
+	fs.DurationVar(&r.interval, "interval", time.Second, "aggregation interval of the per-device, per-CPU and per-process families (at least 10ms)")
+	fs.DurationVar(&r.rttInterval, "rtt-interval", 10*time.Millisecond, "least time between two tcp_rtt samples of a socket")
 	r.filters.bind(fs)
+	fs.StringVar(&r.dev, "filter-dev", "", "only this network device (`NAME`), for device-level families")
+	fs.Uint32Var(&r.pid, "filter-pid", 0, "only this process (`PID`), for sock_io")
 }
 
 // recordJob is a validated record or live invocation.
@@ -54,10 +62,20 @@ func (r *recordFlags) job(c *cobra.Command, args []string, stderr io.Writer) (*r
 	if r.ringSize < 4096 || r.ringSize&(r.ringSize-1) != 0 {
 		return nil, usagef("--ring-size %d is not a power of two of at least 4096", r.ringSize)
 	}
+	if r.interval < 10*time.Millisecond {
+		return nil, usagef("--interval %v is shorter than 10ms", r.interval)
+	}
+	if r.rttInterval <= 0 {
+		return nil, usagef("--rtt-interval %v is not positive", r.rttInterval)
+	}
+	if len(r.dev) > 15 {
+		return nil, usagef("--filter-dev %q is longer than a device name can be (15)", r.dev)
+	}
 	pf, err := r.filters.probeFilter()
 	if err != nil {
 		return nil, err
 	}
+	pf.Dev, pf.Pid = r.dev, r.pid
 	if err := host.CheckTracingCaps(); err != nil {
 		return nil, err
 	}
@@ -69,7 +87,8 @@ func (r *recordFlags) job(c *cobra.Command, args []string, stderr io.Writer) (*r
 		fmt.Fprintf(stderr, "skbtrace: skipping %s: %v\n", s.Family.Name, s.Reason)
 	}
 	return &recordJob{
-		opts:     collect.Options{Families: fams, Filter: pf, RingBytes: r.ringSize},
+		opts: collect.Options{Families: fams, Filter: pf, RingBytes: r.ringSize,
+			Interval: r.interval, RTTInterval: r.rttInterval},
 		duration: d,
 		command:  args,
 	}, nil

@@ -14,6 +14,9 @@ type Family struct {
 	ID          uint16 // enum event_family, the key of loss accounting
 	Description string
 	Hooks       []probe.Hook
+	// Drain, for families that aggregate in kernel maps, turns what the
+	// maps counted since the previous drain into events.
+	Drain drainFunc
 }
 
 // Families lists every family in the order `skbtrace events` prints them.
@@ -22,20 +25,141 @@ var Families = []Family{
 		Name:        "tcp_conn",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_CONN),
 		Description: "TCP state changes with addresses, namespace, pid and command",
-		Hooks: []probe.Hook{
-			{Program: probe.SkbtraceProgTcpConn, Kind: probe.Tracepoint, Group: "sock", Name: "inet_sock_set_state"},
-		},
+		Hooks:       []probe.Hook{tracepoint(probe.SkbtraceProgTcpConn, "sock", "inet_sock_set_state")},
 	},
 	{
 		Name:        "tcp_sendlim",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_SENDLIM),
 		Description: "why an established sender is not sending more, decided per ACK and folded in the kernel",
 		Hooks: []probe.Hook{
-			{Program: probe.SkbtraceProgTcpSendlim, Kind: probe.BTFTracepoint, Name: "tcp_probe"},
-			{Program: probe.SkbtraceProgTcpSendlimClose, Kind: probe.BTFTracepoint, Name: "tcp_destroy_sock"},
-			{Program: probe.SkbtraceProgSendlimOpenRuns, Kind: probe.Iterator, Name: "bpf_sk_storage_map"},
+			btf(probe.SkbtraceProgTcpSendlim, "tcp_probe"),
+			btf(probe.SkbtraceProgTcpSendlimClose, "tcp_destroy_sock"),
+			iter(probe.SkbtraceProgSendlimOpenRuns),
 		},
 	},
+	{
+		Name:        "tcp_cong",
+		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_CONG),
+		Description: "congestion-state changes (Open, Disorder, CWR, Recovery, Loss) with cwnd, ssthresh and RTO",
+		Hooks:       []probe.Hook{btf(probe.SkbtraceProgTcpCong, "tcp_cong_state_set")},
+	},
+	{
+		Name:        "tcp_retrans",
+		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_RETRANS),
+		Description: "retransmitted segments, folded per socket per interval",
+		Hooks: []probe.Hook{
+			btf(probe.SkbtraceProgTcpRetrans, "tcp_retransmit_skb"),
+			btf(probe.SkbtraceProgTcpRetransClose, "tcp_destroy_sock"),
+			iter(probe.SkbtraceProgRetransOpenRuns),
+		},
+	},
+	{
+		Name:        "tcp_rtt",
+		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_RTT),
+		Description: "per-socket samples of RTT, cwnd, windows and delivery rate, at most one per --rtt-interval",
+		Hooks:       []probe.Hook{btf(probe.SkbtraceProgTcpRtt, "tcp_probe")},
+	},
+	{
+		Name:        "tcp_reset",
+		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_RESET),
+		Description: "resets sent (with the kernel's reason) and received",
+		Hooks: []probe.Hook{
+			btf(probe.SkbtraceProgTcpResetSent, "tcp_send_reset"),
+			btf(probe.SkbtraceProgTcpResetReceived, "tcp_receive_reset"),
+		},
+	},
+	{
+		Name:        "tcp_rcvbuf",
+		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_RCVBUF),
+		Description: "receive-buffer autotuning steps",
+		Hooks:       []probe.Hook{btf(probe.SkbtraceProgTcpRcvbuf, "tcp_rcv_space_adjust")},
+	},
+	{
+		Name:        "sk_limit",
+		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_SK_LIMIT),
+		Description: "sockets over their send or receive memory limit, or with a full receive queue, per interval",
+		Hooks: []probe.Hook{
+			btf(probe.SkbtraceProgSkLimitExceed, "sock_exceed_buf_limit"),
+			btf(probe.SkbtraceProgSkLimitRcvqueue, "sock_rcvqueue_full"),
+		},
+		Drain: drainSkLimit,
+	},
+	{
+		Name:        "skb_drop",
+		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_SKB_DROP),
+		Description: "dropped packets by reason, location and device, per interval",
+		Hooks:       []probe.Hook{btf(probe.SkbtraceProgSkbDrop, "kfree_skb")},
+		Drain:       drainSkbDrop,
+	},
+	{
+		Name:        "dev_xmit",
+		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_DEV_XMIT),
+		Description: "skbs, bytes and segments per skb handed to each device (TSO/GSO at work), per interval",
+		Hooks: []probe.Hook{
+			btf(probe.SkbtraceProgDevXmit, "net_dev_start_xmit"),
+			btf(probe.SkbtraceProgDevXmitDone, "net_dev_xmit"),
+		},
+		Drain: drainDevXmit,
+	},
+	{
+		Name:        "dev_recv",
+		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_DEV_RECV),
+		Description: "skbs, bytes and segments per skb received from each device (GRO at work), per interval",
+		Hooks: []probe.Hook{
+			btf(probe.SkbtraceProgDevRecv, "netif_receive_skb"),
+			btf(probe.SkbtraceProgDevRecvGro, "napi_gro_receive_entry"),
+		},
+		Drain: drainDevRecv,
+	},
+	{
+		Name:        "napi_poll",
+		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_NAPI_POLL),
+		Description: "NAPI polls per device and CPU: work against budget, per interval",
+		Hooks:       []probe.Hook{btf(probe.SkbtraceProgNapiPoll, "napi_poll")},
+		Drain:       drainNapi,
+	},
+	{
+		Name:        "softirq",
+		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_SOFTIRQ),
+		Description: "NET_RX and NET_TX softirq time per CPU, per interval",
+		Hooks: []probe.Hook{
+			btf(probe.SkbtraceProgSoftirqEnter, "softirq_entry"),
+			btf(probe.SkbtraceProgSoftirqLeave, "softirq_exit"),
+		},
+		Drain: drainSoftirq,
+	},
+	{
+		Name:        "qdisc",
+		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_QDISC),
+		Description: "qdisc enqueues, dequeues, drops, requeues and backlog, per interval",
+		Hooks: []probe.Hook{
+			btf(probe.SkbtraceProgQdiscEnqueue, "qdisc_enqueue"),
+			btf(probe.SkbtraceProgQdiscDequeue, "qdisc_dequeue"),
+		},
+		Drain: drainQdisc,
+	},
+	{
+		Name:        "sock_io",
+		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_SOCK_IO),
+		Description: "socket send and receive calls per process: calls, bytes, size histogram, per interval",
+		Hooks: []probe.Hook{
+			btf(probe.SkbtraceProgSockIoSend, "sock_send_length"),
+			btf(probe.SkbtraceProgSockIoRecv, "sock_recv_length"),
+		},
+		Drain: drainSockIO,
+	},
+}
+
+func tracepoint(prog, group, name string) probe.Hook {
+	return probe.Hook{Program: prog, Kind: probe.Tracepoint, Group: group, Name: name}
+}
+
+func btf(prog, name string) probe.Hook {
+	return probe.Hook{Program: prog, Kind: probe.BTFTracepoint, Name: name}
+}
+
+func iter(prog string) probe.Hook {
+	return probe.Hook{Program: prog, Kind: probe.Iterator, Name: "bpf_sk_storage_map"}
 }
 
 func init() {

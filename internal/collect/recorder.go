@@ -31,6 +31,11 @@ type Options struct {
 	Families  []Family
 	Filter    probe.Filter
 	RingBytes uint32
+	// Interval is how often aggregated families are drained and how long
+	// tcp_retrans folds a socket's retransmits (default one second).
+	Interval time.Duration
+	// RTTInterval is the least time between two tcp_rtt samples of a socket (default 10 ms).
+	RTTInterval time.Duration
 	// Status receives a one-line live status (for a terminal), or nil.
 	Status io.Writer
 }
@@ -56,7 +61,11 @@ func Start(opts Options) (*Recording, error) {
 	for _, f := range opts.Families {
 		hooks = append(hooks, f.Hooks...)
 	}
-	sess, err := probe.Open(probe.Config{Hooks: hooks, RingBytes: opts.RingBytes, Filter: opts.Filter})
+	if opts.Interval <= 0 {
+		opts.Interval = time.Second
+	}
+	sess, err := probe.Open(probe.Config{Hooks: hooks, RingBytes: opts.RingBytes, Filter: opts.Filter,
+		Interval: opts.Interval, RTTInterval: opts.RTTInterval})
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +99,7 @@ var Version = "dev"
 // is queued, writes the runs still open in the kernel and the end record.
 func (r *Recording) Run(w *trace.Writer, stop <-chan struct{}) (Totals, error) {
 	st := recorderState{
+		opts:      r.opts,
 		w:         w,
 		sess:      r.sess,
 		netns:     host.NewNetnsResolver(),
@@ -99,7 +109,10 @@ func (r *Recording) Run(w *trace.Writer, stop <-chan struct{}) (Totals, error) {
 		status:    r.opts.Status,
 		start:     r.start,
 	}
-	err := st.loop(stop)
+	err := st.prepare()
+	if err == nil {
+		err = st.loop(stop)
+	}
 	if err == nil {
 		err = st.finish()
 	}
@@ -119,7 +132,12 @@ func (r *Recording) Run(w *trace.Writer, stop <-chan struct{}) (Totals, error) {
 }
 
 type recorderState struct {
+	opts      Options
 	w         *trace.Writer
+	drainer   *drainer
+	kallsyms  *host.Kallsyms
+	symbols   map[uint64]bool
+	lastDrain time.Time
 	sess      *probe.Session
 	netns     *host.NetnsResolver
 	seenNetns map[uint32]bool
@@ -133,6 +151,89 @@ type recorderState struct {
 	lastLoss  time.Time
 	lastStat  time.Time
 	lastCount uint64
+}
+
+// prepare writes the name tables the selected families need and sets up draining.
+func (st *recorderState) prepare() error {
+	for _, f := range st.opts.Families {
+		if f.Drain != nil && st.drainer == nil {
+			st.drainer = newDrainer(st.sess, st.w.ByteOrder(), host.BootNow())
+		}
+		var kind uint16
+		var enum, prefix string
+		switch f.Name {
+		case "skb_drop":
+			kind, enum, prefix = trace.EnumDropReason, "skb_drop_reason", "SKB_DROP_REASON_"
+			ks, err := host.LoadKallsyms()
+			if err != nil {
+				return err
+			}
+			st.kallsyms, st.symbols = ks, map[uint64]bool{}
+		case "tcp_reset":
+			kind, enum, prefix = trace.EnumResetReason, "sk_rst_reason", "SK_RST_REASON_"
+		default:
+			continue
+		}
+		names, err := probe.KernelEnum(enum, prefix)
+		if err != nil {
+			return err
+		}
+		if err := st.w.AppendEnum(trace.Enum{Kind: kind, Names: names}); err != nil {
+			return err
+		}
+	}
+	st.lastDrain = time.Now()
+	return nil
+}
+
+// drain writes what the aggregated families counted since the last drain.
+func (st *recorderState) drain() error {
+	d := st.drainer
+	if d == nil {
+		return nil
+	}
+	d.now = host.BootNow()
+	d.pending = d.pending[:0]
+	for _, f := range st.opts.Families {
+		if f.Drain != nil {
+			if err := f.Drain(d); err != nil {
+				return err
+			}
+		}
+	}
+	if err := d.number(); err != nil {
+		return err
+	}
+	for _, b := range d.pending {
+		if err := st.symbolize(b); err != nil {
+			return err
+		}
+		if err := st.handle(b); err != nil {
+			return err
+		}
+	}
+	d.begin = d.now
+	d.gen++
+	return st.sess.NextDrainGeneration(d.gen)
+}
+
+// symbolize writes a symbol record the first time a drop location appears.
+func (st *recorderState) symbolize(b []byte) error {
+	var e probe.SkbtraceSkbDropEvent
+	if st.kallsyms == nil || len(b) < int(unsafe.Sizeof(e)) ||
+		event.Type(st.w.ByteOrder().Uint16(b[unsafe.Offsetof(e.Hdr)+unsafe.Offsetof(e.Hdr.Type):])) != event.TypeSkbDrop {
+		return nil
+	}
+	loc := st.w.ByteOrder().Uint64(b[unsafe.Offsetof(e.Location):])
+	if st.symbols[loc] {
+		return nil
+	}
+	st.symbols[loc] = true
+	name := st.kallsyms.Resolve(loc)
+	if name == "" {
+		return nil
+	}
+	return st.w.AppendSymbol(trace.Symbol{Addr: loc, Name: name})
 }
 
 func (st *recorderState) loop(stop <-chan struct{}) error {
@@ -168,6 +269,12 @@ func (st *recorderState) loop(stop <-chan struct{}) error {
 }
 
 func (st *recorderState) periodic(now time.Time) error {
+	if now.Sub(st.lastDrain) >= st.opts.Interval {
+		if err := st.drain(); err != nil {
+			return err
+		}
+		st.lastDrain = now
+	}
 	if now.Sub(st.lastFlush) >= flushInterval {
 		if err := st.w.Flush(); err != nil {
 			return err
@@ -274,25 +381,41 @@ func (st *recorderState) finish() error {
 			return err
 		}
 	}
+	if err := st.drain(); err != nil {
+		return err
+	}
 	seq, err := st.sess.NextSeq()
 	if err != nil {
 		return err
 	}
-	runs, err := st.sess.OpenSendlimRuns()
+	// Runs still open in the kernel. No CPU emitted them: the recorder closes them, so cpu is 0.
+	now := host.BootNow()
+	var events []any
+	sendlim, err := st.sess.OpenSendlimRuns()
 	if err != nil {
 		return err
 	}
-	now := host.BootNow()
+	for i := range sendlim {
+		sendlim[i].Ev.Hdr = probe.SkbtraceEventHeader{TsNs: now, Type: uint16(event.TypeTCPSendlim)}
+		events = append(events, &sendlim[i].Ev)
+	}
+	retrans, err := st.sess.OpenRetransRuns()
+	if err != nil {
+		return err
+	}
+	for i := range retrans {
+		retrans[i].Ev.Hdr = probe.SkbtraceEventHeader{TsNs: now, Type: uint16(event.TypeTCPRetrans)}
+		events = append(events, &retrans[i].Ev)
+	}
 	var buf []byte
-	for i := range runs {
-		ev := &runs[i].Ev
-		// No CPU emitted these: the recorder closes them, so cpu is 0.
-		ev.Hdr = probe.SkbtraceEventHeader{Seq: seq, TsNs: now, Type: uint16(event.TypeTCPSendlim)}
-		seq++
+	var hdr probe.SkbtraceEventHeader
+	for _, ev := range events {
 		buf, err = binary.Append(buf[:0], st.w.ByteOrder(), ev)
 		if err != nil {
-			return fmt.Errorf("encoding an open send-limit run: %w", err)
+			return fmt.Errorf("encoding an open run: %w", err)
 		}
+		st.w.ByteOrder().PutUint64(buf[unsafe.Offsetof(hdr.Seq):], seq)
+		seq++
 		if err := st.handle(buf); err != nil {
 			return err
 		}

@@ -46,6 +46,7 @@ func (d Decoder) Decode(rec trace.Record, ev *Event) (ok bool, err error) {
 		c.Context = Context(w.Context)
 		c.Pid = w.Pid
 		c.Comm = *(*[16]byte)(unsafe.Pointer(&w.Comm))
+		ev.Begin = 0
 		return true, nil
 	case TypeTCPSendlim:
 		var w probe.SkbtraceTcpSendlimEvent
@@ -57,12 +58,74 @@ func (d Decoder) Decode(rec trace.Record, ev *Event) (ok bool, err error) {
 		s.Socket = socket(w.Sock, &w.Addrs)
 		s.Reason = SendlimReason(w.Reason)
 		s.Begin = d.header.WallTime(w.BeginNs)
+		ev.Begin = s.Begin
 		s.Cnt, s.SentPkts = w.Cnt, w.Sentpkts
 		s.Cwnd, s.Ssthresh, s.InFlight, s.SndWnd = w.Cwnd, w.Ssthresh, w.InFlight, w.SndWnd
 		s.MSS, s.Unsent, s.WmemQueued, s.Sndbuf = w.Mss, w.Unsent, w.WmemQueued, w.Sndbuf
 		return true, nil
+	case TypeTCPCong:
+		c := &ev.Cong
+		return decodeSocketEvent(d, rec, ev, c, &c.Hdr, &c.Addrs, &c.Sock, nil)
+	case TypeTCPRetrans:
+		r := &ev.Retrans
+		return decodeSocketEvent(d, rec, ev, r, &r.Hdr, &r.Addrs, &r.Sock, &r.BeginNs)
+	case TypeTCPRTT:
+		r := &ev.RTT
+		return decodeSocketEvent(d, rec, ev, r, &r.Hdr, &r.Addrs, &r.Sock, nil)
+	case TypeTCPReset:
+		r := &ev.Reset
+		return decodeSocketEvent(d, rec, ev, r, &r.Hdr, &r.Addrs, &r.Sock, nil)
+	case TypeTCPRcvbuf:
+		r := &ev.Rcvbuf
+		return decodeSocketEvent(d, rec, ev, r, &r.Hdr, &r.Addrs, &r.Sock, nil)
+	case TypeSkLimit:
+		l := &ev.SkLimit
+		return decodeSocketEvent(d, rec, ev, l, &l.Hdr, &l.Addrs, &l.Sock, &l.BeginNs)
+	case TypeSkbDrop:
+		p := &ev.Drop
+		return decodeSocketEvent(d, rec, ev, p, &p.Hdr, &p.Addrs, nil, &p.BeginNs)
+	case TypeDevXmit, TypeDevRecv:
+		return decodeAggregate(d, rec, ev, &ev.Dev, &ev.Dev.Hdr, &ev.Dev.BeginNs)
+	case TypeNapiPoll:
+		return decodeAggregate(d, rec, ev, &ev.Napi, &ev.Napi.Hdr, &ev.Napi.BeginNs)
+	case TypeSoftirq:
+		return decodeAggregate(d, rec, ev, &ev.Softirq, &ev.Softirq.Hdr, &ev.Softirq.BeginNs)
+	case TypeQdisc:
+		return decodeAggregate(d, rec, ev, &ev.Qdisc, &ev.Qdisc.Hdr, &ev.Qdisc.BeginNs)
+	case TypeSockIO:
+		return decodeAggregate(d, rec, ev, &ev.SockIO, &ev.SockIO.Hdr, &ev.SockIO.BeginNs)
 	}
 	return false, nil
+}
+
+// decodeAggregate decodes an event the recorder wrote from kernel maps.
+func decodeAggregate[T any](d Decoder, rec trace.Record, ev *Event, w *T, hdr *probe.SkbtraceEventHeader, begin *uint64) (bool, error) {
+	if err := decodeWire(d, rec, w); err != nil {
+		return false, err
+	}
+	d.header2(hdr, ev)
+	ev.Begin = d.header.WallTime(*begin)
+	return true, nil
+}
+
+// decodeSocketEvent decodes an event about one socket into its wire member
+// and ev.Socket. sockField points at the member's sock address, if it has one;
+// begin at its begin time, for folded or aggregated events.
+func decodeSocketEvent[T any](d Decoder, rec trace.Record, ev *Event, w *T, hdr *probe.SkbtraceEventHeader, addrs *probe.SkbtraceSockAddrs, sockField *uint64, begin *uint64) (bool, error) {
+	if err := decodeWire(d, rec, w); err != nil {
+		return false, err
+	}
+	d.header2(hdr, ev)
+	var sock uint64
+	if sockField != nil {
+		sock = *sockField
+	}
+	ev.Socket = socket(sock, addrs)
+	ev.Begin = 0
+	if begin != nil {
+		ev.Begin = d.header.WallTime(*begin)
+	}
+	return true, nil
 }
 
 func (d Decoder) header2(h *probe.SkbtraceEventHeader, ev *Event) {

@@ -2,6 +2,7 @@ package event
 
 import (
 	"net/netip"
+	"unsafe"
 
 	"github.com/skbtrace/skbtrace/internal/probe"
 )
@@ -13,28 +14,62 @@ type Type uint16
 const (
 	TypeTCPConn    = Type(probe.SkbtraceEventTypeEVENT_TCP_CONN)
 	TypeTCPSendlim = Type(probe.SkbtraceEventTypeEVENT_TCP_SENDLIM)
+	TypeTCPCong    = Type(probe.SkbtraceEventTypeEVENT_TCP_CONG)
+	TypeTCPRetrans = Type(probe.SkbtraceEventTypeEVENT_TCP_RETRANS)
+	TypeTCPRTT     = Type(probe.SkbtraceEventTypeEVENT_TCP_RTT)
+	TypeTCPReset   = Type(probe.SkbtraceEventTypeEVENT_TCP_RESET)
+	TypeTCPRcvbuf  = Type(probe.SkbtraceEventTypeEVENT_TCP_RCVBUF)
+	TypeSkLimit    = Type(probe.SkbtraceEventTypeEVENT_SK_LIMIT)
+	TypeSkbDrop    = Type(probe.SkbtraceEventTypeEVENT_SKB_DROP)
+	TypeDevXmit    = Type(probe.SkbtraceEventTypeEVENT_DEV_XMIT)
+	TypeDevRecv    = Type(probe.SkbtraceEventTypeEVENT_DEV_RECV)
+	TypeNapiPoll   = Type(probe.SkbtraceEventTypeEVENT_NAPI_POLL)
+	TypeSoftirq    = Type(probe.SkbtraceEventTypeEVENT_SOFTIRQ)
+	TypeQdisc      = Type(probe.SkbtraceEventTypeEVENT_QDISC)
+	TypeSockIO     = Type(probe.SkbtraceEventTypeEVENT_SOCK_IO)
 )
+
+var actions = map[Type]string{
+	TypeTCPConn: "tcp_conn", TypeTCPSendlim: "tcp_sendlim", TypeTCPCong: "tcp_cong", TypeTCPRetrans: "tcp_retrans",
+	TypeTCPRTT: "tcp_rtt", TypeTCPReset: "tcp_reset", TypeTCPRcvbuf: "tcp_rcvbuf", TypeSkLimit: "sk_limit",
+	TypeSkbDrop: "skb_drop", TypeDevXmit: "dev_xmit", TypeDevRecv: "dev_recv", TypeNapiPoll: "napi_poll",
+	TypeSoftirq: "softirq", TypeQdisc: "qdisc", TypeSockIO: "sock_io",
+}
 
 // Action is the name an event type has in the text and JSON forms.
 func (t Type) Action() string {
-	switch t {
-	case TypeTCPConn:
-		return "tcp_conn"
-	case TypeTCPSendlim:
-		return "tcp_sendlim"
+	if a, ok := actions[t]; ok {
+		return a
 	}
 	return "unknown"
 }
 
 // Event is one decoded kernel event. Only the member named by Type is valid;
 // a tagged struct rather than an interface keeps decoding free of allocations.
+// The families after tcp_conn and tcp_sendlim keep their wire struct (its
+// times are CLOCK_BOOTTIME; use Begin) with the socket decoded into Socket.
 type Event struct {
-	Type    Type
-	Seq     uint64
-	Time    int64 // wall-clock nanoseconds since the Unix epoch
-	CPU     uint32
+	Type Type
+	Seq  uint64
+	Time int64 // wall-clock nanoseconds since the Unix epoch
+	CPU  uint32
+	// Begin is when a folded or aggregated event's span started (wall-clock ns).
+	Begin   int64
 	Conn    TCPConn
 	Sendlim TCPSendlim
+	Socket  Socket // of tcp_cong, tcp_retrans, tcp_rtt, tcp_reset, tcp_rcvbuf, sk_limit and skb_drop
+	Cong    probe.SkbtraceTcpCongEvent
+	Retrans probe.SkbtraceTcpRetransEvent
+	RTT     probe.SkbtraceTcpRttEvent
+	Reset   probe.SkbtraceTcpResetEvent
+	Rcvbuf  probe.SkbtraceTcpRcvbufEvent
+	SkLimit probe.SkbtraceSkLimitEvent
+	Drop    probe.SkbtraceSkbDropEvent
+	Dev     probe.SkbtraceDevEvent // dev_xmit and dev_recv
+	Napi    probe.SkbtraceNapiEvent
+	Softirq probe.SkbtraceSoftirqEvent
+	Qdisc   probe.SkbtraceQdiscEvent
+	SockIO  probe.SkbtraceSockIoEvent
 }
 
 // Socket identifies a socket and where it lives.
@@ -45,15 +80,84 @@ type Socket struct {
 	Netns uint32 // network namespace inode
 }
 
-// Sock returns the socket the event is about, if any.
+// Sock returns the socket (or, for skb_drop, the packet's addresses) the event is about, if any.
 func (e *Event) Sock() *Socket {
 	switch e.Type {
 	case TypeTCPConn:
 		return &e.Conn.Socket
 	case TypeTCPSendlim:
 		return &e.Sendlim.Socket
+	case TypeTCPCong, TypeTCPRetrans, TypeTCPRTT, TypeTCPReset, TypeTCPRcvbuf, TypeSkLimit, TypeSkbDrop:
+		return &e.Socket
 	}
 	return nil
+}
+
+// Device returns the device name and namespace of device-level events.
+func (e *Event) Device() (name []byte, netns uint32, ok bool) {
+	switch e.Type {
+	case TypeDevXmit, TypeDevRecv:
+		return cstr(int8sAsBytes(e.Dev.Name[:])), e.Dev.Netns, true
+	case TypeNapiPoll:
+		return cstr(int8sAsBytes(e.Napi.Name[:])), e.Napi.Netns, true
+	case TypeQdisc:
+		return cstr(int8sAsBytes(e.Qdisc.Dev[:])), e.Qdisc.Netns, true
+	case TypeSkbDrop:
+		return cstr(int8sAsBytes(e.Drop.Dev[:])), e.Drop.Netns, true
+	}
+	return nil, 0, false
+}
+
+// TCPCaState names tcp_ca_state values as the kernel's TCP_CA_* constants.
+type TCPCaState uint8
+
+var caStateNames = [...]string{"Open", "Disorder", "CWR", "Recovery", "Loss"}
+
+func (s TCPCaState) String() string {
+	if int(s) < len(caStateNames) {
+		return caStateNames[s]
+	}
+	return "unknown"
+}
+
+// SkLimitKind names enum sk_limit_kind.
+func SkLimitKind(k uint8) string {
+	switch k {
+	case uint8(probe.SkbtraceSkLimitKindSK_LIMIT_SNDBUF):
+		return "sndbuf"
+	case uint8(probe.SkbtraceSkLimitKindSK_LIMIT_RMEM):
+		return "rmem"
+	case uint8(probe.SkbtraceSkLimitKindSK_LIMIT_RCVQUEUE_FULL):
+		return "rcvqueue_full"
+	}
+	return "unknown"
+}
+
+// SockIODir names enum sock_io_dir.
+func SockIODir(d uint32) string {
+	if d == uint32(probe.SkbtraceSockIoDirSOCK_IO_RECV) {
+		return "recv"
+	}
+	return "send"
+}
+
+// ResetDir names enum reset_dir.
+func ResetDir(d uint8) string {
+	if d == uint8(probe.SkbtraceResetDirRESET_RECEIVED) {
+		return "received"
+	}
+	return "sent"
+}
+
+// SoftirqVec names the network softirq vectors.
+func SoftirqVec(v uint32) string {
+	switch v {
+	case 2:
+		return "NET_TX"
+	case 3:
+		return "NET_RX"
+	}
+	return "unknown"
 }
 
 // TCPConn is a TCP state change.
@@ -153,4 +257,21 @@ func ParseSendlimReason(s string) (SendlimReason, bool) {
 		}
 	}
 	return 0, false
+}
+
+// CString returns a C char array's bytes up to its NUL.
+func CString(s []int8) []byte { return cstr(int8sAsBytes(s)) }
+
+func cstr(b []byte) []byte {
+	for i, c := range b {
+		if c == 0 {
+			return b[:i]
+		}
+	}
+	return b
+}
+
+// int8sAsBytes views a C char array, which bpf2go makes []int8, as bytes.
+func int8sAsBytes(s []int8) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf/btf"
@@ -74,4 +75,22 @@ func CheckHook(h Hook) error {
 		}
 		return nil
 	}
+}
+
+// KernelEnum names the values of a kernel enum from its BTF, with prefix
+// removed (SKB_DROP_REASON_NETFILTER_DROP becomes NETFILTER_DROP).
+func KernelEnum(name, prefix string) (map[uint32]string, error) {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return nil, fmt.Errorf("reading kernel BTF: %w", err)
+	}
+	var enum *btf.Enum
+	if err := spec.TypeByName(name, &enum); err != nil {
+		return nil, fmt.Errorf("looking up enum %s in kernel BTF: %w", name, err)
+	}
+	names := make(map[uint32]string, len(enum.Values))
+	for _, v := range enum.Values {
+		names[uint32(v.Value)] = strings.TrimPrefix(v.Name, prefix)
+	}
+	return names, nil
 }

@@ -1,13 +1,11 @@
 package probe
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"net/netip"
 	"os"
-	"slices"
 	"time"
 	"unsafe"
 
@@ -54,6 +52,8 @@ type Filter struct {
 	Port       uint16
 	Addr       netip.Addr
 	NetnsInode uint32
+	Dev        string // device name, for device-level families
+	Pid        uint32 // process (thread group), for sock_io
 }
 
 // Config selects the hooks to attach and sizes the ring buffer.
@@ -61,6 +61,10 @@ type Config struct {
 	Hooks     []Hook
 	RingBytes uint32 // a power of two of at least one page; 0 keeps the object's default
 	Filter    Filter
+	// Interval is how long tcp_retrans folds a socket's retransmits; 0 keeps one second.
+	Interval time.Duration
+	// RTTInterval is the least time between two tcp_rtt samples of a socket; 0 keeps 10 ms.
+	RTTInterval time.Duration
 }
 
 // Session is a loaded and attached set of programs. Close detaches and
@@ -83,7 +87,7 @@ func Open(cfg Config) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the embedded BPF object: %w", err)
 	}
-	keep := map[string]bool{}
+	keep := map[string]bool{SkbtraceProgSeqReserve: true}
 	for _, h := range cfg.Hooks {
 		keep[h.Program] = true
 	}
@@ -101,8 +105,18 @@ func Open(cfg Config) (*Session, error) {
 	if err := setFilter(spec, cfg.Filter); err != nil {
 		return nil, err
 	}
-	if err := spec.Variables[SkbtraceVarJiffiesPerSec].Set(jiffiesPerSecond()); err != nil {
-		return nil, fmt.Errorf("setting jiffies_per_sec: %w", err)
+	hz := jiffiesPerSecond()
+	consts := map[string]any{SkbtraceVarJiffiesPerSec: hz}
+	if cfg.Interval > 0 {
+		consts[SkbtraceVarIntervalJiffies] = max(uint64(cfg.Interval)*hz/uint64(time.Second), 1)
+	}
+	if cfg.RTTInterval > 0 {
+		consts[SkbtraceVarRttIntervalNs] = uint64(cfg.RTTInterval)
+	}
+	for name, v := range consts {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("setting %s: %w", name, err)
+		}
 	}
 
 	coll, err := ebpf.NewCollection(spec)
@@ -150,6 +164,17 @@ func setFilter(spec *ebpf.CollectionSpec, f Filter) error {
 		return err
 	}
 	if err := set(SkbtraceVarFilterNetns, f.NetnsInode); err != nil {
+		return err
+	}
+	if err := set(SkbtraceVarFilterPid, f.Pid); err != nil {
+		return err
+	}
+	if len(f.Dev) > 15 {
+		return fmt.Errorf("device name %q is longer than the kernel's 15 characters", f.Dev)
+	}
+	var dev [16]byte
+	copy(dev[:], f.Dev)
+	if err := set(SkbtraceVarFilterDev, dev); err != nil {
 		return err
 	}
 	if !f.Addr.IsValid() {
@@ -236,37 +261,47 @@ func (s *Session) NextSeq() (uint64, error) {
 }
 
 // OpenSendlimRuns returns the send-limit runs still open in the kernel,
-// the ones that would have been emitted at the socket's next ACK or close,
-// as the sendlim_open_runs iterator reports them from socket storage.
+// the ones that would have been emitted at the socket's next ACK or close.
 func (s *Session) OpenSendlimRuns() ([]SkbtraceSendlimRun, error) {
-	prog, ok := s.coll.Programs[SkbtraceProgSendlimOpenRuns]
+	return dumpStorage[SkbtraceSendlimRun](s, SkbtraceProgSendlimOpenRuns, SkbtraceMapSendlimRuns)
+}
+
+// OpenRetransRuns returns the retransmit runs still open in the kernel.
+func (s *Session) OpenRetransRuns() ([]SkbtraceTcpRetransRun, error) {
+	return dumpStorage[SkbtraceTcpRetransRun](s, SkbtraceProgRetransOpenRuns, SkbtraceMapRetransRuns)
+}
+
+// dumpStorage runs an iterator over a socket-storage map; the iterator
+// writes each value it keeps, a T, verbatim.
+func dumpStorage[T any](s *Session, progName, mapName string) ([]T, error) {
+	prog, ok := s.coll.Programs[progName]
 	if !ok {
 		return nil, nil
 	}
-	it, err := link.AttachIter(link.IterOptions{Program: prog, Map: s.coll.Maps[SkbtraceMapSendlimRuns]})
+	it, err := link.AttachIter(link.IterOptions{Program: prog, Map: s.coll.Maps[mapName]})
 	if err != nil {
-		return nil, fmt.Errorf("attaching the open-run iterator: %w", err)
+		return nil, fmt.Errorf("attaching iterator %s: %w", progName, err)
 	}
 	defer it.Close()
 	rd, err := it.Open()
 	if err != nil {
-		return nil, fmt.Errorf("opening the open-run iterator: %w", err)
+		return nil, fmt.Errorf("opening iterator %s: %w", progName, err)
 	}
 	defer rd.Close()
 	data, err := io.ReadAll(rd)
 	if err != nil {
-		return nil, fmt.Errorf("reading open send-limit runs: %w", err)
+		return nil, fmt.Errorf("reading iterator %s: %w", progName, err)
 	}
-	size := int(unsafe.Sizeof(SkbtraceSendlimRun{}))
+	var zero T
+	size := int(unsafe.Sizeof(zero))
 	if len(data)%size != 0 {
-		return nil, fmt.Errorf("open-run iterator returned %d bytes, not a multiple of %d", len(data), size)
+		return nil, fmt.Errorf("iterator %s returned %d bytes, not a multiple of %d", progName, len(data), size)
 	}
-	runs := make([]SkbtraceSendlimRun, len(data)/size)
-	for i := range runs {
-		runs[i] = *(*SkbtraceSendlimRun)(unsafe.Pointer(&data[i*size]))
+	out := make([]T, len(data)/size)
+	for i := range out {
+		out[i] = *(*T)(unsafe.Pointer(&data[i*size]))
 	}
-	slices.SortFunc(runs, func(a, b SkbtraceSendlimRun) int { return cmp.Compare(a.Ev.BeginNs, b.Ev.BeginNs) })
-	return runs, nil
+	return out, nil
 }
 
 // Close detaches and unloads everything.
@@ -289,4 +324,31 @@ func jiffiesPerSecond() uint64 {
 		return 1000 // the most common HZ; only the once-a-second rule depends on it
 	}
 	return uint64(time.Second / time.Duration(res.Nano()))
+}
+
+// Map returns one of the session's maps, or nil when its family is not loaded.
+func (s *Session) Map(name string) *ebpf.Map { return s.coll.Maps[name] }
+
+// ReserveSeq takes n numbers from the kernel's sequence counter, for events
+// the recorder writes itself, and returns the first.
+func (s *Session) ReserveSeq(n uint64) (uint64, error) {
+	prog, ok := s.coll.Programs[SkbtraceProgSeqReserve]
+	if !ok {
+		return 0, errors.New("the seq_reserve program is not loaded")
+	}
+	r := SkbtraceSeqReservation{Count: n}
+	buf := unsafe.Slice((*byte)(unsafe.Pointer(&r)), unsafe.Sizeof(r))
+	if _, err := prog.Run(&ebpf.RunOptions{Context: buf, ContextOut: buf}); err != nil {
+		return 0, fmt.Errorf("reserving sequence numbers: %w", err)
+	}
+	return r.First, nil
+}
+
+// NextDrainGeneration starts a new aggregation interval: fields that
+// describe one interval (maxima, first times) reset at their next update.
+func (s *Session) NextDrainGeneration(gen uint64) error {
+	if err := s.coll.Variables[SkbtraceVarDrainGen].Set(gen); err != nil {
+		return fmt.Errorf("starting drain generation %d: %w", gen, err)
+	}
+	return nil
 }

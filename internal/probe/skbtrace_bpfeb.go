@@ -13,6 +13,64 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type SkbtraceDevEvent struct {
+	_        structs.HostLayout
+	Hdr      SkbtraceEventHeader
+	BeginNs  uint64
+	Name     [16]int8
+	Ifindex  uint32
+	Netns    uint32
+	Skbs     uint64
+	Bytes    uint64
+	Segs     uint64
+	Errors   uint64
+	GroIn    uint64
+	MaxBytes uint32
+	Pad      uint32
+	Hist     [8]uint64
+}
+
+type SkbtraceDevKey struct {
+	_       structs.HostLayout
+	Netns   uint32
+	Ifindex uint32
+}
+
+type SkbtraceDevStats struct {
+	_        structs.HostLayout
+	Skbs     uint64
+	Bytes    uint64
+	Segs     uint64
+	Errors   uint64
+	GroIn    uint64
+	Gen      uint64
+	MaxBytes uint32
+	Pad      uint32
+	Hist     [8]uint64
+	Name     [16]int8
+}
+
+type SkbtraceDropKey struct {
+	_        structs.HostLayout
+	Location uint64
+	Netns    uint32
+	Ifindex  uint32
+	Reason   uint32
+	Pad      uint32
+}
+
+type SkbtraceDropStats struct {
+	_        structs.HostLayout
+	Cnt      uint64
+	Gen      uint64
+	FirstNs  uint64
+	Protocol uint16
+	L4proto  uint8
+	Pad      [5]uint8
+	Dev      [16]int8
+	Addrs    SkbtraceSockAddrs
+}
+
 type SkbtraceEventContext uint32
 
 const (
@@ -25,7 +83,20 @@ type SkbtraceEventFamily uint32
 const (
 	SkbtraceEventFamilyFAMILY_TCP_CONN    SkbtraceEventFamily = 0
 	SkbtraceEventFamilyFAMILY_TCP_SENDLIM SkbtraceEventFamily = 1
-	SkbtraceEventFamilyFAMILY_MAX         SkbtraceEventFamily = 2
+	SkbtraceEventFamilyFAMILY_TCP_CONG    SkbtraceEventFamily = 2
+	SkbtraceEventFamilyFAMILY_TCP_RETRANS SkbtraceEventFamily = 3
+	SkbtraceEventFamilyFAMILY_TCP_RTT     SkbtraceEventFamily = 4
+	SkbtraceEventFamilyFAMILY_TCP_RESET   SkbtraceEventFamily = 5
+	SkbtraceEventFamilyFAMILY_TCP_RCVBUF  SkbtraceEventFamily = 6
+	SkbtraceEventFamilyFAMILY_SK_LIMIT    SkbtraceEventFamily = 7
+	SkbtraceEventFamilyFAMILY_SKB_DROP    SkbtraceEventFamily = 8
+	SkbtraceEventFamilyFAMILY_DEV_XMIT    SkbtraceEventFamily = 9
+	SkbtraceEventFamilyFAMILY_DEV_RECV    SkbtraceEventFamily = 10
+	SkbtraceEventFamilyFAMILY_NAPI_POLL   SkbtraceEventFamily = 11
+	SkbtraceEventFamilyFAMILY_SOFTIRQ     SkbtraceEventFamily = 12
+	SkbtraceEventFamilyFAMILY_QDISC       SkbtraceEventFamily = 13
+	SkbtraceEventFamilyFAMILY_SOCK_IO     SkbtraceEventFamily = 14
+	SkbtraceEventFamilyFAMILY_MAX         SkbtraceEventFamily = 15
 )
 
 type SkbtraceEventHeader struct {
@@ -42,6 +113,103 @@ type SkbtraceEventType uint32
 const (
 	SkbtraceEventTypeEVENT_TCP_CONN    SkbtraceEventType = 1
 	SkbtraceEventTypeEVENT_TCP_SENDLIM SkbtraceEventType = 2
+	SkbtraceEventTypeEVENT_TCP_CONG    SkbtraceEventType = 3
+	SkbtraceEventTypeEVENT_TCP_RETRANS SkbtraceEventType = 4
+	SkbtraceEventTypeEVENT_TCP_RTT     SkbtraceEventType = 5
+	SkbtraceEventTypeEVENT_TCP_RESET   SkbtraceEventType = 6
+	SkbtraceEventTypeEVENT_TCP_RCVBUF  SkbtraceEventType = 7
+	SkbtraceEventTypeEVENT_SK_LIMIT    SkbtraceEventType = 8
+	SkbtraceEventTypeEVENT_SKB_DROP    SkbtraceEventType = 9
+	SkbtraceEventTypeEVENT_DEV_XMIT    SkbtraceEventType = 10
+	SkbtraceEventTypeEVENT_DEV_RECV    SkbtraceEventType = 11
+	SkbtraceEventTypeEVENT_NAPI_POLL   SkbtraceEventType = 12
+	SkbtraceEventTypeEVENT_SOFTIRQ     SkbtraceEventType = 13
+	SkbtraceEventTypeEVENT_QDISC       SkbtraceEventType = 14
+	SkbtraceEventTypeEVENT_SOCK_IO     SkbtraceEventType = 15
+)
+
+type SkbtraceHistogramBuckets uint32
+
+const (
+	SkbtraceHistogramBucketsSEGS_BUCKETS SkbtraceHistogramBuckets = 8
+	SkbtraceHistogramBucketsSIZE_BUCKETS SkbtraceHistogramBuckets = 20
+)
+
+type SkbtraceNapiEvent struct {
+	_         structs.HostLayout
+	Hdr       SkbtraceEventHeader
+	BeginNs   uint64
+	Name      [16]int8
+	Ifindex   uint32
+	Netns     uint32
+	Polls     uint64
+	Work      uint64
+	Exhausted uint64
+	Budget    uint32
+	Pad       uint32
+}
+
+type SkbtraceNapiStats struct {
+	_         structs.HostLayout
+	Polls     uint64
+	Work      uint64
+	Exhausted uint64
+	Budget    uint32
+	Pad       uint32
+	Name      [16]int8
+}
+
+type SkbtraceQdiscEvent struct {
+	_          structs.HostLayout
+	Hdr        SkbtraceEventHeader
+	BeginNs    uint64
+	Dev        [16]int8
+	Kind       [16]int8
+	Ifindex    uint32
+	Netns      uint32
+	Handle     uint32
+	Parent     uint32
+	Enqueues   uint64
+	Dequeues   uint64
+	Drops      uint64
+	Requeues   uint64
+	Overlimits uint64
+	BacklogMax uint32
+	QlenMax    uint32
+	Backlog    uint32
+	Qlen       uint32
+}
+
+type SkbtraceQdiscKey struct {
+	_       structs.HostLayout
+	Netns   uint32
+	Ifindex uint32
+	Handle  uint32
+	Parent  uint32
+}
+
+type SkbtraceQdiscStats struct {
+	_          structs.HostLayout
+	Enqueues   uint64
+	Dequeues   uint64
+	Gen        uint64
+	BacklogMax uint32
+	QlenMax    uint32
+	Drops      uint32
+	Requeues   uint32
+	Overlimits uint32
+	Backlog    uint32
+	Qlen       uint32
+	Pad        uint32
+	Dev        [16]int8
+	Kind       [16]int8
+}
+
+type SkbtraceResetDir uint32
+
+const (
+	SkbtraceResetDirRESET_SENT     SkbtraceResetDir = 0
+	SkbtraceResetDirRESET_RECEIVED SkbtraceResetDir = 1
 )
 
 type SkbtraceSendlimReason uint32
@@ -67,6 +235,60 @@ type SkbtraceSendlimRun struct {
 	Pad          uint32
 }
 
+type SkbtraceSeqReservation struct {
+	_     structs.HostLayout
+	Count uint64
+	First uint64
+}
+
+type SkbtraceSkLimitEvent struct {
+	_       structs.HostLayout
+	Hdr     SkbtraceEventHeader
+	BeginNs uint64
+	Sock    uint64
+	Addrs   SkbtraceSockAddrs
+	Cnt     uint64
+	Kind    uint8
+	Pad     [7]uint8
+}
+
+type SkbtraceSkLimitKey struct {
+	_    structs.HostLayout
+	Sock uint64
+	Kind uint32
+	Pad  uint32
+}
+
+type SkbtraceSkLimitKind uint32
+
+const (
+	SkbtraceSkLimitKindSK_LIMIT_SNDBUF        SkbtraceSkLimitKind = 0
+	SkbtraceSkLimitKindSK_LIMIT_RMEM          SkbtraceSkLimitKind = 1
+	SkbtraceSkLimitKindSK_LIMIT_RCVQUEUE_FULL SkbtraceSkLimitKind = 2
+)
+
+type SkbtraceSkLimitStats struct {
+	_     structs.HostLayout
+	Cnt   uint64
+	Addrs SkbtraceSockAddrs
+}
+
+type SkbtraceSkbDropEvent struct {
+	_        structs.HostLayout
+	Hdr      SkbtraceEventHeader
+	BeginNs  uint64
+	Location uint64
+	Dev      [16]int8
+	Ifindex  uint32
+	Netns    uint32
+	Reason   uint32
+	Protocol uint16
+	L4proto  uint8
+	Pad      uint8
+	Cnt      uint64
+	Addrs    SkbtraceSockAddrs
+}
+
 type SkbtraceSockAddrs struct {
 	_      structs.HostLayout
 	Saddr  [16]uint8
@@ -77,6 +299,79 @@ type SkbtraceSockAddrs struct {
 	Pad    uint16
 	Netns  uint32
 	Pad2   uint32
+}
+
+type SkbtraceSockIoDir uint32
+
+const (
+	SkbtraceSockIoDirSOCK_IO_SEND SkbtraceSockIoDir = 0
+	SkbtraceSockIoDirSOCK_IO_RECV SkbtraceSockIoDir = 1
+)
+
+type SkbtraceSockIoEvent struct {
+	_       structs.HostLayout
+	Hdr     SkbtraceEventHeader
+	BeginNs uint64
+	Pid     uint32
+	Dir     uint32
+	Comm    [16]int8
+	Calls   uint64
+	Bytes   uint64
+	Errors  uint64
+	Hist    [20]uint64
+}
+
+type SkbtraceSockIoKey struct {
+	_   structs.HostLayout
+	Pid uint32
+	Dir uint32
+}
+
+type SkbtraceSockIoStats struct {
+	_      structs.HostLayout
+	Calls  uint64
+	Bytes  uint64
+	Errors uint64
+	Hist   [20]uint64
+	Comm   [16]int8
+}
+
+type SkbtraceSockSampleState struct {
+	_           structs.HostLayout
+	RttSampleNs uint64
+	Rcvbuf      uint32
+	Pad         uint32
+}
+
+type SkbtraceSoftirqEvent struct {
+	_       structs.HostLayout
+	Hdr     SkbtraceEventHeader
+	BeginNs uint64
+	Entries uint64
+	TimeNs  uint64
+	Vec     uint32
+	Pad     uint32
+}
+
+type SkbtraceSoftirqStats struct {
+	_       structs.HostLayout
+	Entries uint64
+	TimeNs  uint64
+	StartNs uint64
+}
+
+type SkbtraceTcpCongEvent struct {
+	_        structs.HostLayout
+	Hdr      SkbtraceEventHeader
+	Sock     uint64
+	Addrs    SkbtraceSockAddrs
+	Cwnd     uint32
+	Ssthresh uint32
+	SndNxt   uint32
+	SndUna   uint32
+	RtoUs    uint32
+	State    uint8
+	Pad      [3]uint8
 }
 
 type SkbtraceTcpConnEvent struct {
@@ -90,6 +385,64 @@ type SkbtraceTcpConnEvent struct {
 	Context  uint8
 	Pad      uint8
 	Comm     [16]int8
+}
+
+type SkbtraceTcpRcvbufEvent struct {
+	_           structs.HostLayout
+	Hdr         SkbtraceEventHeader
+	Sock        uint64
+	Addrs       SkbtraceSockAddrs
+	Rcvbuf      uint32
+	OldRcvbuf   uint32
+	RcvSpace    uint32
+	WindowClamp uint32
+	RcvWnd      uint32
+	RmemAlloc   uint32
+}
+
+type SkbtraceTcpResetEvent struct {
+	_      structs.HostLayout
+	Hdr    SkbtraceEventHeader
+	Sock   uint64
+	Addrs  SkbtraceSockAddrs
+	Reason uint32
+	Dir    uint8
+	State  uint8
+	Pad    [2]uint8
+}
+
+type SkbtraceTcpRetransEvent struct {
+	_       structs.HostLayout
+	Hdr     SkbtraceEventHeader
+	Sock    uint64
+	BeginNs uint64
+	Addrs   SkbtraceSockAddrs
+	Cnt     uint32
+	Skbs    uint32
+	State   uint8
+	Pad     [7]uint8
+}
+
+type SkbtraceTcpRetransRun struct {
+	_            structs.HostLayout
+	Ev           SkbtraceTcpRetransEvent
+	BeginJiffies uint64
+}
+
+type SkbtraceTcpRttEvent struct {
+	_            structs.HostLayout
+	Hdr          SkbtraceEventHeader
+	Sock         uint64
+	Addrs        SkbtraceSockAddrs
+	SrttUs       uint32
+	RttvarUs     uint32
+	MinRttUs     uint32
+	Cwnd         uint32
+	Ssthresh     uint32
+	InFlight     uint32
+	SndWnd       uint32
+	RcvWnd       uint32
+	DeliveryRate uint64
 }
 
 type SkbtraceTcpSendlimEvent struct {
@@ -116,26 +469,80 @@ type SkbtraceTcpSendlimEvent struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	SkbtraceMapEvents           = "events"
-	SkbtraceMapLost             = "lost"
-	SkbtraceMapSendlimRuns      = "sendlim_runs"
-	SkbtraceProgSendlimOpenRuns = "sendlim_open_runs"
-	SkbtraceProgTcpConn         = "tcp_conn"
-	SkbtraceProgTcpSendlim      = "tcp_sendlim"
-	SkbtraceProgTcpSendlimClose = "tcp_sendlim_close"
-	SkbtraceVarEventContext     = "_event_context"
-	SkbtraceVarEventFamily      = "_event_family"
-	SkbtraceVarEventType        = "_event_type"
-	SkbtraceVarSendlimReason    = "_sendlim_reason"
-	SkbtraceVarTcpConnEvent     = "_tcp_conn_event"
-	SkbtraceVarFilterAddr       = "filter_addr"
-	SkbtraceVarFilterFamily     = "filter_family"
-	SkbtraceVarFilterNetns      = "filter_netns"
-	SkbtraceVarFilterPort       = "filter_port"
-	SkbtraceVarJiffiesPerSec    = "jiffies_per_sec"
-	SkbtraceVarSeqCounter       = "seq_counter"
-	SkbtraceVarThreadSize       = "thread_size"
-	SkbtraceVarWakeupBytes      = "wakeup_bytes"
+	SkbtraceMapDevRecvStats      = "dev_recv_stats"
+	SkbtraceMapDevXmitStats      = "dev_xmit_stats"
+	SkbtraceMapDrops             = "drops"
+	SkbtraceMapEvents            = "events"
+	SkbtraceMapLost              = "lost"
+	SkbtraceMapNapiPolls         = "napi_polls"
+	SkbtraceMapQdiscs            = "qdiscs"
+	SkbtraceMapRetransRuns       = "retrans_runs"
+	SkbtraceMapSendlimRuns       = "sendlim_runs"
+	SkbtraceMapSkLimits          = "sk_limits"
+	SkbtraceMapSockIo            = "sock_io"
+	SkbtraceMapSockSamples       = "sock_samples"
+	SkbtraceMapSoftirqs          = "softirqs"
+	SkbtraceProgDevRecv          = "dev_recv"
+	SkbtraceProgDevRecvGro       = "dev_recv_gro"
+	SkbtraceProgDevXmit          = "dev_xmit"
+	SkbtraceProgDevXmitDone      = "dev_xmit_done"
+	SkbtraceProgNapiPoll         = "napi_poll"
+	SkbtraceProgQdiscDequeue     = "qdisc_dequeue"
+	SkbtraceProgQdiscEnqueue     = "qdisc_enqueue"
+	SkbtraceProgRetransOpenRuns  = "retrans_open_runs"
+	SkbtraceProgSendlimOpenRuns  = "sendlim_open_runs"
+	SkbtraceProgSeqReserve       = "seq_reserve"
+	SkbtraceProgSkLimitExceed    = "sk_limit_exceed"
+	SkbtraceProgSkLimitRcvqueue  = "sk_limit_rcvqueue"
+	SkbtraceProgSkbDrop          = "skb_drop"
+	SkbtraceProgSockIoRecv       = "sock_io_recv"
+	SkbtraceProgSockIoSend       = "sock_io_send"
+	SkbtraceProgSoftirqEnter     = "softirq_enter"
+	SkbtraceProgSoftirqLeave     = "softirq_leave"
+	SkbtraceProgTcpCong          = "tcp_cong"
+	SkbtraceProgTcpConn          = "tcp_conn"
+	SkbtraceProgTcpRcvbuf        = "tcp_rcvbuf"
+	SkbtraceProgTcpResetReceived = "tcp_reset_received"
+	SkbtraceProgTcpResetSent     = "tcp_reset_sent"
+	SkbtraceProgTcpRetrans       = "tcp_retrans"
+	SkbtraceProgTcpRetransClose  = "tcp_retrans_close"
+	SkbtraceProgTcpRtt           = "tcp_rtt"
+	SkbtraceProgTcpSendlim       = "tcp_sendlim"
+	SkbtraceProgTcpSendlimClose  = "tcp_sendlim_close"
+	SkbtraceVarDevEvent          = "_dev_event"
+	SkbtraceVarEventContext      = "_event_context"
+	SkbtraceVarEventFamily       = "_event_family"
+	SkbtraceVarEventType         = "_event_type"
+	SkbtraceVarHistogramBuckets  = "_histogram_buckets"
+	SkbtraceVarNapiEvent         = "_napi_event"
+	SkbtraceVarQdiscEvent        = "_qdisc_event"
+	SkbtraceVarResetDir          = "_reset_dir"
+	SkbtraceVarSendlimReason     = "_sendlim_reason"
+	SkbtraceVarSkLimitEvent      = "_sk_limit_event"
+	SkbtraceVarSkLimitKind       = "_sk_limit_kind"
+	SkbtraceVarSkbDropEvent      = "_skb_drop_event"
+	SkbtraceVarSockIoDir         = "_sock_io_dir"
+	SkbtraceVarSockIoEvent       = "_sock_io_event"
+	SkbtraceVarSoftirqEvent      = "_softirq_event"
+	SkbtraceVarTcpCongEvent      = "_tcp_cong_event"
+	SkbtraceVarTcpConnEvent      = "_tcp_conn_event"
+	SkbtraceVarTcpRcvbufEvent    = "_tcp_rcvbuf_event"
+	SkbtraceVarTcpResetEvent     = "_tcp_reset_event"
+	SkbtraceVarTcpRetransEvent   = "_tcp_retrans_event"
+	SkbtraceVarTcpRttEvent       = "_tcp_rtt_event"
+	SkbtraceVarDrainGen          = "drain_gen"
+	SkbtraceVarFilterAddr        = "filter_addr"
+	SkbtraceVarFilterDev         = "filter_dev"
+	SkbtraceVarFilterFamily      = "filter_family"
+	SkbtraceVarFilterNetns       = "filter_netns"
+	SkbtraceVarFilterPid         = "filter_pid"
+	SkbtraceVarFilterPort        = "filter_port"
+	SkbtraceVarIntervalJiffies   = "interval_jiffies"
+	SkbtraceVarJiffiesPerSec     = "jiffies_per_sec"
+	SkbtraceVarRttIntervalNs     = "rtt_interval_ns"
+	SkbtraceVarSeqCounter        = "seq_counter"
+	SkbtraceVarThreadSize        = "thread_size"
+	SkbtraceVarWakeupBytes       = "wakeup_bytes"
 )
 
 // LoadSkbtrace returns the embedded CollectionSpec for Skbtrace.
@@ -180,38 +587,92 @@ type SkbtraceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SkbtraceProgramSpecs struct {
-	SendlimOpenRuns *ebpf.ProgramSpec `ebpf:"sendlim_open_runs"`
-	TcpConn         *ebpf.ProgramSpec `ebpf:"tcp_conn"`
-	TcpSendlim      *ebpf.ProgramSpec `ebpf:"tcp_sendlim"`
-	TcpSendlimClose *ebpf.ProgramSpec `ebpf:"tcp_sendlim_close"`
+	DevRecv          *ebpf.ProgramSpec `ebpf:"dev_recv"`
+	DevRecvGro       *ebpf.ProgramSpec `ebpf:"dev_recv_gro"`
+	DevXmit          *ebpf.ProgramSpec `ebpf:"dev_xmit"`
+	DevXmitDone      *ebpf.ProgramSpec `ebpf:"dev_xmit_done"`
+	NapiPoll         *ebpf.ProgramSpec `ebpf:"napi_poll"`
+	QdiscDequeue     *ebpf.ProgramSpec `ebpf:"qdisc_dequeue"`
+	QdiscEnqueue     *ebpf.ProgramSpec `ebpf:"qdisc_enqueue"`
+	RetransOpenRuns  *ebpf.ProgramSpec `ebpf:"retrans_open_runs"`
+	SendlimOpenRuns  *ebpf.ProgramSpec `ebpf:"sendlim_open_runs"`
+	SeqReserve       *ebpf.ProgramSpec `ebpf:"seq_reserve"`
+	SkLimitExceed    *ebpf.ProgramSpec `ebpf:"sk_limit_exceed"`
+	SkLimitRcvqueue  *ebpf.ProgramSpec `ebpf:"sk_limit_rcvqueue"`
+	SkbDrop          *ebpf.ProgramSpec `ebpf:"skb_drop"`
+	SockIoRecv       *ebpf.ProgramSpec `ebpf:"sock_io_recv"`
+	SockIoSend       *ebpf.ProgramSpec `ebpf:"sock_io_send"`
+	SoftirqEnter     *ebpf.ProgramSpec `ebpf:"softirq_enter"`
+	SoftirqLeave     *ebpf.ProgramSpec `ebpf:"softirq_leave"`
+	TcpCong          *ebpf.ProgramSpec `ebpf:"tcp_cong"`
+	TcpConn          *ebpf.ProgramSpec `ebpf:"tcp_conn"`
+	TcpRcvbuf        *ebpf.ProgramSpec `ebpf:"tcp_rcvbuf"`
+	TcpResetReceived *ebpf.ProgramSpec `ebpf:"tcp_reset_received"`
+	TcpResetSent     *ebpf.ProgramSpec `ebpf:"tcp_reset_sent"`
+	TcpRetrans       *ebpf.ProgramSpec `ebpf:"tcp_retrans"`
+	TcpRetransClose  *ebpf.ProgramSpec `ebpf:"tcp_retrans_close"`
+	TcpRtt           *ebpf.ProgramSpec `ebpf:"tcp_rtt"`
+	TcpSendlim       *ebpf.ProgramSpec `ebpf:"tcp_sendlim"`
+	TcpSendlimClose  *ebpf.ProgramSpec `ebpf:"tcp_sendlim_close"`
 }
 
 // SkbtraceMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SkbtraceMapSpecs struct {
-	Events      *ebpf.MapSpec `ebpf:"events"`
-	Lost        *ebpf.MapSpec `ebpf:"lost"`
-	SendlimRuns *ebpf.MapSpec `ebpf:"sendlim_runs"`
+	DevRecvStats *ebpf.MapSpec `ebpf:"dev_recv_stats"`
+	DevXmitStats *ebpf.MapSpec `ebpf:"dev_xmit_stats"`
+	Drops        *ebpf.MapSpec `ebpf:"drops"`
+	Events       *ebpf.MapSpec `ebpf:"events"`
+	Lost         *ebpf.MapSpec `ebpf:"lost"`
+	NapiPolls    *ebpf.MapSpec `ebpf:"napi_polls"`
+	Qdiscs       *ebpf.MapSpec `ebpf:"qdiscs"`
+	RetransRuns  *ebpf.MapSpec `ebpf:"retrans_runs"`
+	SendlimRuns  *ebpf.MapSpec `ebpf:"sendlim_runs"`
+	SkLimits     *ebpf.MapSpec `ebpf:"sk_limits"`
+	SockIo       *ebpf.MapSpec `ebpf:"sock_io"`
+	SockSamples  *ebpf.MapSpec `ebpf:"sock_samples"`
+	Softirqs     *ebpf.MapSpec `ebpf:"softirqs"`
 }
 
 // SkbtraceVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SkbtraceVariableSpecs struct {
-	EventContext  *ebpf.VariableSpec `ebpf:"_event_context"`
-	EventFamily   *ebpf.VariableSpec `ebpf:"_event_family"`
-	EventType     *ebpf.VariableSpec `ebpf:"_event_type"`
-	SendlimReason *ebpf.VariableSpec `ebpf:"_sendlim_reason"`
-	TcpConnEvent  *ebpf.VariableSpec `ebpf:"_tcp_conn_event"`
-	FilterAddr    *ebpf.VariableSpec `ebpf:"filter_addr"`
-	FilterFamily  *ebpf.VariableSpec `ebpf:"filter_family"`
-	FilterNetns   *ebpf.VariableSpec `ebpf:"filter_netns"`
-	FilterPort    *ebpf.VariableSpec `ebpf:"filter_port"`
-	JiffiesPerSec *ebpf.VariableSpec `ebpf:"jiffies_per_sec"`
-	SeqCounter    *ebpf.VariableSpec `ebpf:"seq_counter"`
-	ThreadSize    *ebpf.VariableSpec `ebpf:"thread_size"`
-	WakeupBytes   *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	DevEvent         *ebpf.VariableSpec `ebpf:"_dev_event"`
+	EventContext     *ebpf.VariableSpec `ebpf:"_event_context"`
+	EventFamily      *ebpf.VariableSpec `ebpf:"_event_family"`
+	EventType        *ebpf.VariableSpec `ebpf:"_event_type"`
+	HistogramBuckets *ebpf.VariableSpec `ebpf:"_histogram_buckets"`
+	NapiEvent        *ebpf.VariableSpec `ebpf:"_napi_event"`
+	QdiscEvent       *ebpf.VariableSpec `ebpf:"_qdisc_event"`
+	ResetDir         *ebpf.VariableSpec `ebpf:"_reset_dir"`
+	SendlimReason    *ebpf.VariableSpec `ebpf:"_sendlim_reason"`
+	SkLimitEvent     *ebpf.VariableSpec `ebpf:"_sk_limit_event"`
+	SkLimitKind      *ebpf.VariableSpec `ebpf:"_sk_limit_kind"`
+	SkbDropEvent     *ebpf.VariableSpec `ebpf:"_skb_drop_event"`
+	SockIoDir        *ebpf.VariableSpec `ebpf:"_sock_io_dir"`
+	SockIoEvent      *ebpf.VariableSpec `ebpf:"_sock_io_event"`
+	SoftirqEvent     *ebpf.VariableSpec `ebpf:"_softirq_event"`
+	TcpCongEvent     *ebpf.VariableSpec `ebpf:"_tcp_cong_event"`
+	TcpConnEvent     *ebpf.VariableSpec `ebpf:"_tcp_conn_event"`
+	TcpRcvbufEvent   *ebpf.VariableSpec `ebpf:"_tcp_rcvbuf_event"`
+	TcpResetEvent    *ebpf.VariableSpec `ebpf:"_tcp_reset_event"`
+	TcpRetransEvent  *ebpf.VariableSpec `ebpf:"_tcp_retrans_event"`
+	TcpRttEvent      *ebpf.VariableSpec `ebpf:"_tcp_rtt_event"`
+	DrainGen         *ebpf.VariableSpec `ebpf:"drain_gen"`
+	FilterAddr       *ebpf.VariableSpec `ebpf:"filter_addr"`
+	FilterDev        *ebpf.VariableSpec `ebpf:"filter_dev"`
+	FilterFamily     *ebpf.VariableSpec `ebpf:"filter_family"`
+	FilterNetns      *ebpf.VariableSpec `ebpf:"filter_netns"`
+	FilterPid        *ebpf.VariableSpec `ebpf:"filter_pid"`
+	FilterPort       *ebpf.VariableSpec `ebpf:"filter_port"`
+	IntervalJiffies  *ebpf.VariableSpec `ebpf:"interval_jiffies"`
+	JiffiesPerSec    *ebpf.VariableSpec `ebpf:"jiffies_per_sec"`
+	RttIntervalNs    *ebpf.VariableSpec `ebpf:"rtt_interval_ns"`
+	SeqCounter       *ebpf.VariableSpec `ebpf:"seq_counter"`
+	ThreadSize       *ebpf.VariableSpec `ebpf:"thread_size"`
+	WakeupBytes      *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // SkbtraceObjects contains all objects after they have been loaded into the kernel.
@@ -234,16 +695,36 @@ func (o *SkbtraceObjects) Close() error {
 //
 // It can be passed to LoadSkbtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SkbtraceMaps struct {
-	Events      *ebpf.Map `ebpf:"events"`
-	Lost        *ebpf.Map `ebpf:"lost"`
-	SendlimRuns *ebpf.Map `ebpf:"sendlim_runs"`
+	DevRecvStats *ebpf.Map `ebpf:"dev_recv_stats"`
+	DevXmitStats *ebpf.Map `ebpf:"dev_xmit_stats"`
+	Drops        *ebpf.Map `ebpf:"drops"`
+	Events       *ebpf.Map `ebpf:"events"`
+	Lost         *ebpf.Map `ebpf:"lost"`
+	NapiPolls    *ebpf.Map `ebpf:"napi_polls"`
+	Qdiscs       *ebpf.Map `ebpf:"qdiscs"`
+	RetransRuns  *ebpf.Map `ebpf:"retrans_runs"`
+	SendlimRuns  *ebpf.Map `ebpf:"sendlim_runs"`
+	SkLimits     *ebpf.Map `ebpf:"sk_limits"`
+	SockIo       *ebpf.Map `ebpf:"sock_io"`
+	SockSamples  *ebpf.Map `ebpf:"sock_samples"`
+	Softirqs     *ebpf.Map `ebpf:"softirqs"`
 }
 
 func (m *SkbtraceMaps) Close() error {
 	return _SkbtraceClose(
+		m.DevRecvStats,
+		m.DevXmitStats,
+		m.Drops,
 		m.Events,
 		m.Lost,
+		m.NapiPolls,
+		m.Qdiscs,
+		m.RetransRuns,
 		m.SendlimRuns,
+		m.SkLimits,
+		m.SockIo,
+		m.SockSamples,
+		m.Softirqs,
 	)
 }
 
@@ -251,35 +732,102 @@ func (m *SkbtraceMaps) Close() error {
 //
 // It can be passed to LoadSkbtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SkbtraceVariables struct {
-	EventContext  *ebpf.Variable `ebpf:"_event_context"`
-	EventFamily   *ebpf.Variable `ebpf:"_event_family"`
-	EventType     *ebpf.Variable `ebpf:"_event_type"`
-	SendlimReason *ebpf.Variable `ebpf:"_sendlim_reason"`
-	TcpConnEvent  *ebpf.Variable `ebpf:"_tcp_conn_event"`
-	FilterAddr    *ebpf.Variable `ebpf:"filter_addr"`
-	FilterFamily  *ebpf.Variable `ebpf:"filter_family"`
-	FilterNetns   *ebpf.Variable `ebpf:"filter_netns"`
-	FilterPort    *ebpf.Variable `ebpf:"filter_port"`
-	JiffiesPerSec *ebpf.Variable `ebpf:"jiffies_per_sec"`
-	SeqCounter    *ebpf.Variable `ebpf:"seq_counter"`
-	ThreadSize    *ebpf.Variable `ebpf:"thread_size"`
-	WakeupBytes   *ebpf.Variable `ebpf:"wakeup_bytes"`
+	DevEvent         *ebpf.Variable `ebpf:"_dev_event"`
+	EventContext     *ebpf.Variable `ebpf:"_event_context"`
+	EventFamily      *ebpf.Variable `ebpf:"_event_family"`
+	EventType        *ebpf.Variable `ebpf:"_event_type"`
+	HistogramBuckets *ebpf.Variable `ebpf:"_histogram_buckets"`
+	NapiEvent        *ebpf.Variable `ebpf:"_napi_event"`
+	QdiscEvent       *ebpf.Variable `ebpf:"_qdisc_event"`
+	ResetDir         *ebpf.Variable `ebpf:"_reset_dir"`
+	SendlimReason    *ebpf.Variable `ebpf:"_sendlim_reason"`
+	SkLimitEvent     *ebpf.Variable `ebpf:"_sk_limit_event"`
+	SkLimitKind      *ebpf.Variable `ebpf:"_sk_limit_kind"`
+	SkbDropEvent     *ebpf.Variable `ebpf:"_skb_drop_event"`
+	SockIoDir        *ebpf.Variable `ebpf:"_sock_io_dir"`
+	SockIoEvent      *ebpf.Variable `ebpf:"_sock_io_event"`
+	SoftirqEvent     *ebpf.Variable `ebpf:"_softirq_event"`
+	TcpCongEvent     *ebpf.Variable `ebpf:"_tcp_cong_event"`
+	TcpConnEvent     *ebpf.Variable `ebpf:"_tcp_conn_event"`
+	TcpRcvbufEvent   *ebpf.Variable `ebpf:"_tcp_rcvbuf_event"`
+	TcpResetEvent    *ebpf.Variable `ebpf:"_tcp_reset_event"`
+	TcpRetransEvent  *ebpf.Variable `ebpf:"_tcp_retrans_event"`
+	TcpRttEvent      *ebpf.Variable `ebpf:"_tcp_rtt_event"`
+	DrainGen         *ebpf.Variable `ebpf:"drain_gen"`
+	FilterAddr       *ebpf.Variable `ebpf:"filter_addr"`
+	FilterDev        *ebpf.Variable `ebpf:"filter_dev"`
+	FilterFamily     *ebpf.Variable `ebpf:"filter_family"`
+	FilterNetns      *ebpf.Variable `ebpf:"filter_netns"`
+	FilterPid        *ebpf.Variable `ebpf:"filter_pid"`
+	FilterPort       *ebpf.Variable `ebpf:"filter_port"`
+	IntervalJiffies  *ebpf.Variable `ebpf:"interval_jiffies"`
+	JiffiesPerSec    *ebpf.Variable `ebpf:"jiffies_per_sec"`
+	RttIntervalNs    *ebpf.Variable `ebpf:"rtt_interval_ns"`
+	SeqCounter       *ebpf.Variable `ebpf:"seq_counter"`
+	ThreadSize       *ebpf.Variable `ebpf:"thread_size"`
+	WakeupBytes      *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // SkbtracePrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to LoadSkbtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SkbtracePrograms struct {
-	SendlimOpenRuns *ebpf.Program `ebpf:"sendlim_open_runs"`
-	TcpConn         *ebpf.Program `ebpf:"tcp_conn"`
-	TcpSendlim      *ebpf.Program `ebpf:"tcp_sendlim"`
-	TcpSendlimClose *ebpf.Program `ebpf:"tcp_sendlim_close"`
+	DevRecv          *ebpf.Program `ebpf:"dev_recv"`
+	DevRecvGro       *ebpf.Program `ebpf:"dev_recv_gro"`
+	DevXmit          *ebpf.Program `ebpf:"dev_xmit"`
+	DevXmitDone      *ebpf.Program `ebpf:"dev_xmit_done"`
+	NapiPoll         *ebpf.Program `ebpf:"napi_poll"`
+	QdiscDequeue     *ebpf.Program `ebpf:"qdisc_dequeue"`
+	QdiscEnqueue     *ebpf.Program `ebpf:"qdisc_enqueue"`
+	RetransOpenRuns  *ebpf.Program `ebpf:"retrans_open_runs"`
+	SendlimOpenRuns  *ebpf.Program `ebpf:"sendlim_open_runs"`
+	SeqReserve       *ebpf.Program `ebpf:"seq_reserve"`
+	SkLimitExceed    *ebpf.Program `ebpf:"sk_limit_exceed"`
+	SkLimitRcvqueue  *ebpf.Program `ebpf:"sk_limit_rcvqueue"`
+	SkbDrop          *ebpf.Program `ebpf:"skb_drop"`
+	SockIoRecv       *ebpf.Program `ebpf:"sock_io_recv"`
+	SockIoSend       *ebpf.Program `ebpf:"sock_io_send"`
+	SoftirqEnter     *ebpf.Program `ebpf:"softirq_enter"`
+	SoftirqLeave     *ebpf.Program `ebpf:"softirq_leave"`
+	TcpCong          *ebpf.Program `ebpf:"tcp_cong"`
+	TcpConn          *ebpf.Program `ebpf:"tcp_conn"`
+	TcpRcvbuf        *ebpf.Program `ebpf:"tcp_rcvbuf"`
+	TcpResetReceived *ebpf.Program `ebpf:"tcp_reset_received"`
+	TcpResetSent     *ebpf.Program `ebpf:"tcp_reset_sent"`
+	TcpRetrans       *ebpf.Program `ebpf:"tcp_retrans"`
+	TcpRetransClose  *ebpf.Program `ebpf:"tcp_retrans_close"`
+	TcpRtt           *ebpf.Program `ebpf:"tcp_rtt"`
+	TcpSendlim       *ebpf.Program `ebpf:"tcp_sendlim"`
+	TcpSendlimClose  *ebpf.Program `ebpf:"tcp_sendlim_close"`
 }
 
 func (p *SkbtracePrograms) Close() error {
 	return _SkbtraceClose(
+		p.DevRecv,
+		p.DevRecvGro,
+		p.DevXmit,
+		p.DevXmitDone,
+		p.NapiPoll,
+		p.QdiscDequeue,
+		p.QdiscEnqueue,
+		p.RetransOpenRuns,
 		p.SendlimOpenRuns,
+		p.SeqReserve,
+		p.SkLimitExceed,
+		p.SkLimitRcvqueue,
+		p.SkbDrop,
+		p.SockIoRecv,
+		p.SockIoSend,
+		p.SoftirqEnter,
+		p.SoftirqLeave,
+		p.TcpCong,
 		p.TcpConn,
+		p.TcpRcvbuf,
+		p.TcpResetReceived,
+		p.TcpResetSent,
+		p.TcpRetrans,
+		p.TcpRetransClose,
+		p.TcpRtt,
 		p.TcpSendlim,
 		p.TcpSendlimClose,
 	)

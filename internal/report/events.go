@@ -7,9 +7,14 @@ import (
 	"github.com/skbtrace/skbtrace/internal/event"
 )
 
-// Names resolves namespace inodes to names for printing; nil prints inodes.
+// Names resolves what events carry as numbers: namespace inodes, the
+// recording kernel's drop and reset reasons, drop locations. Unknown values
+// resolve to "" and print as numbers; nil Names prints numbers throughout.
 type Names interface {
 	NetnsName(inode uint32) string
+	DropReason(v uint32) string
+	ResetReason(v uint32) string
+	Symbol(addr uint64) string
 }
 
 // AppendText appends the seed's one-line form of ev, with a trailing newline:
@@ -72,6 +77,10 @@ func AppendText(b []byte, ev *event.Event, names Names) []byte {
 			b = appendField(b, "cwnd", s.Cwnd)
 			b = appendField(b, "inflight", s.InFlight)
 		}
+	default:
+		tw := textFields{b: b}
+		catalogFields(&tw, ev, names)
+		b = tw.b
 	}
 	return append(b, '\n')
 }
@@ -115,6 +124,10 @@ func AppendJSON(b []byte, ev *event.Event, names Names) []byte {
 		b = jsonUint(b, "unsent", uint64(s.Unsent))
 		b = jsonUint(b, "queued", uint64(s.WmemQueued))
 		b = jsonUint(b, "sndbuf", uint64(s.Sndbuf))
+	default:
+		jw := jsonFields{b: b}
+		catalogFields(&jw, ev, names)
+		b = jw.b
 	}
 	return append(b, "}\n"...)
 }

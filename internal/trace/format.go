@@ -35,6 +35,14 @@ const (
 	RecordNetns uint16 = 0x100 // a network namespace's inode and name
 	RecordLoss  uint16 = 0x101 // events the kernel could not queue
 	RecordEnd   uint16 = 0x102 // the recording ended normally
+	RecordEnum  uint16 = 0x103 // names of a kernel enum's values, from the recording kernel's BTF
+	RecordSym   uint16 = 0x104 // a kernel text address and its symbol+offset
+)
+
+// Enums named by RecordEnum.
+const (
+	EnumDropReason  uint16 = 1 // enum skb_drop_reason
+	EnumResetReason uint16 = 2 // enum sk_rst_reason
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

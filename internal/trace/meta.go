@@ -69,3 +69,64 @@ func DecodeEnd(o ByteOrder, b []byte) (End, error) {
 	}
 	return End{NextSeq: o.Uint64(b), BootNs: o.Uint64(b[8:])}, nil
 }
+
+// Enum names the values of one kernel enum.
+type Enum struct {
+	Kind  uint16
+	Names map[uint32]string
+}
+
+// Symbol names a kernel text address.
+type Symbol struct {
+	Addr uint64
+	Name string
+}
+
+// AppendEnum adds an enum record.
+func (w *Writer) AppendEnum(e Enum) error {
+	b := w.order.AppendUint16(nil, e.Kind)
+	b = w.order.AppendUint16(b, 0)
+	for v, name := range e.Names {
+		if len(name) > 0xffff {
+			name = name[:0xffff]
+		}
+		b = w.order.AppendUint32(b, v)
+		b = w.order.AppendUint16(b, uint16(len(name)))
+		b = append(b, name...)
+	}
+	return w.Append(RecordEnum, b)
+}
+
+// AppendSymbol adds a symbol record.
+func (w *Writer) AppendSymbol(s Symbol) error {
+	b := w.order.AppendUint64(make([]byte, 0, 8+len(s.Name)), s.Addr)
+	return w.Append(RecordSym, append(b, s.Name...))
+}
+
+// DecodeEnum decodes a RecordEnum body.
+func DecodeEnum(o ByteOrder, b []byte) (Enum, error) {
+	if len(b) < 4 {
+		return Enum{}, fmt.Errorf("enum record of %d bytes is shorter than 4", len(b))
+	}
+	e := Enum{Kind: o.Uint16(b), Names: map[uint32]string{}}
+	for b = b[4:]; len(b) > 0; {
+		if len(b) < 6 {
+			return Enum{}, fmt.Errorf("enum record entry of %d bytes is shorter than 6", len(b))
+		}
+		v, n := o.Uint32(b), int(o.Uint16(b[4:]))
+		if len(b) < 6+n {
+			return Enum{}, fmt.Errorf("enum name of %d bytes overruns its record", n)
+		}
+		e.Names[v] = string(b[6 : 6+n])
+		b = b[6+n:]
+	}
+	return e, nil
+}
+
+// DecodeSymbol decodes a RecordSym body.
+func DecodeSymbol(o ByteOrder, b []byte) (Symbol, error) {
+	if len(b) < 8 {
+		return Symbol{}, fmt.Errorf("symbol record of %d bytes is shorter than 8", len(b))
+	}
+	return Symbol{Addr: o.Uint64(b), Name: string(b[8:])}, nil
+}

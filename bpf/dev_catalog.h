@@ -1,0 +1,427 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Aggregated families: devices, NAPI, softirq, qdiscs, socket I/O, drops.
+ * The kernel counts per key; the recorder drains the maps every interval.
+ * Included by skbtrace.bpf.c.
+ */
+
+/* Bumped by the recorder at each drain: per-interval fields reset when it changes. */
+__u64 drain_gen = 0;
+
+/* Only devices with this name, when set. */
+const volatile char filter_dev[16] = {};
+/* Only this process (thread group), when set. */
+const volatile __u32 filter_pid = 0;
+
+static __always_inline bool dev_passes(const struct net_device *dev, struct dev_key *key)
+{
+	char name[16];
+
+	key->ifindex = dev ? dev->ifindex : 0;
+	key->netns = dev ? dev->nd_net.net->ns.inum : 0;
+	if (filter_netns && key->netns != filter_netns)
+		return false;
+	if (!filter_dev[0])
+		return true;
+	if (!dev)
+		return false;
+	__builtin_memcpy(name, dev->name, sizeof(name));
+#pragma unroll
+	for (int i = 0; i < 16; i++) {
+		if (name[i] != filter_dev[i])
+			return false;
+		if (!name[i])
+			break;
+	}
+	return true;
+}
+
+/* Finds the value for key, inserting init first when absent; counts a full map as loss. */
+static __always_inline void *upsert(void *map, const void *key, const void *init, __u32 family)
+{
+	void *v = bpf_map_lookup_elem(map, key);
+
+	if (v)
+		return v;
+	bpf_map_update_elem(map, key, init, BPF_NOEXIST);
+	v = bpf_map_lookup_elem(map, key);
+	if (!v)
+		count_lost(family);
+	return v;
+}
+
+static __always_inline __u32 log2_bucket(__u64 v, __u32 last)
+{
+	__u32 b = 0;
+
+#pragma unroll
+	for (int i = 0; i < 24; i++) {
+		if (v > 1 && b < last) {
+			v >>= 1;
+			b++;
+		}
+	}
+	return b;
+}
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct dev_key);
+	__type(value, struct dev_stats);
+} dev_xmit_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct dev_key);
+	__type(value, struct dev_stats);
+} dev_recv_stats SEC(".maps");
+
+static __always_inline struct dev_stats *dev_stats_for(void *map, const struct net_device *dev, __u32 family)
+{
+	struct dev_key key;
+	struct dev_stats *v;
+
+	if (!dev_passes(dev, &key))
+		return NULL;
+	v = bpf_map_lookup_elem(map, &key);
+	if (!v) {
+		struct dev_stats init = {};
+
+		__builtin_memcpy(init.name, dev->name, sizeof(init.name));
+		v = upsert(map, &key, &init, family);
+		if (!v)
+			return NULL;
+	}
+	if (v->gen != drain_gen) {
+		v->gen = drain_gen;
+		v->max_bytes = 0;
+	}
+	return v;
+}
+
+static __always_inline void count_skb(struct dev_stats *v, const struct sk_buff *skb)
+{
+	__u32 len = skb->len, segs = skb_segs(skb), bucket;
+
+	v->skbs++;
+	v->bytes += len;
+	v->segs += segs;
+	if (len > v->max_bytes)
+		v->max_bytes = len;
+	bucket = log2_bucket(segs, SEGS_BUCKETS - 1);
+	barrier_var(bucket);
+	if (bucket < SEGS_BUCKETS)
+		v->hist[bucket]++;
+}
+
+SEC("tp_btf/net_dev_start_xmit")
+int BPF_PROG(dev_xmit, const struct sk_buff *skb, const struct net_device *dev)
+{
+	struct dev_stats *v = dev_stats_for(&dev_xmit_stats, dev, FAMILY_DEV_XMIT);
+
+	if (v)
+		count_skb(v, skb);
+	return 0;
+}
+
+SEC("tp_btf/net_dev_xmit")
+int BPF_PROG(dev_xmit_done, struct sk_buff *skb, int rc, struct net_device *dev, unsigned int len)
+{
+	struct dev_stats *v;
+
+	if (rc == 0) /* NETDEV_TX_OK */
+		return 0;
+	v = dev_stats_for(&dev_xmit_stats, dev, FAMILY_DEV_XMIT);
+	if (v)
+		v->errors++;
+	return 0;
+}
+
+/* After GRO: one call per skb the stack receives, merged or not. */
+SEC("tp_btf/netif_receive_skb")
+int BPF_PROG(dev_recv, struct sk_buff *skb)
+{
+	struct dev_stats *v = dev_stats_for(&dev_recv_stats, skb->dev, FAMILY_DEV_RECV);
+
+	if (v)
+		count_skb(v, skb);
+	return 0;
+}
+
+SEC("tp_btf/napi_gro_receive_entry")
+int BPF_PROG(dev_recv_gro, const struct sk_buff *skb)
+{
+	struct dev_stats *v = dev_stats_for(&dev_recv_stats, skb->dev, FAMILY_DEV_RECV);
+
+	if (v)
+		v->gro_in++;
+	return 0;
+}
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct dev_key);
+	__type(value, struct napi_stats);
+} napi_polls SEC(".maps");
+
+SEC("tp_btf/napi_poll")
+int BPF_PROG(napi_poll, struct napi_struct *napi, int work, int budget)
+{
+	struct net_device *dev = napi->dev;
+	struct napi_stats *v;
+	struct dev_key key;
+
+	if (!dev_passes(dev, &key))
+		return 0;
+	v = bpf_map_lookup_elem(&napi_polls, &key);
+	if (!v) {
+		struct napi_stats init = {};
+
+		if (dev)
+			__builtin_memcpy(init.name, dev->name, sizeof(init.name));
+		else /* the per-CPU backlog of packets queued by netif_rx(), as veth and loopback use */
+			__builtin_memcpy(init.name, "backlog", sizeof("backlog"));
+		v = upsert(&napi_polls, &key, &init, FAMILY_NAPI_POLL);
+		if (!v)
+			return 0;
+	}
+	v->polls++;
+	v->work += work;
+	v->budget = budget;
+	if (work >= budget)
+		v->exhausted++;
+	return 0;
+}
+
+#define NET_TX_SOFTIRQ 2
+#define NET_RX_SOFTIRQ 3
+#define NR_SOFTIRQS 10
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NR_SOFTIRQS);
+	__type(key, __u32);
+	__type(value, struct softirq_stats);
+} softirqs SEC(".maps");
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(softirq_enter, unsigned int vec)
+{
+	struct softirq_stats *v;
+
+	if (vec != NET_RX_SOFTIRQ && vec != NET_TX_SOFTIRQ)
+		return 0;
+	v = bpf_map_lookup_elem(&softirqs, &vec);
+	if (v)
+		v->start_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(softirq_leave, unsigned int vec)
+{
+	struct softirq_stats *v;
+
+	if (vec != NET_RX_SOFTIRQ && vec != NET_TX_SOFTIRQ)
+		return 0;
+	v = bpf_map_lookup_elem(&softirqs, &vec);
+	if (!v || !v->start_ns) /* entered before recording began */
+		return 0;
+	v->time_ns += bpf_ktime_get_ns() - v->start_ns;
+	v->entries++;
+	v->start_ns = 0;
+	return 0;
+}
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct qdisc_key);
+	__type(value, struct qdisc_stats);
+} qdiscs SEC(".maps");
+
+/*
+ * Enqueue and dequeue run under the qdisc's lock, so the counters need no
+ * atomics. The drop, requeue and overlimit counters are the qdisc's own (as
+ * tc -s shows them), read at each operation; qdiscs that keep per-CPU
+ * statistics (pfifo_fast, ...) do not update them.
+ */
+static __always_inline struct qdisc_stats *qdisc_stats_for(struct Qdisc *q, const struct netdev_queue *txq)
+{
+	const struct net_device *dev = txq ? txq->dev : NULL;
+	struct qdisc_key key = {};
+	struct dev_key dk;
+	struct qdisc_stats *v;
+
+	if (!dev_passes(dev, &dk))
+		return NULL;
+	key.netns = dk.netns;
+	key.ifindex = dk.ifindex;
+	key.handle = q->handle;
+	key.parent = q->parent;
+	v = bpf_map_lookup_elem(&qdiscs, &key);
+	if (!v) {
+		struct qdisc_stats init = {};
+
+		if (dev)
+			__builtin_memcpy(init.dev, dev->name, sizeof(init.dev));
+		__builtin_memcpy(init.kind, q->ops->id, sizeof(init.kind));
+		v = upsert(&qdiscs, &key, &init, FAMILY_QDISC);
+		if (!v)
+			return NULL;
+	}
+	if (v->gen != drain_gen) {
+		v->gen = drain_gen;
+		v->backlog_max = 0;
+		v->qlen_max = 0;
+	}
+	v->drops = q->qstats.drops;
+	v->requeues = q->qstats.requeues;
+	v->overlimits = q->qstats.overlimits;
+	v->backlog = q->qstats.backlog;
+	v->qlen = q->q.qlen;
+	if (v->backlog > v->backlog_max)
+		v->backlog_max = v->backlog;
+	if (v->qlen > v->qlen_max)
+		v->qlen_max = v->qlen;
+	return v;
+}
+
+SEC("tp_btf/qdisc_enqueue")
+int BPF_PROG(qdisc_enqueue, struct Qdisc *q, const struct netdev_queue *txq, struct sk_buff *skb)
+{
+	struct qdisc_stats *v = qdisc_stats_for(q, txq);
+
+	if (v)
+		v->enqueues++;
+	return 0;
+}
+
+SEC("tp_btf/qdisc_dequeue")
+int BPF_PROG(qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int packets, struct sk_buff *skb)
+{
+	struct qdisc_stats *v;
+
+	if (!skb)
+		return 0;
+	v = qdisc_stats_for(q, txq);
+	if (v)
+		v->dequeues += packets;
+	return 0;
+}
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct sock_io_key);
+	__type(value, struct sock_io_stats);
+} sock_io SEC(".maps");
+
+static __always_inline void count_sock_io(const struct sock *sk, int ret, __u32 dir)
+{
+	struct sock_io_key key = {.pid = bpf_get_current_pid_tgid() >> 32, .dir = dir};
+	struct sock_io_stats *v;
+	__u32 bucket;
+
+	if (filter_pid && key.pid != filter_pid)
+		return;
+	if (filter_netns || filter_port || filter_family) {
+		struct sock_addrs a = {};
+
+		if (!sock_passes(sk, &a))
+			return;
+	}
+	v = bpf_map_lookup_elem(&sock_io, &key);
+	if (!v) {
+		struct sock_io_stats init = {};
+
+		bpf_get_current_comm(init.comm, sizeof(init.comm));
+		v = upsert(&sock_io, &key, &init, FAMILY_SOCK_IO);
+		if (!v)
+			return;
+	}
+	v->calls++;
+	if (ret < 0) {
+		v->errors++;
+		return;
+	}
+	v->bytes += ret;
+	bucket = log2_bucket(ret, SIZE_BUCKETS - 1);
+	barrier_var(bucket); /* keep the bound check the verifier needs */
+	if (bucket < SIZE_BUCKETS)
+		v->hist[bucket]++;
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(sock_io_send, struct sock *sk, int ret, int flags)
+{
+	count_sock_io(sk, ret, SOCK_IO_SEND);
+	return 0;
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(sock_io_recv, struct sock *sk, int ret, int flags)
+{
+	count_sock_io(sk, ret, SOCK_IO_RECV);
+	return 0;
+}
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct drop_key);
+	__type(value, struct drop_stats);
+} drops SEC(".maps");
+
+#define SKB_CONSUMED 1
+
+SEC("tp_btf/kfree_skb")
+int BPF_PROG(skb_drop, struct sk_buff *skb, void *location, int reason, struct sock *rx_sk)
+{
+	struct drop_key key = {.location = (__u64)location, .reason = reason};
+	struct sock_addrs a = {};
+	struct drop_stats *v;
+	struct dev_key dk;
+
+	if (reason == SKB_CONSUMED)
+		return 0;
+	if (!dev_passes(skb->dev, &dk))
+		return 0;
+	key.netns = dk.netns;
+	key.ifindex = dk.ifindex;
+	__u8 l4proto = skb_addrs(skb, &a);
+
+	a.netns = dk.netns;
+	if ((filter_port || filter_family) && !filter_match(&a))
+		return 0;
+	v = bpf_map_lookup_elem(&drops, &key);
+	if (!v) {
+		struct drop_stats init = {};
+
+		if (skb->dev)
+			__builtin_memcpy(init.dev, skb->dev->name, sizeof(init.dev));
+		v = upsert(&drops, &key, &init, FAMILY_SKB_DROP);
+		if (!v)
+			return 0;
+	}
+	if (v->gen != drain_gen || !v->first_ns) {
+		v->gen = drain_gen;
+		v->first_ns = bpf_ktime_get_boot_ns();
+	}
+	v->cnt++;
+	v->protocol = __builtin_bswap16(skb->protocol);
+	v->l4proto = l4proto;
+	v->addrs = a;
+	return 0;
+}
+
+/* Numbers the events the recorder writes from the maps, from the same counter as the kernel's. */
+SEC("syscall")
+int seq_reserve(struct seq_reservation *r)
+{
+	r->first = __sync_fetch_and_add(&seq_counter, r->count);
+	return 0;
+}

@@ -1,0 +1,288 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* TCP families beyond tcp_conn and tcp_sendlim; included by skbtrace.bpf.c. */
+
+/* Sampling state shared by tcp_rtt and tcp_rcvbuf, freed with the socket. */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sock_sample_state);
+} sock_samples SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct tcp_retrans_run);
+} retrans_runs SEC(".maps");
+
+/* At most one tcp_rtt sample per socket per this many nanoseconds. */
+const volatile __u64 rtt_interval_ns = 10000000;
+
+/* tcp_retrans folds a socket's retransmits over at most this many jiffies. */
+const volatile __u64 interval_jiffies = 1000;
+
+/* Passes a socket through the filters, filling its addresses on the way. */
+static __always_inline bool sock_passes(const struct sock *sk, struct sock_addrs *a)
+{
+	read_sock_addrs_btf(sk, a);
+	return filter_match(a);
+}
+
+SEC("tp_btf/tcp_cong_state_set")
+int BPF_PROG(tcp_cong, struct sock *sk, const __u8 ca_state)
+{
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	struct sock_addrs a = {};
+	struct tcp_cong_event *e;
+
+	if (!tp || !sock_passes(sk, &a))
+		return 0;
+	e = reserve_event(FAMILY_TCP_CONG, sizeof(*e), EVENT_TCP_CONG);
+	if (!e)
+		return 0;
+	e->sock = (__u64)sk;
+	e->addrs = a;
+	e->cwnd = tp->snd_cwnd;
+	e->ssthresh = tp->snd_ssthresh;
+	e->snd_nxt = tp->snd_nxt;
+	e->snd_una = tp->snd_una;
+	e->rto_us = tp->inet_conn.icsk_rto * (1000000 / jiffies_per_sec);
+	e->state = ca_state;
+	__builtin_memset(e->_pad, 0, sizeof(e->_pad));
+	submit_event(e);
+	return 0;
+}
+
+static __always_inline void emit_retrans(struct tcp_retrans_run *run)
+{
+	struct tcp_retrans_event *e = reserve_event(FAMILY_TCP_RETRANS, sizeof(*e), EVENT_TCP_RETRANS);
+
+	if (!e)
+		return;
+	__builtin_memcpy((char *)e + sizeof(e->hdr), (char *)&run->ev + sizeof(e->hdr),
+			 sizeof(*e) - sizeof(e->hdr));
+	submit_event(e);
+}
+
+/* Counts segments as TcpRetransSegs does: only retransmits that went out. */
+SEC("tp_btf/tcp_retransmit_skb")
+int BPF_PROG(tcp_retrans, const struct sock *sk, const struct sk_buff *skb, int err)
+{
+	struct tcp_retrans_run *run;
+	__u64 jiffies = bpf_jiffies64();
+
+	if (err)
+		return 0;
+	run = bpf_sk_storage_get(&retrans_runs, (void *)sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!run)
+		return 0;
+	if (run->ev.skbs == 0) {
+		if (!sock_passes(sk, &run->ev.addrs)) {
+			run->ev.state = SENDLIM_IGNORED;
+			run->ev.skbs = 1;
+			return 0;
+		}
+		run->ev.hdr.type = EVENT_TCP_RETRANS;
+		run->ev.sock = (__u64)sk;
+		run->ev.begin_ns = bpf_ktime_get_boot_ns();
+		run->begin_jiffies = jiffies;
+	} else if (run->ev.state == SENDLIM_IGNORED) {
+		return 0;
+	} else if (jiffies - run->begin_jiffies >= interval_jiffies) {
+		emit_retrans(run);
+		run->ev.begin_ns = bpf_ktime_get_boot_ns();
+		run->begin_jiffies = jiffies;
+		run->ev.cnt = 0;
+		run->ev.skbs = 0;
+	}
+	run->ev.cnt += skb_segs(skb);
+	run->ev.skbs++;
+	run->ev.state = sk->__sk_common.skc_state;
+	return 0;
+}
+
+SEC("tp_btf/tcp_destroy_sock")
+int BPF_PROG(tcp_retrans_close, struct sock *sk)
+{
+	struct tcp_retrans_run *run = bpf_sk_storage_get(&retrans_runs, sk, 0, 0);
+
+	if (!run)
+		return 0;
+	if (run->ev.state != SENDLIM_IGNORED && run->ev.cnt)
+		emit_retrans(run);
+	bpf_sk_storage_delete(&retrans_runs, sk);
+	return 0;
+}
+
+SEC("iter/bpf_sk_storage_map")
+int retrans_open_runs(struct bpf_iter__bpf_sk_storage_map *ctx)
+{
+	struct tcp_retrans_run *run = ctx->value;
+
+	if (!ctx->sk || !run || run->ev.state == SENDLIM_IGNORED || !run->ev.cnt)
+		return 0;
+	bpf_seq_write(ctx->meta->seq, run, sizeof(*run));
+	return 0;
+}
+
+/* Shares tcp_probe with tcp_sendlim; each family attaches its own program. */
+SEC("tp_btf/tcp_probe")
+int BPF_PROG(tcp_rtt, struct sock *sk, const struct sk_buff *skb)
+{
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	struct sock_sample_state *st;
+	struct sock_addrs a = {};
+	struct tcp_rtt_event *e;
+	__u64 now = bpf_ktime_get_boot_ns();
+	__u32 interval_us, mss;
+
+	if (!tp)
+		return 0;
+	st = bpf_sk_storage_get(&sock_samples, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!st || now - st->rtt_sample_ns < rtt_interval_ns)
+		return 0;
+	st->rtt_sample_ns = now;
+	if (!sock_passes(sk, &a))
+		return 0;
+	e = reserve_event(FAMILY_TCP_RTT, sizeof(*e), EVENT_TCP_RTT);
+	if (!e)
+		return 0;
+	e->sock = (__u64)sk;
+	e->addrs = a;
+	e->srtt_us = tp->srtt_us >> 3;
+	e->rttvar_us = tp->rttvar_us >> 2;
+	e->min_rtt_us = tp->rtt_min.s[0].v;
+	e->cwnd = tp->snd_cwnd;
+	e->ssthresh = tp->snd_ssthresh;
+	e->in_flight = tp->packets_out - (tp->sacked_out + tp->lost_out) + tp->retrans_out;
+	e->snd_wnd = tp->snd_wnd;
+	e->rcv_wnd = tp->rcv_wnd;
+	interval_us = tp->rate_interval_us;
+	mss = tp->mss_cache;
+	/* tcp_compute_delivery_rate(): delivered packets times MSS over the sample's interval. */
+	e->delivery_rate = interval_us ? (__u64)tp->rate_delivered * mss * 1000000 / interval_us : 0;
+	submit_event(e);
+	return 0;
+}
+
+static __always_inline void emit_reset(const struct sock *sk, const struct sock_addrs *a, __u32 reason, __u8 dir)
+{
+	struct tcp_reset_event *e = reserve_event(FAMILY_TCP_RESET, sizeof(*e), EVENT_TCP_RESET);
+
+	if (!e)
+		return;
+	e->sock = (__u64)sk;
+	e->addrs = *a;
+	e->reason = reason;
+	e->dir = dir;
+	e->state = sk ? sk->__sk_common.skc_state : 0;
+	e->_pad[0] = e->_pad[1] = 0;
+	submit_event(e);
+}
+
+SEC("tp_btf/tcp_send_reset")
+int BPF_PROG(tcp_reset_sent, const struct sock *sk, const struct sk_buff *skb, int reason)
+{
+	struct sock_addrs a = {};
+
+	if (sk) {
+		read_sock_addrs_btf(sk, &a);
+	} else if (skb) {
+		/* A reset for no socket answers this segment: its destination is the local end. */
+		struct sock_addrs pkt = {};
+
+		skb_addrs(skb, &pkt);
+		a.family = pkt.family;
+		__builtin_memcpy(a.saddr, pkt.daddr, 16);
+		__builtin_memcpy(a.daddr, pkt.saddr, 16);
+		a.sport = pkt.dport;
+		a.dport = pkt.sport;
+		a.netns = pkt.netns;
+	}
+	if (filter_match(&a))
+		emit_reset(sk, &a, reason, RESET_SENT);
+	return 0;
+}
+
+SEC("tp_btf/tcp_receive_reset")
+int BPF_PROG(tcp_reset_received, struct sock *sk)
+{
+	struct sock_addrs a = {};
+
+	if (sock_passes(sk, &a))
+		emit_reset(sk, &a, 0, RESET_RECEIVED);
+	return 0;
+}
+
+/* Autotuning runs about once an RTT per socket: report only the steps that change sk_rcvbuf. */
+SEC("tp_btf/tcp_rcv_space_adjust")
+int BPF_PROG(tcp_rcvbuf, struct sock *sk)
+{
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	struct sock_sample_state *st;
+	struct tcp_rcvbuf_event *e;
+	struct sock_addrs a = {};
+	__u32 rcvbuf = sk->sk_rcvbuf;
+
+	if (!tp)
+		return 0;
+	st = bpf_sk_storage_get(&sock_samples, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!st || st->rcvbuf == rcvbuf || !sock_passes(sk, &a))
+		return 0;
+	e = reserve_event(FAMILY_TCP_RCVBUF, sizeof(*e), EVENT_TCP_RCVBUF);
+	if (!e)
+		return 0;
+	e->sock = (__u64)sk;
+	e->addrs = a;
+	e->rcvbuf = rcvbuf;
+	e->old_rcvbuf = st->rcvbuf;
+	e->rcv_space = tp->rcvq_space.space;
+	e->window_clamp = tp->window_clamp;
+	e->rcv_wnd = tp->rcv_wnd;
+	e->rmem_alloc = sk->sk_backlog.rmem_alloc.counter;
+	st->rcvbuf = rcvbuf;
+	submit_event(e);
+	return 0;
+}
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct sk_limit_key);
+	__type(value, struct sk_limit_stats);
+} sk_limits SEC(".maps");
+
+static __always_inline void count_sk_limit(const struct sock *sk, __u32 kind)
+{
+	struct sk_limit_key key = {.sock = (__u64)sk, .kind = kind};
+	struct sk_limit_stats *v = bpf_map_lookup_elem(&sk_limits, &key);
+
+	if (!v) {
+		struct sk_limit_stats init = {};
+
+		if (!sock_passes(sk, &init.addrs))
+			return;
+		bpf_map_update_elem(&sk_limits, &key, &init, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&sk_limits, &key);
+		if (!v) {
+			count_lost(FAMILY_SK_LIMIT);
+			return;
+		}
+	}
+	__sync_fetch_and_add(&v->cnt, 1);
+}
+
+SEC("tp_btf/sock_exceed_buf_limit")
+int BPF_PROG(sk_limit_exceed, struct sock *sk, struct proto *prot, long allocated, int kind)
+{
+	count_sk_limit(sk, kind == 0 ? SK_LIMIT_SNDBUF : SK_LIMIT_RMEM);
+	return 0;
+}
+
+SEC("tp_btf/sock_rcvqueue_full")
+int BPF_PROG(sk_limit_rcvqueue, struct sock *sk, struct sk_buff *skb)
+{
+	count_sk_limit(sk, SK_LIMIT_RCVQUEUE_FULL);
+	return 0;
+}

@@ -1,0 +1,335 @@
+package collect
+
+import (
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/skbtrace/skbtrace/internal/event"
+	"github.com/skbtrace/skbtrace/internal/probe"
+)
+
+// drainFunc turns what a family's maps counted since the previous drain
+// into events, through d.emit.
+type drainFunc func(d *drainer) error
+
+// drainer reads the aggregation maps every interval. The kernel's counters
+// are cumulative; the drainer keeps the previous values and reports the
+// difference, so an update racing with a drain is reported next time rather
+// than lost.
+type drainer struct {
+	sess         *probe.Session
+	order        binary.ByteOrder
+	begin, now   uint64 // the interval, CLOCK_BOOTTIME
+	gen          uint64
+	pending      [][]byte
+	devXmitPrev  map[probe.SkbtraceDevKey]probe.SkbtraceDevStats
+	devRecvPrev  map[probe.SkbtraceDevKey]probe.SkbtraceDevStats
+	napiPrev     map[napiKey]probe.SkbtraceNapiStats
+	softirqPrev  map[softirqKey]probe.SkbtraceSoftirqStats
+	qdiscPrev    map[probe.SkbtraceQdiscKey]probe.SkbtraceQdiscStats
+	sockIOPrev   map[probe.SkbtraceSockIoKey]probe.SkbtraceSockIoStats
+	dropPrev     map[probe.SkbtraceDropKey]probe.SkbtraceDropStats
+	skLimitPrev  map[probe.SkbtraceSkLimitKey]probe.SkbtraceSkLimitStats
+}
+
+type napiKey struct {
+	dev probe.SkbtraceDevKey
+	cpu int
+}
+
+type softirqKey struct {
+	vec uint32
+	cpu int
+}
+
+func newDrainer(sess *probe.Session, order binary.ByteOrder, begin uint64) *drainer {
+	return &drainer{
+		sess: sess, order: order, begin: begin,
+		devXmitPrev: map[probe.SkbtraceDevKey]probe.SkbtraceDevStats{},
+		devRecvPrev: map[probe.SkbtraceDevKey]probe.SkbtraceDevStats{},
+		napiPrev:    map[napiKey]probe.SkbtraceNapiStats{},
+		softirqPrev: map[softirqKey]probe.SkbtraceSoftirqStats{},
+		qdiscPrev:   map[probe.SkbtraceQdiscKey]probe.SkbtraceQdiscStats{},
+		sockIOPrev:  map[probe.SkbtraceSockIoKey]probe.SkbtraceSockIoStats{},
+		dropPrev:    map[probe.SkbtraceDropKey]probe.SkbtraceDropStats{},
+		skLimitPrev: map[probe.SkbtraceSkLimitKey]probe.SkbtraceSkLimitStats{},
+	}
+}
+
+// emit encodes a wire event (a *probe.Skbtrace...Event whose first field is
+// its header) for writing once sequence numbers are known.
+func (d *drainer) emit(typ event.Type, cpu uint32, ev any) error {
+	b, err := binary.Append(nil, d.order, ev)
+	if err != nil {
+		return fmt.Errorf("encoding a %s event: %w", typ.Action(), err)
+	}
+	var h probe.SkbtraceEventHeader
+	d.order.PutUint64(b[unsafe.Offsetof(h.TsNs):], d.now)
+	d.order.PutUint32(b[unsafe.Offsetof(h.Cpu):], cpu)
+	d.order.PutUint16(b[unsafe.Offsetof(h.Type):], uint16(typ))
+	d.pending = append(d.pending, b)
+	return nil
+}
+
+// number gives the pending events consecutive sequence numbers from the kernel's counter.
+func (d *drainer) number() error {
+	if len(d.pending) == 0 {
+		return nil
+	}
+	first, err := d.sess.ReserveSeq(uint64(len(d.pending)))
+	if err != nil {
+		return err
+	}
+	var h probe.SkbtraceEventHeader
+	for i, b := range d.pending {
+		d.order.PutUint64(b[unsafe.Offsetof(h.Seq):], first+uint64(i))
+	}
+	return nil
+}
+
+// perCPU iterates a per-CPU map, calling fn with each key's per-CPU values.
+func perCPU[K comparable, V any](m *ebpf.Map, fn func(K, []V) error) error {
+	if m == nil {
+		return nil
+	}
+	var (
+		key    K
+		values []V
+	)
+	it := m.Iterate()
+	for it.Next(&key, &values) {
+		if err := fn(key, values); err != nil {
+			return err
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("reading map %s: %w", m, err)
+	}
+	return nil
+}
+
+func drainDevXmit(d *drainer) error {
+	return drainDev(d, probe.SkbtraceMapDevXmitStats, d.devXmitPrev, event.TypeDevXmit)
+}
+
+func drainDevRecv(d *drainer) error {
+	return drainDev(d, probe.SkbtraceMapDevRecvStats, d.devRecvPrev, event.TypeDevRecv)
+}
+
+func drainDev(d *drainer, mapName string, prev map[probe.SkbtraceDevKey]probe.SkbtraceDevStats, typ event.Type) error {
+	return perCPU(d.sess.Map(mapName), func(k probe.SkbtraceDevKey, vs []probe.SkbtraceDevStats) error {
+		var sum probe.SkbtraceDevStats
+		for _, v := range vs {
+			sum.Skbs += v.Skbs
+			sum.Bytes += v.Bytes
+			sum.Segs += v.Segs
+			sum.Errors += v.Errors
+			sum.GroIn += v.GroIn
+			for i := range sum.Hist {
+				sum.Hist[i] += v.Hist[i]
+			}
+			if v.Gen == d.gen && v.MaxBytes > sum.MaxBytes {
+				sum.MaxBytes = v.MaxBytes
+			}
+			if v.Name[0] != 0 {
+				sum.Name = v.Name
+			}
+		}
+		p := prev[k]
+		prev[k] = sum
+		if sum.Skbs == p.Skbs && sum.GroIn == p.GroIn && sum.Errors == p.Errors {
+			return nil
+		}
+		ev := probe.SkbtraceDevEvent{
+			BeginNs: d.begin, Name: sum.Name, Ifindex: k.Ifindex, Netns: k.Netns,
+			Skbs: sum.Skbs - p.Skbs, Bytes: sum.Bytes - p.Bytes, Segs: sum.Segs - p.Segs,
+			Errors: sum.Errors - p.Errors, GroIn: sum.GroIn - p.GroIn, MaxBytes: sum.MaxBytes,
+		}
+		for i := range ev.Hist {
+			ev.Hist[i] = sum.Hist[i] - p.Hist[i]
+		}
+		return d.emit(typ, 0, &ev)
+	})
+}
+
+func drainNapi(d *drainer) error {
+	return perCPU(d.sess.Map(probe.SkbtraceMapNapiPolls), func(k probe.SkbtraceDevKey, vs []probe.SkbtraceNapiStats) error {
+		for cpu, v := range vs {
+			key := napiKey{k, cpu}
+			p := d.napiPrev[key]
+			d.napiPrev[key] = v
+			if v.Polls == p.Polls {
+				continue
+			}
+			ev := probe.SkbtraceNapiEvent{
+				BeginNs: d.begin, Name: v.Name, Ifindex: k.Ifindex, Netns: k.Netns,
+				Polls: v.Polls - p.Polls, Work: v.Work - p.Work, Exhausted: v.Exhausted - p.Exhausted, Budget: v.Budget,
+			}
+			if err := d.emit(event.TypeNapiPoll, uint32(cpu), &ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func drainSoftirq(d *drainer) error {
+	m := d.sess.Map(probe.SkbtraceMapSoftirqs)
+	if m == nil {
+		return nil
+	}
+	for _, vec := range []uint32{netTxSoftirq, netRxSoftirq} {
+		var vs []probe.SkbtraceSoftirqStats
+		if err := m.Lookup(vec, &vs); err != nil {
+			return fmt.Errorf("reading softirq times: %w", err)
+		}
+		for cpu, v := range vs {
+			key := softirqKey{vec, cpu}
+			p := d.softirqPrev[key]
+			d.softirqPrev[key] = v
+			if v.Entries == p.Entries {
+				continue
+			}
+			ev := probe.SkbtraceSoftirqEvent{BeginNs: d.begin, Entries: v.Entries - p.Entries, TimeNs: v.TimeNs - p.TimeNs, Vec: vec}
+			if err := d.emit(event.TypeSoftirq, uint32(cpu), &ev); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Softirq vectors, as the kernel numbers them (enum in linux/interrupt.h).
+const (
+	netTxSoftirq = 2
+	netRxSoftirq = 3
+)
+
+func drainQdisc(d *drainer) error {
+	m := d.sess.Map(probe.SkbtraceMapQdiscs)
+	if m == nil {
+		return nil
+	}
+	var (
+		k probe.SkbtraceQdiscKey
+		v probe.SkbtraceQdiscStats
+	)
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		p, seen := d.qdiscPrev[k]
+		d.qdiscPrev[k] = v
+		if v.Enqueues == p.Enqueues && v.Dequeues == p.Dequeues && v.Drops == p.Drops {
+			continue
+		}
+		if !seen {
+			// The qdisc's own counters started before the recording: report from here on.
+			p.Drops, p.Requeues, p.Overlimits = v.Drops, v.Requeues, v.Overlimits
+		}
+		ev := probe.SkbtraceQdiscEvent{
+			BeginNs: d.begin, Dev: v.Dev, Kind: v.Kind, Ifindex: k.Ifindex, Netns: k.Netns, Handle: k.Handle, Parent: k.Parent,
+			Enqueues: v.Enqueues - p.Enqueues, Dequeues: v.Dequeues - p.Dequeues,
+			Drops: uint64(v.Drops - p.Drops), Requeues: uint64(v.Requeues - p.Requeues), Overlimits: uint64(v.Overlimits - p.Overlimits),
+			Backlog: v.Backlog, Qlen: v.Qlen,
+		}
+		if v.Gen == d.gen {
+			ev.BacklogMax, ev.QlenMax = v.BacklogMax, v.QlenMax
+		}
+		if err := d.emit(event.TypeQdisc, 0, &ev); err != nil {
+			return err
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("reading qdisc statistics: %w", err)
+	}
+	return nil
+}
+
+func drainSockIO(d *drainer) error {
+	return perCPU(d.sess.Map(probe.SkbtraceMapSockIo), func(k probe.SkbtraceSockIoKey, vs []probe.SkbtraceSockIoStats) error {
+		var sum probe.SkbtraceSockIoStats
+		for _, v := range vs {
+			sum.Calls += v.Calls
+			sum.Bytes += v.Bytes
+			sum.Errors += v.Errors
+			for i := range sum.Hist {
+				sum.Hist[i] += v.Hist[i]
+			}
+			if v.Comm[0] != 0 {
+				sum.Comm = v.Comm
+			}
+		}
+		p := d.sockIOPrev[k]
+		d.sockIOPrev[k] = sum
+		if sum.Calls == p.Calls {
+			return nil
+		}
+		ev := probe.SkbtraceSockIoEvent{
+			BeginNs: d.begin, Pid: k.Pid, Dir: k.Dir, Comm: sum.Comm,
+			Calls: sum.Calls - p.Calls, Bytes: sum.Bytes - p.Bytes, Errors: sum.Errors - p.Errors,
+		}
+		for i := range ev.Hist {
+			ev.Hist[i] = sum.Hist[i] - p.Hist[i]
+		}
+		return d.emit(event.TypeSockIO, 0, &ev)
+	})
+}
+
+func drainSkbDrop(d *drainer) error {
+	return perCPU(d.sess.Map(probe.SkbtraceMapDrops), func(k probe.SkbtraceDropKey, vs []probe.SkbtraceDropStats) error {
+		var sum probe.SkbtraceDropStats
+		var first uint64
+		for _, v := range vs {
+			sum.Cnt += v.Cnt
+			if v.Dev[0] != 0 {
+				sum.Dev = v.Dev
+			}
+			if v.Cnt > 0 && v.Gen == d.gen && (first == 0 || v.FirstNs < first) {
+				first = v.FirstNs
+				sum.Protocol, sum.L4proto, sum.Addrs = v.Protocol, v.L4proto, v.Addrs
+			}
+		}
+		p := d.dropPrev[k]
+		d.dropPrev[k] = sum
+		if sum.Cnt == p.Cnt {
+			return nil
+		}
+		if first == 0 {
+			first = d.begin
+		}
+		ev := probe.SkbtraceSkbDropEvent{
+			BeginNs: first, Location: k.Location, Dev: sum.Dev, Ifindex: k.Ifindex, Netns: k.Netns,
+			Reason: k.Reason, Protocol: sum.Protocol, L4proto: sum.L4proto, Cnt: sum.Cnt - p.Cnt, Addrs: sum.Addrs,
+		}
+		return d.emit(event.TypeSkbDrop, 0, &ev)
+	})
+}
+
+func drainSkLimit(d *drainer) error {
+	m := d.sess.Map(probe.SkbtraceMapSkLimits)
+	if m == nil {
+		return nil
+	}
+	var (
+		k probe.SkbtraceSkLimitKey
+		v probe.SkbtraceSkLimitStats
+	)
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		p := d.skLimitPrev[k]
+		d.skLimitPrev[k] = v
+		if v.Cnt == p.Cnt {
+			continue
+		}
+		ev := probe.SkbtraceSkLimitEvent{BeginNs: d.begin, Sock: k.Sock, Addrs: v.Addrs, Cnt: v.Cnt - p.Cnt, Kind: uint8(k.Kind)}
+		if err := d.emit(event.TypeSkLimit, 0, &ev); err != nil {
+			return err
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("reading socket limit counters: %w", err)
+	}
+	return nil
+}
