@@ -20,19 +20,19 @@ type drainFunc func(d *drainer) error
 // difference, so an update racing with a drain is reported next time rather
 // than lost.
 type drainer struct {
-	sess         *probe.Session
-	order        binary.ByteOrder
-	begin, now   uint64 // the interval, CLOCK_BOOTTIME
-	gen          uint64
-	pending      [][]byte
-	devXmitPrev  map[probe.SkbtraceDevKey]probe.SkbtraceDevStats
-	devRecvPrev  map[probe.SkbtraceDevKey]probe.SkbtraceDevStats
-	napiPrev     map[napiKey]probe.SkbtraceNapiStats
-	softirqPrev  map[softirqKey]probe.SkbtraceSoftirqStats
-	qdiscPrev    map[probe.SkbtraceQdiscKey]probe.SkbtraceQdiscStats
-	sockIOPrev   map[probe.SkbtraceSockIoKey]probe.SkbtraceSockIoStats
-	dropPrev     map[probe.SkbtraceDropKey]probe.SkbtraceDropStats
-	skLimitPrev  map[probe.SkbtraceSkLimitKey]probe.SkbtraceSkLimitStats
+	sess        *probe.Session
+	order       binary.ByteOrder
+	begin, now  uint64 // the interval, CLOCK_BOOTTIME
+	gen         uint64
+	pending     [][]byte
+	devXmitPrev map[probe.SkbtraceDevKey]probe.SkbtraceDevStats
+	devRecvPrev map[probe.SkbtraceDevKey]probe.SkbtraceDevStats
+	napiPrev    map[napiKey]probe.SkbtraceNapiStats
+	softirqPrev map[softirqKey]probe.SkbtraceSoftirqStats
+	qdiscPrev   map[probe.SkbtraceQdiscKey]probe.SkbtraceQdiscStats
+	sockIOPrev  map[probe.SkbtraceSockIoKey]probe.SkbtraceSockIoStats
+	dropPrev    map[probe.SkbtraceDropKey]probe.SkbtraceDropStats
+	skLimitPrev map[probe.SkbtraceSkLimitKey]probe.SkbtraceSkLimitStats
 }
 
 type napiKey struct {
