@@ -162,6 +162,8 @@ int BPF_PROG(tcp_rtt, struct sock *sk, const struct sk_buff *skb)
 	mss = tp->mss_cache;
 	/* tcp_compute_delivery_rate(): delivered packets times MSS over the sample's interval. */
 	e->delivery_rate = interval_us ? (__u64)tp->rate_delivered * mss * 1000000 / interval_us : 0;
+	e->bytes_acked = tp->bytes_acked;
+	e->bytes_received = tp->bytes_received;
 	submit_event(e);
 	return 0;
 }

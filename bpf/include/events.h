@@ -67,7 +67,9 @@ struct tcp_rtt_event {
 	__u32 in_flight;
 	__u32 snd_wnd;
 	__u32 rcv_wnd;
-	__u64 delivery_rate; /* bytes per second, of the latest rate sample */
+	__u64 delivery_rate;  /* bytes per second, of the latest rate sample */
+	__u64 bytes_acked;    /* since the connection began, as tcp_info reports them */
+	__u64 bytes_received;
 };
 
 struct tcp_reset_event {
@@ -495,7 +497,9 @@ struct tcp_rtt_event {
 	__u32 in_flight;
 	__u32 snd_wnd;
 	__u32 rcv_wnd;
-	__u64 delivery_rate; /* bytes per second, of the latest rate sample */
+	__u64 delivery_rate;  /* bytes per second, of the latest rate sample */
+	__u64 bytes_acked;    /* since the connection began, as tcp_info reports them */
+	__u64 bytes_received;
 };
 
 struct tcp_reset_event {

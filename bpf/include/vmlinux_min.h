@@ -138,6 +138,8 @@ struct tcp_sock {
 	u32 mdev_us;
 	struct minmax rtt_min;
 	u32 rcv_wnd;
+	u64 bytes_acked;
+	u64 bytes_received;
 	u32 rate_delivered;
 	u32 rate_interval_us;
 	u32 window_clamp;

@@ -430,19 +430,21 @@ type SkbtraceTcpRetransRun struct {
 }
 
 type SkbtraceTcpRttEvent struct {
-	_            structs.HostLayout
-	Hdr          SkbtraceEventHeader
-	Sock         uint64
-	Addrs        SkbtraceSockAddrs
-	SrttUs       uint32
-	RttvarUs     uint32
-	MinRttUs     uint32
-	Cwnd         uint32
-	Ssthresh     uint32
-	InFlight     uint32
-	SndWnd       uint32
-	RcvWnd       uint32
-	DeliveryRate uint64
+	_             structs.HostLayout
+	Hdr           SkbtraceEventHeader
+	Sock          uint64
+	Addrs         SkbtraceSockAddrs
+	SrttUs        uint32
+	RttvarUs      uint32
+	MinRttUs      uint32
+	Cwnd          uint32
+	Ssthresh      uint32
+	InFlight      uint32
+	SndWnd        uint32
+	RcvWnd        uint32
+	DeliveryRate  uint64
+	BytesAcked    uint64
+	BytesReceived uint64
 }
 
 type SkbtraceTcpSendlimEvent struct {

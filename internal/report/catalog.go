@@ -49,6 +49,8 @@ func catalogFields(f fields, ev *event.Event, names Names) {
 		f.uint("snd_wnd", uint64(r.SndWnd))
 		f.uint("rcv_wnd", uint64(r.RcvWnd))
 		f.uint("delivery_rate", r.DeliveryRate)
+		f.uint("bytes_acked", r.BytesAcked)
+		f.uint("bytes_received", r.BytesReceived)
 	case event.TypeTCPReset:
 		r := &ev.Reset
 		f.flag("dir", event.ResetDir(r.Dir))

@@ -1,0 +1,298 @@
+package analyze
+
+import (
+	"math"
+	"sort"
+
+	"github.com/skbtrace/skbtrace/internal/event"
+)
+
+// Stat summarizes a recording the way btt summarizes a blktrace: per
+// connection, per device, per CPU, drops and loss.
+type Stat struct {
+	Start, End  int64 // wall-clock ns of the first and last event
+	Events      uint64
+	Connections []*ConnStat
+	Devices     []*DevStat
+	CPUs        []*CPUStat
+	Drops       []*DropStat
+
+	conns   map[connKey]*ConnStat
+	devs    map[devKey]*DevStat
+	cpus    map[uint32]*CPUStat
+	drops   map[dropKey]*DropStat
+}
+
+// connKey identifies a connection by its socket and peer: the local port is
+// still 0 at SYN_SENT, and the kernel reuses socket addresses only after a close.
+type connKey struct {
+	sock uint64
+	peer string
+}
+
+type devKey struct {
+	name  string
+	netns uint32
+}
+
+type dropKey struct {
+	reason   uint32
+	location uint64
+	dev      string
+}
+
+// ConnStat is one TCP connection's view from one end.
+type ConnStat struct {
+	Sock        uint64
+	Local, Peer string
+	Netns       uint32
+	First, Last int64 // wall-clock ns of its first and last event
+	States      []string
+	// From tcp_rtt samples.
+	Samples                   int
+	BytesAcked, BytesReceived uint64 // during the recording
+	firstAcked, firstReceived uint64
+	firstSample, lastSample   int64
+	MinRTTus, MaxSRTTus       uint32
+	sumSRTTus                 uint64
+	CwndMin, CwndMax          uint32
+	// From tcp_sendlim runs: nanoseconds and decisions per reason.
+	LimitNs    map[string]int64
+	LimitCount map[string]uint64
+	// From tcp_retrans, tcp_cong, tcp_reset.
+	RetransSegs uint64
+	CongStates  map[string]int
+	Resets      int
+}
+
+// Duration is the connection's span in the recording, in seconds.
+func (c *ConnStat) Duration() float64 { return float64(c.Last-c.First) / 1e9 }
+
+// Throughput is bytes acknowledged per second between the first and last
+// RTT sample (the sender's view), or bytes received per second for a receiver.
+func (c *ConnStat) Throughput() float64 {
+	span := float64(c.lastSample-c.firstSample) / 1e9
+	if span <= 0 {
+		return 0
+	}
+	return float64(max(c.BytesAcked, c.BytesReceived)) / span
+}
+
+// AvgSRTTus is the mean smoothed RTT over the samples.
+func (c *ConnStat) AvgSRTTus() float64 {
+	if c.Samples == 0 {
+		return 0
+	}
+	return float64(c.sumSRTTus) / float64(c.Samples)
+}
+
+// LimitShares are the send-limit reasons' shares of the time covered by runs.
+func (c *ConnStat) LimitShares() map[string]float64 {
+	var total int64
+	for _, ns := range c.LimitNs {
+		total += ns
+	}
+	out := map[string]float64{}
+	for r, ns := range c.LimitNs {
+		if total > 0 {
+			out[r] = float64(ns) / float64(total)
+		}
+	}
+	return out
+}
+
+// DevStat is one device's traffic, both directions.
+type DevStat struct {
+	Name  string
+	Netns uint32
+	Xmit  DirStat
+	Recv  DirStat
+}
+
+// DirStat counts one direction of a device.
+type DirStat struct {
+	Skbs, Bytes, Segs, GroIn, Errors uint64
+	MaxBytes                         uint32
+	Seconds                          float64 // covered by the intervals that reported
+}
+
+// SegsPerSkb shows TSO/GSO (xmit) or GRO (recv) at work when well above one.
+func (d *DirStat) SegsPerSkb() float64 {
+	if d.Skbs == 0 {
+		return 0
+	}
+	return float64(d.Segs) / float64(d.Skbs)
+}
+
+// PacketsPerSecond counts wire packets (segments).
+func (d *DirStat) PacketsPerSecond() float64 {
+	if d.Seconds == 0 {
+		return 0
+	}
+	return float64(d.Segs) / d.Seconds
+}
+
+// CPUStat is one CPU's network softirq time.
+type CPUStat struct {
+	CPU                uint32
+	NetRxNs, NetTxNs   uint64
+	NetRxRuns          uint64
+	NetTxRuns          uint64
+	NapiPolls          uint64
+	NapiWork           uint64
+	NapiBudgetExhausts uint64
+}
+
+// DropStat is the drops of one reason at one location on one device.
+type DropStat struct {
+	Reason   uint32
+	Location uint64
+	Dev      string
+	Count    uint64
+}
+
+// NewStat returns an empty summary.
+func NewStat() *Stat {
+	return &Stat{conns: map[connKey]*ConnStat{}, devs: map[devKey]*DevStat{}, cpus: map[uint32]*CPUStat{}, drops: map[dropKey]*DropStat{}}
+}
+
+// Add takes one event, in sequence order.
+func (s *Stat) Add(ev *event.Event) {
+	if s.Events == 0 || ev.Time < s.Start {
+		s.Start = ev.Time
+	}
+	if ev.Time > s.End {
+		s.End = ev.Time
+	}
+	s.Events++
+	switch ev.Type {
+	case event.TypeTCPConn:
+		c := s.conn(&ev.Conn.Socket, ev.Time)
+		c.States = append(c.States, ev.Conn.New.String())
+	case event.TypeTCPSendlim:
+		l := &ev.Sendlim
+		c := s.conn(&l.Socket, ev.Time)
+		c.LimitNs[l.Reason.String()] += ev.Time - l.Begin
+		c.LimitCount[l.Reason.String()] += uint64(l.Cnt)
+	case event.TypeTCPRTT:
+		r := &ev.RTT
+		c := s.conn(&ev.Socket, ev.Time)
+		if c.Samples == 0 {
+			c.firstAcked, c.firstReceived, c.firstSample = r.BytesAcked, r.BytesReceived, ev.Time
+			c.MinRTTus, c.CwndMin = math.MaxUint32, math.MaxUint32
+		}
+		c.Samples++
+		c.lastSample = ev.Time
+		c.BytesAcked, c.BytesReceived = r.BytesAcked-c.firstAcked, r.BytesReceived-c.firstReceived
+		if r.MinRttUs > 0 && r.MinRttUs < c.MinRTTus {
+			c.MinRTTus = r.MinRttUs
+		}
+		c.MaxSRTTus = max(c.MaxSRTTus, r.SrttUs)
+		c.sumSRTTus += uint64(r.SrttUs)
+		c.CwndMin, c.CwndMax = min(c.CwndMin, r.Cwnd), max(c.CwndMax, r.Cwnd)
+	case event.TypeTCPRetrans:
+		s.conn(&ev.Socket, ev.Time).RetransSegs += uint64(ev.Retrans.Cnt)
+	case event.TypeTCPCong:
+		s.conn(&ev.Socket, ev.Time).CongStates[event.TCPCaState(ev.Cong.State).String()]++
+	case event.TypeTCPReset:
+		if ev.Socket.Sock != 0 {
+			s.conn(&ev.Socket, ev.Time).Resets++
+		}
+	case event.TypeDevXmit, event.TypeDevRecv:
+		d := &ev.Dev
+		dev := s.dev(string(event.CString(d.Name[:])), d.Netns)
+		dir := &dev.Xmit
+		if ev.Type == event.TypeDevRecv {
+			dir = &dev.Recv
+		}
+		dir.Skbs += d.Skbs
+		dir.Bytes += d.Bytes
+		dir.Segs += d.Segs
+		dir.GroIn += d.GroIn
+		dir.Errors += d.Errors
+		dir.MaxBytes = max(dir.MaxBytes, d.MaxBytes)
+		dir.Seconds += float64(ev.Time-ev.Begin) / 1e9
+	case event.TypeSoftirq:
+		c := s.cpu(ev.CPU)
+		if ev.Softirq.Vec == 3 {
+			c.NetRxNs += ev.Softirq.TimeNs
+			c.NetRxRuns += ev.Softirq.Entries
+		} else {
+			c.NetTxNs += ev.Softirq.TimeNs
+			c.NetTxRuns += ev.Softirq.Entries
+		}
+	case event.TypeNapiPoll:
+		c := s.cpu(ev.CPU)
+		c.NapiPolls += ev.Napi.Polls
+		c.NapiWork += ev.Napi.Work
+		c.NapiBudgetExhausts += ev.Napi.Exhausted
+	case event.TypeSkbDrop:
+		d := &ev.Drop
+		k := dropKey{d.Reason, d.Location, string(event.CString(d.Dev[:]))}
+		ds := s.drops[k]
+		if ds == nil {
+			ds = &DropStat{Reason: k.reason, Location: k.location, Dev: k.dev}
+			s.drops[k] = ds
+			s.Drops = append(s.Drops, ds)
+		}
+		ds.Count += d.Cnt
+	}
+}
+
+func (s *Stat) conn(sock *event.Socket, t int64) *ConnStat {
+	k := connKey{sock.Sock, sock.Peer.String()}
+	c := s.conns[k]
+	if c == nil {
+		c = &ConnStat{Sock: sock.Sock, Peer: k.peer, Netns: sock.Netns, First: t,
+			LimitNs: map[string]int64{}, LimitCount: map[string]uint64{}, CongStates: map[string]int{}}
+		s.conns[k] = c
+		s.Connections = append(s.Connections, c)
+	}
+	if sock.Local.Port() != 0 || c.Local == "" {
+		c.Local = sock.Local.String()
+	}
+	c.Last = t
+	return c
+}
+
+// Active says whether the connection did anything besides changing state.
+func (c *ConnStat) Active() bool {
+	return c.Samples > 0 || len(c.LimitCount) > 0 || c.RetransSegs > 0 || c.Resets > 0 || len(c.CongStates) > 0
+}
+
+func (s *Stat) dev(name string, netns uint32) *DevStat {
+	k := devKey{name, netns}
+	d := s.devs[k]
+	if d == nil {
+		d = &DevStat{Name: name, Netns: netns}
+		s.devs[k] = d
+		s.Devices = append(s.Devices, d)
+	}
+	return d
+}
+
+func (s *Stat) cpu(n uint32) *CPUStat {
+	c := s.cpus[n]
+	if c == nil {
+		c = &CPUStat{CPU: n}
+		s.cpus[n] = c
+		s.CPUs = append(s.CPUs, c)
+	}
+	return c
+}
+
+// Seconds is the span of the recording's events.
+func (s *Stat) Seconds() float64 { return float64(s.End-s.Start) / 1e9 }
+
+// Sort orders the tables for printing: busiest first.
+func (s *Stat) Sort() {
+	sort.SliceStable(s.Connections, func(i, j int) bool {
+		a, b := s.Connections[i], s.Connections[j]
+		return max(a.BytesAcked, a.BytesReceived) > max(b.BytesAcked, b.BytesReceived)
+	})
+	sort.SliceStable(s.Devices, func(i, j int) bool {
+		return s.Devices[i].Xmit.Bytes+s.Devices[i].Recv.Bytes > s.Devices[j].Xmit.Bytes+s.Devices[j].Recv.Bytes
+	})
+	sort.Slice(s.CPUs, func(i, j int) bool { return s.CPUs[i].CPU < s.CPUs[j].CPU })
+	sort.SliceStable(s.Drops, func(i, j int) bool { return s.Drops[i].Count > s.Drops[j].Count })
+}

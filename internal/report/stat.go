@@ -1,0 +1,236 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/skbtrace/skbtrace/internal/analyze"
+)
+
+// StatView is the JSON form of a recording's summary.
+type StatView struct {
+	Seconds     float64    `json:"seconds"`
+	Events      uint64     `json:"events"`
+	Lost        uint64     `json:"lost"`
+	Missing     uint64     `json:"missing_seq"`
+	Connections []ConnView `json:"connections"`
+	// StateOnly counts sockets seen only changing state (listeners, short-lived connections).
+	StateOnly int        `json:"state_only_sockets"`
+	Devices   []DevView  `json:"devices"`
+	CPUs      []CPUView  `json:"cpus"`
+	Drops     []DropView `json:"drops"`
+}
+
+// ConnView is one connection in StatView.
+type ConnView struct {
+	Sock           string             `json:"sock"`
+	Local          string             `json:"local"`
+	Peer           string             `json:"peer"`
+	Netns          string             `json:"netns"`
+	Seconds        float64            `json:"seconds"`
+	States         []string           `json:"states,omitempty"`
+	BytesAcked     uint64             `json:"bytes_acked"`
+	BytesReceived  uint64             `json:"bytes_received"`
+	ThroughputBps  float64            `json:"throughput_bytes_per_s"`
+	LimitShare     map[string]float64 `json:"limit_share"`
+	LimitDecisions map[string]uint64  `json:"limit_decisions"`
+	RetransSegs    uint64             `json:"retrans_segs"`
+	MinRTTus       uint32             `json:"rtt_min_us"`
+	AvgSRTTus      float64            `json:"srtt_avg_us"`
+	MaxSRTTus      uint32             `json:"srtt_max_us"`
+	CwndMin        uint32             `json:"cwnd_min"`
+	CwndMax        uint32             `json:"cwnd_max"`
+	CongStates     map[string]int     `json:"cong_states,omitempty"`
+	Resets         int                `json:"resets"`
+}
+
+// DevView is one device in StatView.
+type DevView struct {
+	Dev             string  `json:"dev"`
+	Netns           string  `json:"netns"`
+	XmitPPS         float64 `json:"xmit_packets_per_s"`
+	XmitBytes       uint64  `json:"xmit_bytes"`
+	XmitSegsPerSkb  float64 `json:"xmit_segs_per_skb"`
+	XmitMaxBytes    uint32  `json:"xmit_max_skb_bytes"`
+	XmitErrors      uint64  `json:"xmit_errors"`
+	RecvPPS         float64 `json:"recv_packets_per_s"`
+	RecvBytes       uint64  `json:"recv_bytes"`
+	RecvSegsPerSkb  float64 `json:"recv_segs_per_skb"`
+	RecvMaxBytes    uint32  `json:"recv_max_skb_bytes"`
+	RecvGroInPerSkb float64 `json:"recv_gro_in_per_skb"`
+}
+
+// CPUView is one CPU in StatView.
+type CPUView struct {
+	CPU           uint32  `json:"cpu"`
+	NetRxShare    float64 `json:"net_rx_share"`
+	NetTxShare    float64 `json:"net_tx_share"`
+	NapiPolls     uint64  `json:"napi_polls"`
+	NapiWork      uint64  `json:"napi_work"`
+	NapiExhausted uint64  `json:"napi_budget_exhausted"`
+	NetRxSoftirqs uint64  `json:"net_rx_softirqs"`
+	NetTxSoftirqs uint64  `json:"net_tx_softirqs"`
+}
+
+// DropView is one drop site in StatView.
+type DropView struct {
+	Reason   string `json:"reason"`
+	Location string `json:"location"`
+	Dev      string `json:"dev"`
+	Count    uint64 `json:"count"`
+}
+
+// NewStatView computes the printable summary.
+func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
+	st.Sort()
+	names := sum.Names
+	nsName := func(ino uint32) string {
+		if n := names.NetnsName(ino); n != "" {
+			return n
+		}
+		return fmt.Sprint(ino)
+	}
+	v := StatView{Seconds: st.Seconds(), Events: st.Events, Lost: sum.TotalLost(), Missing: sum.Missing,
+		Connections: []ConnView{}, Devices: []DevView{}, CPUs: []CPUView{}, Drops: []DropView{}}
+	for _, c := range st.Connections {
+		if !c.Active() {
+			v.StateOnly++
+			continue
+		}
+		cv := ConnView{
+			Sock: fmt.Sprintf("0x%x", c.Sock), Local: c.Local, Peer: c.Peer, Netns: nsName(c.Netns),
+			Seconds: c.Duration(), States: c.States, BytesAcked: c.BytesAcked, BytesReceived: c.BytesReceived,
+			ThroughputBps: c.Throughput(), LimitShare: c.LimitShares(), LimitDecisions: c.LimitCount,
+			RetransSegs: c.RetransSegs, AvgSRTTus: c.AvgSRTTus(), MaxSRTTus: c.MaxSRTTus,
+			CwndMax: c.CwndMax, CongStates: c.CongStates, Resets: c.Resets,
+		}
+		if c.Samples > 0 {
+			cv.MinRTTus, cv.CwndMin = c.MinRTTus, c.CwndMin
+		}
+		v.Connections = append(v.Connections, cv)
+	}
+	for _, d := range st.Devices {
+		dv := DevView{Dev: d.Name, Netns: nsName(d.Netns),
+			XmitPPS: d.Xmit.PacketsPerSecond(), XmitBytes: d.Xmit.Bytes, XmitSegsPerSkb: d.Xmit.SegsPerSkb(),
+			XmitMaxBytes: d.Xmit.MaxBytes, XmitErrors: d.Xmit.Errors,
+			RecvPPS: d.Recv.PacketsPerSecond(), RecvBytes: d.Recv.Bytes, RecvSegsPerSkb: d.Recv.SegsPerSkb(),
+			RecvMaxBytes: d.Recv.MaxBytes}
+		if d.Recv.Skbs > 0 {
+			dv.RecvGroInPerSkb = float64(d.Recv.GroIn) / float64(d.Recv.Skbs)
+		}
+		v.Devices = append(v.Devices, dv)
+	}
+	secs := st.Seconds()
+	for _, c := range st.CPUs {
+		cv := CPUView{CPU: c.CPU, NapiPolls: c.NapiPolls, NapiWork: c.NapiWork, NapiExhausted: c.NapiBudgetExhausts,
+			NetRxSoftirqs: c.NetRxRuns, NetTxSoftirqs: c.NetTxRuns}
+		if secs > 0 {
+			cv.NetRxShare, cv.NetTxShare = float64(c.NetRxNs)/1e9/secs, float64(c.NetTxNs)/1e9/secs
+		}
+		v.CPUs = append(v.CPUs, cv)
+	}
+	for _, d := range st.Drops {
+		v.Drops = append(v.Drops, DropView{Reason: enumName(names, d.Reason, Names.DropReason),
+			Location: symbol(names, d.Location), Dev: d.Dev, Count: d.Count})
+	}
+	return v
+}
+
+// WriteStatJSON writes the summary as one JSON document.
+func WriteStatJSON(w io.Writer, v StatView) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// WriteStatText writes the summary as tables.
+func WriteStatText(w io.Writer, v StatView) error {
+	fmt.Fprintf(w, "recording: %.1f s, %d events, %d lost", v.Seconds, v.Events, v.Lost)
+	if v.Missing > 0 {
+		fmt.Fprintf(w, ", %d sequence numbers missing", v.Missing)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if len(v.Connections) > 0 {
+		fmt.Fprintln(tw, "\nCONNECTIONS\nlocal\tpeer\tnetns\tseconds\tbytes\tthroughput\tsend limits (share of time)\tretrans\trtt min/avg/max us\tcwnd\tresets")
+		for _, c := range v.Connections {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%d\t%d/%.0f/%d\t%d-%d\t%d\n",
+				c.Local, c.Peer, c.Netns, c.Seconds, humanBytes(max(c.BytesAcked, c.BytesReceived)),
+				humanBits(c.ThroughputBps*8), shares(c.LimitShare), c.RetransSegs,
+				c.MinRTTus, c.AvgSRTTus, c.MaxSRTTus, c.CwndMin, c.CwndMax, c.Resets)
+		}
+	}
+	if v.StateOnly > 0 {
+		fmt.Fprintf(tw, "(%d more sockets only changed state)\n", v.StateOnly)
+	}
+	if len(v.Devices) > 0 {
+		fmt.Fprintln(tw, "\nDEVICES\ndev\tnetns\txmit pkt/s\txmit segs/skb\txmit max skb\trecv pkt/s\trecv segs/skb\trecv max skb\tGRO in/skb")
+		for _, d := range v.Devices {
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%d\t%.0f\t%.2f\t%d\t%.2f\n", d.Dev, d.Netns, d.XmitPPS, d.XmitSegsPerSkb,
+				d.XmitMaxBytes, d.RecvPPS, d.RecvSegsPerSkb, d.RecvMaxBytes, d.RecvGroInPerSkb)
+		}
+	}
+	if len(v.CPUs) > 0 {
+		fmt.Fprintln(tw, "\nCPUS\ncpu\tNET_RX\tNET_TX\tnapi polls\tbudget exhausted")
+		for _, c := range v.CPUs {
+			fmt.Fprintf(tw, "%d\t%.1f%%\t%.1f%%\t%d\t%d\n", c.CPU, c.NetRxShare*100, c.NetTxShare*100, c.NapiPolls, c.NapiExhausted)
+		}
+	}
+	if len(v.Drops) > 0 {
+		fmt.Fprintln(tw, "\nDROPS\ncount\treason\tlocation\tdev")
+		for _, d := range v.Drops {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", d.Count, d.Reason, d.Location, d.Dev)
+		}
+	}
+	return tw.Flush()
+}
+
+func shares(m map[string]float64) string {
+	type kv struct {
+		k string
+		v float64
+	}
+	var l []kv
+	for k, v := range m {
+		l = append(l, kv{k, v})
+	}
+	sort.Slice(l, func(i, j int) bool { return l[i].v > l[j].v || (l[i].v == l[j].v && l[i].k < l[j].k) })
+	var parts []string
+	for _, e := range l {
+		if e.v >= 0.005 {
+			parts = append(parts, fmt.Sprintf("%s %.0f%%", e.k, e.v*100))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
+}
+
+func humanBytes(n uint64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.2f MB", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func humanBits(bps float64) string {
+	switch {
+	case bps >= 1e9:
+		return fmt.Sprintf("%.2f Gbit/s", bps/1e9)
+	case bps >= 1e6:
+		return fmt.Sprintf("%.2f Mbit/s", bps/1e6)
+	case bps >= 1e3:
+		return fmt.Sprintf("%.1f kbit/s", bps/1e3)
+	}
+	return fmt.Sprintf("%.0f bit/s", bps)
+}
