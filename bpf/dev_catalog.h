@@ -269,6 +269,9 @@ static __always_inline struct qdisc_stats *qdisc_stats_for(struct Qdisc *q, cons
 		if (dev)
 			__builtin_memcpy(init.dev, dev->name, sizeof(init.dev));
 		__builtin_memcpy(init.kind, q->ops->id, sizeof(init.kind));
+		init.drops_base = q->qstats.drops;
+		init.requeues_base = q->qstats.requeues;
+		init.overlimits_base = q->qstats.overlimits;
 		v = upsert(&qdiscs, &key, &init, FAMILY_QDISC);
 		if (!v)
 			return NULL;

@@ -12,6 +12,7 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v tc >/dev/null || need+=(iproute2)
 command -v ethtool >/dev/null || need+=(ethtool)
 command -v iperf3 >/dev/null || need+=(iperf3)
+command -v nft >/dev/null || need+=(nftables)
 
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then

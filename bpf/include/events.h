@@ -197,6 +197,10 @@ struct qdisc_stats {
 	__u32 overlimits;
 	__u32 backlog;
 	__u32 qlen;
+	/* The counters when the recording first saw the qdisc: they count from its creation. */
+	__u32 drops_base;
+	__u32 requeues_base;
+	__u32 overlimits_base;
 	__u32 _pad;
 	char dev[16];
 	char kind[16];
@@ -627,6 +631,10 @@ struct qdisc_stats {
 	__u32 overlimits;
 	__u32 backlog;
 	__u32 qlen;
+	/* The counters when the recording first saw the qdisc: they count from its creation. */
+	__u32 drops_base;
+	__u32 requeues_base;
+	__u32 overlimits_base;
 	__u32 _pad;
 	char dev[16];
 	char kind[16];

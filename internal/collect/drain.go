@@ -225,8 +225,8 @@ func drainQdisc(d *drainer) error {
 			continue
 		}
 		if !seen {
-			// The qdisc's own counters started before the recording: report from here on.
-			p.Drops, p.Requeues, p.Overlimits = v.Drops, v.Requeues, v.Overlimits
+			// The qdisc's own counters started at its creation: count from when the recording first saw it.
+			p.Drops, p.Requeues, p.Overlimits = v.DropsBase, v.RequeuesBase, v.OverlimitsBase
 		}
 		ev := probe.SkbtraceQdiscEvent{
 			BeginNs: d.begin, Dev: v.Dev, Kind: v.Kind, Ifindex: k.Ifindex, Netns: k.Netns, Handle: k.Handle, Parent: k.Parent,

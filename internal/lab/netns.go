@@ -2,7 +2,9 @@ package lab
 
 import (
 	"fmt"
+	"os/exec"
 	"runtime"
+	"strings"
 
 	"github.com/vishvananda/netns"
 )
@@ -78,4 +80,14 @@ func (n *Netns) Delete() error {
 		return fmt.Errorf("deleting network namespace %s: %w", n.Name, err)
 	}
 	return nil
+}
+
+// Run runs a command (tc, ethtool, nft, ...) inside the namespace and
+// returns its combined output.
+func (n *Netns) Run(name string, args ...string) (string, error) {
+	out, err := exec.Command("ip", append([]string{"netns", "exec", n.Name, name}, args...)...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s in %s: %w: %s", name, strings.Join(args, " "), n.Name, err, out)
+	}
+	return string(out), nil
 }

@@ -189,20 +189,24 @@ type SkbtraceQdiscKey struct {
 }
 
 type SkbtraceQdiscStats struct {
-	_          structs.HostLayout
-	Enqueues   uint64
-	Dequeues   uint64
-	Gen        uint64
-	BacklogMax uint32
-	QlenMax    uint32
-	Drops      uint32
-	Requeues   uint32
-	Overlimits uint32
-	Backlog    uint32
-	Qlen       uint32
-	Pad        uint32
-	Dev        [16]int8
-	Kind       [16]int8
+	_              structs.HostLayout
+	Enqueues       uint64
+	Dequeues       uint64
+	Gen            uint64
+	BacklogMax     uint32
+	QlenMax        uint32
+	Drops          uint32
+	Requeues       uint32
+	Overlimits     uint32
+	Backlog        uint32
+	Qlen           uint32
+	DropsBase      uint32
+	RequeuesBase   uint32
+	OverlimitsBase uint32
+	Pad            uint32
+	Dev            [16]int8
+	Kind           [16]int8
+	_              [4]byte
 }
 
 type SkbtraceResetDir uint32

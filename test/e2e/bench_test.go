@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"net"
 	"os"
 	"regexp"
 	"strconv"
@@ -11,49 +10,6 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/lab"
 )
-
-// vethStream runs one TCP stream from the sender to the receiver namespace
-// for d and returns the bytes the receiver read per second.
-func vethStream(b *testing.B, pair *lab.Pair, d time.Duration) float64 {
-	var ln net.Listener
-	if err := pair.Receiver.Do(func() (err error) {
-		ln, err = net.Listen("tcp", lab.ReceiverAddr.Addr().String()+":5201")
-		return err
-	}); err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	received := make(chan int64, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			received <- 0
-			return
-		}
-		defer c.Close()
-		buf := make([]byte, 1<<20)
-		var n int64
-		for {
-			m, err := c.Read(buf)
-			n += int64(m)
-			if err != nil {
-				received <- n
-				return
-			}
-		}
-	}()
-	var c net.Conn
-	if err := pair.Sender.Do(func() (err error) {
-		c, err = dialer(0).Dial("tcp", ln.Addr().String())
-		return err
-	}); err != nil {
-		b.Fatal(err)
-	}
-	start := time.Now()
-	bulk(b, c, d)
-	n := <-received
-	return float64(n) / time.Since(start).Seconds()
-}
 
 var lostRe = regexp.MustCompile(`lost (\d+)`)
 
@@ -71,9 +27,9 @@ func BenchmarkRecordOverheadVeth(b *testing.B) {
 	var plain, traced float64
 	var lost, events int
 	for i := 0; i < runs; i++ {
-		plain += vethStream(b, pair, length)
+		plain += vethStream(b, pair, length, 0)
 		rec := startRecord(b, append([]string{"--filter-port", "5201"}, benchRecordArgs()...)...)
-		traced += vethStream(b, pair, length)
+		traced += vethStream(b, pair, length, 0)
 		rec.stop(b, syscall.SIGINT)
 		evs, summary, err := parseJSON(b, rec.file)
 		if err != nil {

@@ -23,6 +23,9 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(writerEnv) != "" {
+		runWriterHelper()
+	}
 	dir, err := os.MkdirTemp("", "skbtrace-e2e")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/skbtrace/skbtrace/internal/lab"
 )
 
 // serve accepts one connection and hands it to handle, in the background.
@@ -66,4 +68,32 @@ func dialer(sndbuf int) *net.Dialer {
 		})
 		return serr
 	}}
+}
+
+// vethStream runs one TCP stream (CUBIC, 128 KiB writes) from the sender to
+// the receiver namespace for d and returns the bytes per second the sender
+// wrote, as iperf3 reports it. sndbuf > 0 sets SO_SNDBUF.
+func vethStream(t testing.TB, pair *lab.Pair, d time.Duration, sndbuf int) float64 {
+	t.Helper()
+	var ln net.Listener
+	if err := pair.Receiver.Do(func() (err error) {
+		ln, err = net.Listen("tcp", lab.ReceiverAddr.Addr().String()+":5201")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := serve(t, ln, drain)
+	var c net.Conn
+	if err := pair.Sender.Do(func() (err error) {
+		c, err = dialer(sndbuf).Dial("tcp", ln.Addr().String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	n := bulk(t, c, d)
+	rate := float64(n) / time.Since(start).Seconds()
+	<-done
+	return rate
 }

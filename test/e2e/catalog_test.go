@@ -1,0 +1,311 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skbtrace/skbtrace/internal/lab"
+)
+
+func newPair(t *testing.T) *lab.Pair {
+	t.Helper()
+	pair, err := lab.NewPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pair.Close() })
+	return pair
+}
+
+// recordDuring records with args while fn runs and returns the parsed events.
+func recordDuring(t *testing.T, args []string, fn func()) []map[string]any {
+	t.Helper()
+	rec := startRecord(t, args...)
+	fn()
+	rec.stop(t, syscall.SIGINT)
+	events, summary, err := parseJSON(t, rec.file)
+	if err != nil {
+		t.Fatalf("parse: %v: %s", err, summary)
+	}
+	return events
+}
+
+// total sums a numeric field over the events of one action that match keep.
+func total(events []map[string]any, action, field string, keep func(map[string]any) bool) float64 {
+	var n float64
+	for _, ev := range events {
+		if ev["action"] == action && (keep == nil || keep(ev)) {
+			n += ev[field].(float64)
+		}
+	}
+	return n
+}
+
+func onDev(dev string) func(map[string]any) bool {
+	return func(ev map[string]any) bool { return ev["dev"] == dev }
+}
+
+func TestDevXmitShowsTSO(t *testing.T) {
+	requireRoot(t)
+	requireTool(t, "ethtool")
+	pair := newPair(t)
+	segsPerSkb := func() float64 {
+		events := recordDuring(t, []string{"-e", "dev_xmit", "--filter-dev", pair.SenderDev, "--interval", "200ms"},
+			func() { vethStream(t, pair, 2*time.Second, 0) })
+		skbs := total(events, "dev_xmit", "skbs", onDev(pair.SenderDev))
+		if skbs == 0 {
+			t.Fatalf("no dev_xmit events for %s", pair.SenderDev)
+		}
+		return total(events, "dev_xmit", "segs", onDev(pair.SenderDev)) / skbs
+	}
+	on := segsPerSkb()
+	if _, err := pair.Sender.Run("ethtool", "-K", pair.SenderDev, "tso", "off", "gso", "off"); err != nil {
+		t.Fatal(err)
+	}
+	off := segsPerSkb()
+	t.Logf("segments per skb at %s: %.2f with TSO/GSO, %.2f without", pair.SenderDev, on, off)
+	if on < 4 || off > 1.05 {
+		t.Fatalf("segments per skb %.2f with TSO/GSO on (want many) and %.2f off (want about one)", on, off)
+	}
+}
+
+func TestDevRecvShowsGRO(t *testing.T) {
+	requireRoot(t)
+	requireTool(t, "ethtool")
+	pair := newPair(t)
+	if _, err := pair.Sender.Run("ethtool", "-K", pair.SenderDev, "tso", "off", "gso", "off"); err != nil {
+		t.Fatal(err)
+	}
+	segsPerSkb := func(gro string) float64 {
+		if _, err := pair.Receiver.Run("ethtool", "-K", pair.ReceiverDev, "gro", gro); err != nil {
+			t.Fatal(err)
+		}
+		events := recordDuring(t, []string{"-e", "dev_recv", "--filter-dev", pair.ReceiverDev, "--interval", "200ms"},
+			func() { vethStream(t, pair, 2*time.Second, 0) })
+		skbs := total(events, "dev_recv", "skbs", onDev(pair.ReceiverDev))
+		if skbs == 0 {
+			t.Fatalf("no dev_recv events for %s", pair.ReceiverDev)
+		}
+		return total(events, "dev_recv", "segs", onDev(pair.ReceiverDev)) / skbs
+	}
+	off, on := segsPerSkb("off"), segsPerSkb("on")
+	t.Logf("segments per received skb at %s: %.2f with GRO, %.2f without", pair.ReceiverDev, on, off)
+	if on <= 1.5 || off > 1.05 {
+		t.Fatalf("segments per received skb %.2f with GRO on (want above one) and %.2f off (want one)", on, off)
+	}
+}
+
+var snmpTCP = regexp.MustCompile(`(?m)^Tcp: ([A-Za-z].*)\nTcp: ([-0-9 ].*)$`)
+
+// retransSegs reads TcpRetransSegs in a namespace.
+func retransSegs(t *testing.T, ns *lab.Netns) float64 {
+	t.Helper()
+	out, err := ns.Run("cat", "/proc/net/snmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := snmpTCP.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no Tcp lines in /proc/net/snmp:\n%s", out)
+	}
+	names, values := strings.Fields(m[1]), strings.Fields(m[2])
+	for i, n := range names {
+		if n == "RetransSegs" {
+			v, _ := strconv.ParseFloat(values[i], 64)
+			return v
+		}
+	}
+	t.Fatal("no RetransSegs in /proc/net/snmp")
+	return 0
+}
+
+func TestNetfilterDropsRetransmitsAndRecovery(t *testing.T) {
+	requireRoot(t)
+	requireTool(t, "nft")
+	pair := newPair(t)
+	for _, cmd := range [][]string{
+		{"add", "table", "inet", "skbtrace_test"},
+		{"add", "chain", "inet", "skbtrace_test", "in", "{ type filter hook input priority 0 ; }"},
+		{"add", "rule", "inet", "skbtrace_test", "in", "tcp", "dport", "5201", "numgen", "random", "mod", "100", "<", "2", "drop"},
+	} {
+		if _, err := pair.Receiver.Run("nft", cmd...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := retransSegs(t, pair.Sender)
+	events := recordDuring(t, []string{"-e", "skb_drop,tcp_retrans,tcp_cong", "--filter-port", "5201"},
+		func() { vethStream(t, pair, 3*time.Second, 0) })
+	delta := retransSegs(t, pair.Sender) - before
+
+	drops := total(events, "skb_drop", "cnt", func(ev map[string]any) bool { return ev["reason"] == "NETFILTER_DROP" })
+	if drops == 0 {
+		t.Fatal("no skb_drop [NETFILTER_DROP] events")
+	}
+	retrans := total(events, "tcp_retrans", "cnt", nil)
+	t.Logf("netfilter drops %.0f, tcp_retrans %.0f segments, TcpRetransSegs delta %.0f", drops, retrans, delta)
+	if delta == 0 || math.Abs(retrans-delta) > 0.1*delta {
+		t.Fatalf("tcp_retrans counted %.0f segments, the kernel %.0f: want within 10%%", retrans, delta)
+	}
+	recovered := false
+	for _, ev := range events {
+		if ev["action"] == "tcp_cong" && (ev["state"] == "Recovery" || ev["state"] == "Loss") {
+			recovered = true
+		}
+	}
+	if !recovered {
+		t.Fatal("no tcp_cong event in Recovery or Loss")
+	}
+}
+
+var tcDropped = regexp.MustCompile(`dropped (\d+)`)
+
+func TestQdiscTbfBacklogAndDropsMatchTc(t *testing.T) {
+	requireRoot(t)
+	pair := newPair(t)
+	if _, err := pair.Sender.Run("tc", "qdisc", "add", "dev", pair.SenderDev, "root", "tbf",
+		"rate", "50mbit", "burst", "16kb", "limit", "64kb"); err != nil {
+		t.Fatal(err)
+	}
+	events := recordDuring(t, []string{"-e", "qdisc", "--filter-dev", pair.SenderDev, "--interval", "200ms"}, func() {
+		blastUDP(t, pair, 2*time.Second)
+		time.Sleep(300 * time.Millisecond) // let the queue drain
+	})
+	out, err := pair.Sender.Run("tc", "-s", "qdisc", "show", "dev", pair.SenderDev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := tcDropped.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no drop count in tc -s qdisc:\n%s", out)
+	}
+	tcDrops, _ := strconv.ParseFloat(m[1], 64)
+	tbf := func(ev map[string]any) bool { return ev["kind"] == "tbf" }
+	drops := total(events, "qdisc", "drops", tbf)
+	var backlogMax float64
+	for _, ev := range events {
+		if ev["action"] == "qdisc" && tbf(ev) {
+			backlogMax = math.Max(backlogMax, ev["backlog_max"].(float64))
+		}
+	}
+	t.Logf("tbf: %.0f drops traced, %.0f per tc -s qdisc; backlog up to %.0f bytes", drops, tcDrops, backlogMax)
+	if tcDrops == 0 || drops != tcDrops {
+		t.Fatalf("traced %.0f drops, tc -s qdisc says %.0f", drops, tcDrops)
+	}
+	if backlogMax == 0 || backlogMax > 64*1024+1500 {
+		t.Fatalf("backlog_max %.0f, want above zero and within the 64 KiB limit", backlogMax)
+	}
+}
+
+// blastUDP sends 1400-byte datagrams from the sender to the receiver namespace for d.
+func blastUDP(t *testing.T, pair *lab.Pair, d time.Duration) {
+	t.Helper()
+	var c net.Conn
+	if err := pair.Sender.Do(func() (err error) {
+		c, err = net.Dial("udp", lab.ReceiverAddr.Addr().String()+":9")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 1400)
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		c.Write(buf) // qdisc drops do not fail a UDP send
+	}
+}
+
+const writerEnv = "SKBTRACE_E2E_WRITER"
+
+// runWriterHelper is the child process of TestSockIOCountsEveryCall: it
+// writes N blocks of S bytes to ADDR, as "ADDR N S" in the environment.
+func runWriterHelper() {
+	var addr string
+	var n, size int
+	fmt.Sscan(os.Getenv(writerEnv), &addr, &n, &size)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	buf := make([]byte, size)
+	for i := 0; i < n; i++ {
+		if _, err := c.Write(buf); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	c.Close()
+	os.Exit(0)
+}
+
+func TestSockIOCountsEveryCall(t *testing.T) {
+	requireRoot(t)
+	const n, size = 1000, 1000
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var pid int
+	events := recordDuring(t, []string{"-e", "sock_io", "--interval", "100ms"}, func() {
+		done := serve(t, ln, drain)
+		self, _ := os.Executable()
+		cmd := exec.Command(self)
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d", writerEnv, ln.Addr(), n, size))
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("writer: %v: %s", err, stderr.String())
+		}
+		pid = cmd.Process.Pid
+		<-done
+		time.Sleep(200 * time.Millisecond)
+	})
+	mine := func(ev map[string]any) bool { return ev["dir"] == "send" && ev["pid"] == float64(pid) }
+	calls, sent := total(events, "sock_io", "calls", mine), total(events, "sock_io", "bytes", mine)
+	if calls != n || sent != n*size {
+		t.Fatalf("sock_io for pid %d: %.0f calls, %.0f bytes; want exactly %d and %d", pid, calls, sent, n, n*size)
+	}
+}
+
+func TestStatThroughputMatchesSender(t *testing.T) {
+	requireRoot(t)
+	pair := newPair(t)
+	var rate float64
+	rec := startRecord(t, "-e", "tcp_conn,tcp_sendlim,tcp_rtt", "--filter-port", "5201")
+	rate = vethStream(t, pair, 3*time.Second, 0)
+	rec.stop(t, syscall.SIGINT)
+	out, err := exec.Command(binary, "stat", "--json", "-i", rec.file).Output()
+	if err != nil {
+		t.Fatalf("stat: %v", err)
+	}
+	var st struct {
+		Connections []struct {
+			Peer       string  `json:"peer"`
+			Throughput float64 `json:"throughput_bytes_per_s"`
+		} `json:"connections"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("stat --json: %v", err)
+	}
+	for _, c := range st.Connections {
+		if c.Peer == lab.ReceiverAddr.Addr().String()+":5201" {
+			t.Logf("sender measured %.1f MB/s, stat %.1f MB/s", rate/1e6, c.Throughput/1e6)
+			if math.Abs(c.Throughput-rate) > 0.05*rate {
+				t.Fatalf("stat throughput %.0f B/s, the sender measured %.0f B/s: want within 5%%", c.Throughput, rate)
+			}
+			return
+		}
+	}
+	t.Fatalf("stat has no connection to the receiver: %s", out)
+}
