@@ -17,10 +17,10 @@ type Stat struct {
 	CPUs        []*CPUStat
 	Drops       []*DropStat
 
-	conns   map[connKey]*ConnStat
-	devs    map[devKey]*DevStat
-	cpus    map[uint32]*CPUStat
-	drops   map[dropKey]*DropStat
+	conns map[connKey]*ConnStat
+	devs  map[devKey]*DevStat
+	cpus  map[uint32]*CPUStat
+	drops map[dropKey]*DropStat
 }
 
 // connKey identifies a connection by its socket and peer: the local port is
