@@ -13,13 +13,18 @@ const volatile char filter_dev[16] = {};
 /* Only this process (thread group), when set. */
 const volatile __u32 filter_pid = 0;
 
-static __always_inline bool dev_passes(const struct net_device *dev, struct dev_key *key)
+struct dev_id {
+	__u32 netns;
+	__u32 ifindex;
+};
+
+static __always_inline bool dev_passes(const struct net_device *dev, struct dev_id *id)
 {
 	char name[16];
 
-	key->ifindex = dev ? dev->ifindex : 0;
-	key->netns = dev ? dev->nd_net.net->ns.inum : 0;
-	if (filter_netns && key->netns != filter_netns)
+	id->ifindex = dev ? dev->ifindex : 0;
+	id->netns = dev ? dev->nd_net.net->ns.inum : 0;
+	if (filter_netns && id->netns != filter_netns)
 		return false;
 	if (!filter_dev[0])
 		return true;
@@ -67,33 +72,72 @@ static __always_inline __u32 log2_bucket(__u64 v, __u32 last)
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, 1024);
-	__type(key, struct dev_key);
+	__type(key, __u64); /* struct net_device * */
 	__type(value, struct dev_stats);
 } dev_xmit_stats SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, 1024);
-	__type(key, struct dev_key);
+	__type(key, __u64);
 	__type(value, struct dev_stats);
 } dev_recv_stats SEC(".maps");
 
-static __always_inline struct dev_stats *dev_stats_for(void *map, const struct net_device *dev, __u32 family)
+/*
+ * Slots a pointer maps to in the per-CPU caches: array lookups are inlined,
+ * hash lookups are calls. A device whose slot another owns uses the hash;
+ * the recorder adds both.
+ */
+#define DEV_SLOTS 64
+
+static __always_inline __u32 slot_of(__u32 n)
 {
-	struct dev_key key;
-	struct dev_stats *v;
+	return n & (DEV_SLOTS - 1);
+}
 
-	if (!dev_passes(dev, &key))
-		return NULL;
-	v = bpf_map_lookup_elem(map, &key);
-	if (!v) {
-		struct dev_stats init = {};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, DEV_SLOTS);
+	__type(key, __u32);
+	__type(value, struct dev_slot);
+} dev_xmit_slots SEC(".maps");
 
-		__builtin_memcpy(init.name, dev->name, sizeof(init.name));
-		v = upsert(map, &key, &init, family);
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, DEV_SLOTS);
+	__type(key, __u32);
+	__type(value, struct dev_slot);
+} dev_recv_slots SEC(".maps");
+
+static __always_inline struct dev_stats *dev_stats_for(void *slots, void *map, const struct net_device *dev,
+						       __u32 family)
+{
+	struct dev_stats zero = {}, *v = NULL;
+	__u64 key = (__u64)dev;
+	__u32 idx = slot_of(dev ? dev->ifindex : 0); /* a pointer cannot be hashed: the verifier forbids the arithmetic */
+	struct dev_slot *slot = bpf_map_lookup_elem(slots, &idx);
+
+	if (slot && (slot->key == key || !slot->key)) {
+		slot->key = key;
+		v = &slot->stats;
+	} else {
+		v = upsert(map, &key, &zero, family);
 		if (!v)
 			return NULL;
 	}
+	/* A new device may reuse a deleted one's address: its ifindex tells them apart. */
+	if (!v->ready || (dev && v->ifindex != dev->ifindex)) {
+		struct dev_id id;
+
+		v->ready = 1;
+		v->ignored = !dev_passes(dev, &id);
+		v->netns = id.netns;
+		v->ifindex = id.ifindex;
+		if (dev)
+			__builtin_memcpy(v->name, dev->name, sizeof(v->name));
+	}
+	if (v->ignored)
+		return NULL;
 	if (v->gen != drain_gen) {
 		v->gen = drain_gen;
 		v->max_bytes = 0;
@@ -119,7 +163,7 @@ static __always_inline void count_skb(struct dev_stats *v, const struct sk_buff 
 SEC("tp_btf/net_dev_start_xmit")
 int BPF_PROG(dev_xmit, const struct sk_buff *skb, const struct net_device *dev)
 {
-	struct dev_stats *v = dev_stats_for(&dev_xmit_stats, dev, FAMILY_DEV_XMIT);
+	struct dev_stats *v = dev_stats_for(&dev_xmit_slots, &dev_xmit_stats, dev, FAMILY_DEV_XMIT);
 
 	if (v)
 		count_skb(v, skb);
@@ -133,7 +177,7 @@ int BPF_PROG(dev_xmit_done, struct sk_buff *skb, int rc, struct net_device *dev,
 
 	if (rc == 0) /* NETDEV_TX_OK */
 		return 0;
-	v = dev_stats_for(&dev_xmit_stats, dev, FAMILY_DEV_XMIT);
+	v = dev_stats_for(&dev_xmit_slots, &dev_xmit_stats, dev, FAMILY_DEV_XMIT);
 	if (v)
 		v->errors++;
 	return 0;
@@ -143,7 +187,7 @@ int BPF_PROG(dev_xmit_done, struct sk_buff *skb, int rc, struct net_device *dev,
 SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(dev_recv, struct sk_buff *skb)
 {
-	struct dev_stats *v = dev_stats_for(&dev_recv_stats, skb->dev, FAMILY_DEV_RECV);
+	struct dev_stats *v = dev_stats_for(&dev_recv_slots, &dev_recv_stats, skb->dev, FAMILY_DEV_RECV);
 
 	if (v)
 		count_skb(v, skb);
@@ -153,7 +197,7 @@ int BPF_PROG(dev_recv, struct sk_buff *skb)
 SEC("tp_btf/napi_gro_receive_entry")
 int BPF_PROG(dev_recv_gro, const struct sk_buff *skb)
 {
-	struct dev_stats *v = dev_stats_for(&dev_recv_stats, skb->dev, FAMILY_DEV_RECV);
+	struct dev_stats *v = dev_stats_for(&dev_recv_slots, &dev_recv_stats, skb->dev, FAMILY_DEV_RECV);
 
 	if (v)
 		v->gro_in++;
@@ -163,31 +207,48 @@ int BPF_PROG(dev_recv_gro, const struct sk_buff *skb)
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, 1024);
-	__type(key, struct dev_key);
+	__type(key, __u64); /* struct napi_struct * */
 	__type(value, struct napi_stats);
 } napi_polls SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, DEV_SLOTS);
+	__type(key, __u32);
+	__type(value, struct napi_slot);
+} napi_slots SEC(".maps");
 
 SEC("tp_btf/napi_poll")
 int BPF_PROG(napi_poll, struct napi_struct *napi, int work, int budget)
 {
-	struct net_device *dev = napi->dev;
-	struct napi_stats *v;
-	struct dev_key key;
+	struct napi_stats zero = {}, *v;
+	__u64 key = (__u64)napi;
+	__u32 idx = slot_of(napi->napi_id);
+	struct napi_slot *slot = bpf_map_lookup_elem(&napi_slots, &idx);
 
-	if (!dev_passes(dev, &key))
-		return 0;
-	v = bpf_map_lookup_elem(&napi_polls, &key);
-	if (!v) {
-		struct napi_stats init = {};
-
-		if (dev)
-			__builtin_memcpy(init.name, dev->name, sizeof(init.name));
-		else /* the per-CPU backlog of packets queued by netif_rx(), as veth and loopback use */
-			__builtin_memcpy(init.name, "backlog", sizeof("backlog"));
-		v = upsert(&napi_polls, &key, &init, FAMILY_NAPI_POLL);
+	if (slot && (slot->key == key || !slot->key)) {
+		slot->key = key;
+		v = &slot->stats;
+	} else {
+		v = upsert(&napi_polls, &key, &zero, FAMILY_NAPI_POLL);
 		if (!v)
 			return 0;
 	}
+	if (!v->ready) {
+		struct net_device *dev = napi->dev;
+		struct dev_id id;
+
+		v->ready = 1;
+		v->ignored = !dev_passes(dev, &id);
+		v->netns = id.netns;
+		v->ifindex = id.ifindex;
+		if (dev)
+			__builtin_memcpy(v->name, dev->name, sizeof(v->name));
+		else /* the per-CPU backlog of packets queued by netif_rx(), as veth and loopback use */
+			__builtin_memcpy(v->name, "backlog", sizeof("backlog"));
+	}
+	if (v->ignored)
+		return 0;
 	v->polls++;
 	v->work += work;
 	v->budget = budget;
@@ -253,7 +314,7 @@ static __always_inline struct qdisc_stats *qdisc_stats_for(struct Qdisc *q, cons
 {
 	const struct net_device *dev = txq ? txq->dev : NULL;
 	struct qdisc_key key = {};
-	struct dev_key dk;
+	struct dev_id dk;
 	struct qdisc_stats *v;
 
 	if (!dev_passes(dev, &dk))
@@ -317,7 +378,7 @@ int BPF_PROG(qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int
 }
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, 8192);
 	__type(key, struct sock_io_key);
 	__type(value, struct sock_io_stats);
@@ -387,7 +448,7 @@ int BPF_PROG(skb_drop, struct sk_buff *skb, void *location, int reason, struct s
 	struct drop_key key = {.location = (__u64)location, .reason = reason};
 	struct sock_addrs a = {};
 	struct drop_stats *v;
-	struct dev_key dk;
+	struct dev_id dk;
 
 	if (reason == SKB_CONSUMED)
 		return 0;

@@ -189,15 +189,19 @@ static __always_inline void read_sock_addrs_btf(const struct sock *sk, struct so
 	}
 }
 
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+
 /* Segments an skb carries: its GSO segment count, or one. */
 static __always_inline __u32 skb_segs(const struct sk_buff *skb)
 {
-	struct skb_shared_info *shinfo = (void *)(skb->head + skb->end);
+	/* A typed read-only view, so the reads are plain loads rather than probe-read helper calls. */
+	struct skb_shared_info *shinfo = bpf_rdonly_cast(skb->head + skb->end,
+							 bpf_core_type_id_kernel(struct skb_shared_info));
 	__u16 segs;
 
-	if (!BPF_CORE_READ(shinfo, gso_size))
+	if (!shinfo->gso_size)
 		return 1;
-	segs = BPF_CORE_READ(shinfo, gso_segs);
+	segs = shinfo->gso_segs;
 	return segs ? segs : 1;
 }
 
@@ -423,28 +427,57 @@ static __always_inline void emit_run(struct sendlim_run *run, __u64 now)
 	submit_event(e);
 }
 
-/*
- * tcp_probe fires at the start of tcp_rcv_established(), before the incoming
- * segment is processed: the socket still shows the state the sender was in
- * while it waited for this ACK, which is what the decision describes.
- */
-SEC("tp_btf/tcp_probe")
-int BPF_PROG(tcp_sendlim, struct sock *sk, const struct sk_buff *skb)
+/* Passes a socket through the filters, filling its addresses on the way. */
+static __always_inline bool sock_passes(const struct sock *sk, struct sock_addrs *a)
 {
-	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
-	struct sendlim_run *run;
+	read_sock_addrs_btf(sk, a);
+	return filter_match(a);
+}
+
+/* tcp_sendlim and tcp_rtt share the tcp_probe program; these say which run. */
+const volatile bool enable_sendlim = false;
+const volatile bool enable_rtt = false;
+
+/* At most one tcp_rtt sample per socket per this many nanoseconds. */
+const volatile __u64 rtt_interval_ns = 10000000;
+
+static __always_inline void rtt_sample(const struct sock *sk, const struct tcp_sock *tp, struct sendlim_run *run)
+{
+	__u64 now = bpf_ktime_get_boot_ns();
+	struct tcp_rtt_event *e;
+	__u32 interval_us, mss;
+
+	if (now - run->rtt_sample_ns < rtt_interval_ns)
+		return;
+	run->rtt_sample_ns = now;
+	e = reserve_event(FAMILY_TCP_RTT, sizeof(*e), EVENT_TCP_RTT);
+	if (!e)
+		return;
+	e->sock = (__u64)sk;
+	e->addrs = run->ev.addrs;
+	e->srtt_us = tp->srtt_us >> 3;
+	e->rttvar_us = tp->rttvar_us >> 2;
+	e->min_rtt_us = tp->rtt_min.s[0].v;
+	e->cwnd = tp->snd_cwnd;
+	e->ssthresh = tp->snd_ssthresh;
+	e->in_flight = tp->packets_out - (tp->sacked_out + tp->lost_out) + tp->retrans_out;
+	e->snd_wnd = tp->snd_wnd;
+	e->rcv_wnd = tp->rcv_wnd;
+	interval_us = tp->rate_interval_us;
+	mss = tp->mss_cache;
+	/* tcp_compute_delivery_rate(): delivered packets times MSS over the sample's interval. */
+	e->delivery_rate = interval_us ? (__u64)tp->rate_delivered * mss * 1000000 / interval_us : 0;
+	e->bytes_acked = tp->bytes_acked;
+	e->bytes_received = tp->bytes_received;
+	submit_event(e);
+}
+
+static __always_inline void sendlim_decide(struct sock *sk, struct tcp_sock *tp, struct sendlim_run *run)
+{
 	__u32 in_flight, unsent, cwnd, mss, segs_out;
-	__u64 jiffies;
+	__u64 jiffies = bpf_jiffies64();
 	__u8 reason;
 
-	if (!tp)
-		return 0;
-	run = bpf_sk_storage_get(&sendlim_runs, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (!run)
-		return 0;
-	if (run->ev.reason == SENDLIM_IGNORED)
-		return 0;
-	jiffies = bpf_jiffies64();
 	/*
 	 * Fast path for an idle sender (every byte written is acknowledged),
 	 * as a receiving socket is at each data segment: the decision can only
@@ -453,7 +486,7 @@ int BPF_PROG(tcp_sendlim, struct sock *sk, const struct sk_buff *skb)
 	if (run->ev.reason == SENDLIM_APP && run->ev.cnt && tp->write_seq == tp->snd_una &&
 	    jiffies - run->begin_jiffies < jiffies_per_sec) {
 		run->ev.cnt++;
-		return 0;
+		return;
 	}
 
 	/* Plain loads: tp_btf hands over trusted BTF pointers, no probe-read helpers needed. */
@@ -465,14 +498,6 @@ int BPF_PROG(tcp_sendlim, struct sock *sk, const struct sk_buff *skb)
 	reason = classify(sk, tp, unsent, in_flight, cwnd, mss, tp->snd_una, tp->snd_nxt, tp->snd_wnd);
 
 	if (run->ev.cnt == 0) {
-		/* New storage, zeroed: the socket's first decision. Filters are checked once. */
-		read_sock_addrs_btf(sk, &run->ev.addrs);
-		if (!filter_match(&run->ev.addrs)) {
-			run->ev.reason = SENDLIM_IGNORED;
-			return 0;
-		}
-		run->ev.hdr.type = EVENT_TCP_SENDLIM;
-		run->ev.sock = (__u64)sk;
 		run->ev.begin_ns = bpf_ktime_get_boot_ns();
 		run->ev.cnt = 1;
 		run->ev.reason = reason;
@@ -503,6 +528,39 @@ int BPF_PROG(tcp_sendlim, struct sock *sk, const struct sk_buff *skb)
 	run->ev.unsent = unsent;
 	run->ev.wmem_queued = sk->sk_wmem_queued;
 	run->ev.sndbuf = sk->sk_sndbuf;
+}
+
+/*
+ * tcp_probe fires at the start of tcp_rcv_established(), before the incoming
+ * segment is processed: the socket still shows the state the sender was in
+ * while it waited for this ACK, which is what the decision describes. One
+ * program serves tcp_sendlim and tcp_rtt, so the socket's state is looked up
+ * once per segment.
+ */
+SEC("tp_btf/tcp_probe")
+int BPF_PROG(tcp_probe, struct sock *sk, const struct sk_buff *skb)
+{
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	struct sendlim_run *run;
+
+	if (!tp)
+		return 0;
+	run = bpf_sk_storage_get(&sendlim_runs, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!run || run->ev.reason == SENDLIM_IGNORED)
+		return 0;
+	if (!run->ev.hdr.type) {
+		/* New storage, zeroed: the socket's first segment. Filters are checked once. */
+		if (!sock_passes(sk, &run->ev.addrs)) {
+			run->ev.reason = SENDLIM_IGNORED;
+			return 0;
+		}
+		run->ev.hdr.type = EVENT_TCP_SENDLIM;
+		run->ev.sock = (__u64)sk;
+	}
+	if (enable_rtt)
+		rtt_sample(sk, tp, run);
+	if (enable_sendlim)
+		sendlim_decide(sk, tp, run);
 	return 0;
 }
 

@@ -1,13 +1,12 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* TCP families beyond tcp_conn and tcp_sendlim; included by skbtrace.bpf.c. */
 
-/* Sampling state shared by tcp_rtt and tcp_rcvbuf, freed with the socket. */
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
-	__type(value, struct sock_sample_state);
-} sock_samples SEC(".maps");
+	__type(value, struct rcvbuf_state);
+} rcvbuf_states SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
@@ -16,18 +15,8 @@ struct {
 	__type(value, struct tcp_retrans_run);
 } retrans_runs SEC(".maps");
 
-/* At most one tcp_rtt sample per socket per this many nanoseconds. */
-const volatile __u64 rtt_interval_ns = 10000000;
-
 /* tcp_retrans folds a socket's retransmits over at most this many jiffies. */
 const volatile __u64 interval_jiffies = 1000;
-
-/* Passes a socket through the filters, filling its addresses on the way. */
-static __always_inline bool sock_passes(const struct sock *sk, struct sock_addrs *a)
-{
-	read_sock_addrs_btf(sk, a);
-	return filter_match(a);
-}
 
 SEC("tp_btf/tcp_cong_state_set")
 int BPF_PROG(tcp_cong, struct sock *sk, const __u8 ca_state)
@@ -126,48 +115,6 @@ int retrans_open_runs(struct bpf_iter__bpf_sk_storage_map *ctx)
 	return 0;
 }
 
-/* Shares tcp_probe with tcp_sendlim; each family attaches its own program. */
-SEC("tp_btf/tcp_probe")
-int BPF_PROG(tcp_rtt, struct sock *sk, const struct sk_buff *skb)
-{
-	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
-	struct sock_sample_state *st;
-	struct sock_addrs a = {};
-	struct tcp_rtt_event *e;
-	__u64 now = bpf_ktime_get_boot_ns();
-	__u32 interval_us, mss;
-
-	if (!tp)
-		return 0;
-	st = bpf_sk_storage_get(&sock_samples, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (!st || now - st->rtt_sample_ns < rtt_interval_ns)
-		return 0;
-	st->rtt_sample_ns = now;
-	if (!sock_passes(sk, &a))
-		return 0;
-	e = reserve_event(FAMILY_TCP_RTT, sizeof(*e), EVENT_TCP_RTT);
-	if (!e)
-		return 0;
-	e->sock = (__u64)sk;
-	e->addrs = a;
-	e->srtt_us = tp->srtt_us >> 3;
-	e->rttvar_us = tp->rttvar_us >> 2;
-	e->min_rtt_us = tp->rtt_min.s[0].v;
-	e->cwnd = tp->snd_cwnd;
-	e->ssthresh = tp->snd_ssthresh;
-	e->in_flight = tp->packets_out - (tp->sacked_out + tp->lost_out) + tp->retrans_out;
-	e->snd_wnd = tp->snd_wnd;
-	e->rcv_wnd = tp->rcv_wnd;
-	interval_us = tp->rate_interval_us;
-	mss = tp->mss_cache;
-	/* tcp_compute_delivery_rate(): delivered packets times MSS over the sample's interval. */
-	e->delivery_rate = interval_us ? (__u64)tp->rate_delivered * mss * 1000000 / interval_us : 0;
-	e->bytes_acked = tp->bytes_acked;
-	e->bytes_received = tp->bytes_received;
-	submit_event(e);
-	return 0;
-}
-
 static __always_inline void emit_reset(const struct sock *sk, const struct sock_addrs *a, __u32 reason, __u8 dir)
 {
 	struct tcp_reset_event *e = reserve_event(FAMILY_TCP_RESET, sizeof(*e), EVENT_TCP_RESET);
@@ -217,24 +164,23 @@ int BPF_PROG(tcp_reset_received, struct sock *sk)
 	return 0;
 }
 
-/* Autotuning runs about once an RTT per socket: report only the steps that change sk_rcvbuf. */
-SEC("tp_btf/tcp_rcv_space_adjust")
-int BPF_PROG(tcp_rcvbuf, struct sock *sk)
+/* Reports a receive-buffer step when sk_rcvbuf changed since the socket's last report. */
+static __always_inline void rcvbuf_step(struct sock *sk)
 {
 	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
-	struct sock_sample_state *st;
+	struct rcvbuf_state *st;
 	struct tcp_rcvbuf_event *e;
 	struct sock_addrs a = {};
 	__u32 rcvbuf = sk->sk_rcvbuf;
 
 	if (!tp)
-		return 0;
-	st = bpf_sk_storage_get(&sock_samples, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+		return;
+	st = bpf_sk_storage_get(&rcvbuf_states, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (!st || st->rcvbuf == rcvbuf || !sock_passes(sk, &a))
-		return 0;
+		return;
 	e = reserve_event(FAMILY_TCP_RCVBUF, sizeof(*e), EVENT_TCP_RCVBUF);
 	if (!e)
-		return 0;
+		return;
 	e->sock = (__u64)sk;
 	e->addrs = a;
 	e->rcvbuf = rcvbuf;
@@ -245,6 +191,21 @@ int BPF_PROG(tcp_rcvbuf, struct sock *sk)
 	e->rmem_alloc = sk->sk_backlog.rmem_alloc.counter;
 	st->rcvbuf = rcvbuf;
 	submit_event(e);
+}
+
+/* Fires only when autotuning may grow the buffer (kernels from 6.17). */
+SEC("tp_btf/tcp_rcvbuf_grow")
+int BPF_PROG(tcp_rcvbuf, struct sock *sk, int time)
+{
+	rcvbuf_step(sk);
+	return 0;
+}
+
+/* Older kernels: autotuning runs at every read, about once an RTT per socket. */
+SEC("tp_btf/tcp_rcv_space_adjust")
+int BPF_PROG(tcp_rcvbuf_adjust, struct sock *sk)
+{
+	rcvbuf_step(sk);
 	return 0;
 }
 

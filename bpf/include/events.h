@@ -11,307 +11,6 @@
 
 #ifndef __VMLINUX_MIN_H__
 #include <linux/types.h>
-/*
- * The in-kernel state of a socket's current run, kept in socket-local
- * storage. When recording stops, an iterator hands user space the runs still
- * open, which it writes to the trace.
- */
-struct sendlim_run {
-	struct tcp_sendlim_event ev;
-	__u64 begin_jiffies; /* jiffies at begin_ns, for the once-a-second rule (no cheaper clock here) */
-	__u32 last_segs_out;
-	__u32 _pad;
-};
-
-/* A TCP congestion-state change (tcp_ca_state: Open, Disorder, CWR, Recovery, Loss). */
-struct tcp_cong_event {
-	struct event_header hdr;
-	__u64 sock;
-	struct sock_addrs addrs;
-	__u32 cwnd;
-	__u32 ssthresh;
-	__u32 snd_nxt;
-	__u32 snd_una;
-	__u32 rto_us;
-	__u8 state;
-	__u8 _pad[3];
-};
-
-/* Retransmitted segments of one socket, folded over at most an interval. */
-struct tcp_retrans_event {
-	struct event_header hdr;
-	__u64 sock;
-	__u64 begin_ns;
-	struct sock_addrs addrs;
-	__u32 cnt;  /* segments, as TcpRetransSegs counts them */
-	__u32 skbs; /* retransmitted skbs (a TSO skb carries several segments) */
-	__u8 state; /* TCP state at the last retransmit */
-	__u8 _pad[7];
-};
-
-struct tcp_retrans_run {
-	struct tcp_retrans_event ev;
-	__u64 begin_jiffies;
-};
-
-/* A per-socket sample, at most one per socket per rtt interval. */
-struct tcp_rtt_event {
-	struct event_header hdr;
-	__u64 sock;
-	struct sock_addrs addrs;
-	__u32 srtt_us;
-	__u32 rttvar_us;
-	__u32 min_rtt_us;
-	__u32 cwnd;
-	__u32 ssthresh;
-	__u32 in_flight;
-	__u32 snd_wnd;
-	__u32 rcv_wnd;
-	__u64 delivery_rate;  /* bytes per second, of the latest rate sample */
-	__u64 bytes_acked;    /* since the connection began, as tcp_info reports them */
-	__u64 bytes_received;
-};
-
-struct tcp_reset_event {
-	struct event_header hdr;
-	__u64 sock; /* 0 for a reset sent for no socket */
-	struct sock_addrs addrs;
-	__u32 reason; /* enum sk_rst_reason for sent resets */
-	__u8 dir;     /* enum reset_dir */
-	__u8 state;
-	__u8 _pad[2];
-};
-
-/* A receive-buffer autotuning step: emitted when sk_rcvbuf changes. */
-struct tcp_rcvbuf_event {
-	struct event_header hdr;
-	__u64 sock;
-	struct sock_addrs addrs;
-	__u32 rcvbuf;
-	__u32 old_rcvbuf;
-	__u32 rcv_space; /* bytes the application read in the last RTT, as autotuning measured */
-	__u32 window_clamp;
-	__u32 rcv_wnd;
-	__u32 rmem_alloc;
-};
-
-struct sock_sample_state {
-	__u64 rtt_sample_ns; /* for tcp_rtt: when this socket was last sampled */
-	__u32 rcvbuf;        /* for tcp_rcvbuf: the size last reported */
-	__u32 _pad;
-};
-
-/*
- * Aggregated families: the kernel counts in maps, the recorder drains them
- * every interval and writes one event per key with activity. Counters are
- * cumulative in the maps (the recorder subtracts), so draining loses nothing;
- * fields that describe one interval (maxima, first times) are reset by the
- * kernel when it sees a new drain generation.
- */
-struct dev_key {
-	__u32 netns;
-	__u32 ifindex;
-};
-
-struct dev_stats {
-	__u64 skbs;
-	__u64 bytes;
-	__u64 segs;
-	__u64 errors; /* xmit: driver returned other than NETDEV_TX_OK */
-	__u64 gro_in; /* recv: skbs handed to GRO, before merging */
-	__u64 gen;
-	__u32 max_bytes; /* largest skb in the current generation */
-	__u32 _pad;
-	__u64 hist[SEGS_BUCKETS];
-	char name[16];
-};
-
-struct dev_event {
-	struct event_header hdr;
-	__u64 begin_ns;
-	char name[16];
-	__u32 ifindex;
-	__u32 netns;
-	__u64 skbs;
-	__u64 bytes;
-	__u64 segs;
-	__u64 errors;
-	__u64 gro_in;
-	__u32 max_bytes;
-	__u32 _pad;
-	__u64 hist[SEGS_BUCKETS];
-};
-
-struct napi_stats {
-	__u64 polls;
-	__u64 work;
-	__u64 exhausted; /* polls that used their whole budget */
-	__u32 budget;
-	__u32 _pad;
-	char name[16];
-};
-
-struct napi_event {
-	struct event_header hdr; /* cpu: the CPU that polled */
-	__u64 begin_ns;
-	char name[16];
-	__u32 ifindex;
-	__u32 netns;
-	__u64 polls;
-	__u64 work;
-	__u64 exhausted;
-	__u32 budget;
-	__u32 _pad;
-};
-
-struct softirq_stats {
-	__u64 entries;
-	__u64 time_ns;
-	__u64 start_ns;
-};
-
-struct softirq_event {
-	struct event_header hdr; /* cpu: the CPU it ran on */
-	__u64 begin_ns;
-	__u64 entries;
-	__u64 time_ns;
-	__u32 vec; /* NET_TX_SOFTIRQ = 2, NET_RX_SOFTIRQ = 3 */
-	__u32 _pad;
-};
-
-struct qdisc_key {
-	__u32 netns;
-	__u32 ifindex;
-	__u32 handle;
-	__u32 parent;
-};
-
-struct qdisc_stats {
-	__u64 enqueues;
-	__u64 dequeues; /* packets */
-	__u64 gen;
-	__u32 backlog_max; /* bytes, in the current generation */
-	__u32 qlen_max;
-	__u32 drops;       /* the qdisc's own counters, as tc -s shows them */
-	__u32 requeues;
-	__u32 overlimits;
-	__u32 backlog;
-	__u32 qlen;
-	/* The counters when the recording first saw the qdisc: they count from its creation. */
-	__u32 drops_base;
-	__u32 requeues_base;
-	__u32 overlimits_base;
-	__u32 _pad;
-	char dev[16];
-	char kind[16];
-};
-
-struct qdisc_event {
-	struct event_header hdr;
-	__u64 begin_ns;
-	char dev[16];
-	char kind[16];
-	__u32 ifindex;
-	__u32 netns;
-	__u32 handle;
-	__u32 parent;
-	__u64 enqueues;
-	__u64 dequeues;
-	__u64 drops; /* in the interval */
-	__u64 requeues;
-	__u64 overlimits;
-	__u32 backlog_max;
-	__u32 qlen_max;
-	__u32 backlog; /* at the end of the interval */
-	__u32 qlen;
-};
-
-struct sock_io_key {
-	__u32 pid;
-	__u32 dir; /* enum sock_io_dir */
-};
-
-struct sock_io_stats {
-	__u64 calls;
-	__u64 bytes;
-	__u64 errors;
-	__u64 hist[SIZE_BUCKETS];
-	char comm[16];
-};
-
-struct sock_io_event {
-	struct event_header hdr;
-	__u64 begin_ns;
-	__u32 pid;
-	__u32 dir;
-	char comm[16];
-	__u64 calls;
-	__u64 bytes;
-	__u64 errors;
-	__u64 hist[SIZE_BUCKETS];
-};
-
-struct drop_key {
-	__u64 location; /* kernel text address that dropped the skb */
-	__u32 netns;
-	__u32 ifindex;
-	__u32 reason; /* enum skb_drop_reason */
-	__u32 _pad;
-};
-
-struct drop_stats {
-	__u64 cnt;
-	__u64 gen;
-	__u64 first_ns; /* first drop of the current generation */
-	__u16 protocol; /* ethertype, host order, of the last drop */
-	__u8 l4proto;
-	__u8 _pad[5];
-	char dev[16];
-	struct sock_addrs addrs; /* of the last drop */
-};
-
-struct skb_drop_event {
-	struct event_header hdr;
-	__u64 begin_ns;
-	__u64 location;
-	char dev[16];
-	__u32 ifindex;
-	__u32 netns;
-	__u32 reason;
-	__u16 protocol;
-	__u8 l4proto;
-	__u8 _pad;
-	__u64 cnt;
-	struct sock_addrs addrs;
-};
-
-struct sk_limit_key {
-	__u64 sock;
-	__u32 kind; /* enum sk_limit_kind */
-	__u32 _pad;
-};
-
-struct sk_limit_stats {
-	__u64 cnt;
-	struct sock_addrs addrs;
-};
-
-struct sk_limit_event {
-	struct event_header hdr;
-	__u64 begin_ns;
-	__u64 sock;
-	struct sock_addrs addrs;
-	__u64 cnt;
-	__u8 kind;
-	__u8 _pad[7];
-};
-
-/* The context of the seq_reserve program: user space numbers drained events. */
-struct seq_reservation {
-	__u64 count;
-	__u64 first;
-};
-
 #endif
 
 enum event_type {
@@ -451,8 +150,9 @@ struct tcp_sendlim_event {
  * open, which it writes to the trace.
  */
 struct sendlim_run {
-	struct tcp_sendlim_event ev;
+	struct tcp_sendlim_event ev; /* ev.hdr.type is set once the socket passed the filters */
 	__u64 begin_jiffies; /* jiffies at begin_ns, for the once-a-second rule (no cheaper clock here) */
+	__u64 rtt_sample_ns; /* tcp_rtt, which shares the tcp_probe program: the last sample */
 	__u32 last_segs_out;
 	__u32 _pad;
 };
@@ -529,9 +229,8 @@ struct tcp_rcvbuf_event {
 	__u32 rmem_alloc;
 };
 
-struct sock_sample_state {
-	__u64 rtt_sample_ns; /* for tcp_rtt: when this socket was last sampled */
-	__u32 rcvbuf;        /* for tcp_rcvbuf: the size last reported */
+struct rcvbuf_state {
+	__u32 rcvbuf; /* the size last reported */
 	__u32 _pad;
 };
 
@@ -542,12 +241,16 @@ struct sock_sample_state {
  * fields that describe one interval (maxima, first times) are reset by the
  * kernel when it sees a new drain generation.
  */
-struct dev_key {
+/*
+ * Per-device counters are keyed by the net_device's address and live in
+ * per-CPU maps: each CPU fills in the device's identity (and whether it
+ * passes the filters) the first time it counts for it.
+ */
+struct dev_stats {
+	__u32 ready;   /* this CPU filled in the identity below */
+	__u32 ignored; /* the device does not pass the filters */
 	__u32 netns;
 	__u32 ifindex;
-};
-
-struct dev_stats {
 	__u64 skbs;
 	__u64 bytes;
 	__u64 segs;
@@ -559,6 +262,13 @@ struct dev_stats {
 	__u64 hist[SEGS_BUCKETS];
 	char name[16];
 };
+
+/* A per-CPU direct-mapped cache in front of the per-device hash maps. */
+struct dev_slot {
+	__u64 key; /* the net_device (or napi_struct) that owns the slot on this CPU, 0 when free */
+	struct dev_stats stats;
+};
+
 
 struct dev_event {
 	struct event_header hdr;
@@ -577,12 +287,21 @@ struct dev_event {
 };
 
 struct napi_stats {
+	__u32 ready;
+	__u32 ignored;
+	__u32 netns;
+	__u32 ifindex;
 	__u64 polls;
 	__u64 work;
 	__u64 exhausted; /* polls that used their whole budget */
 	__u32 budget;
 	__u32 _pad;
 	char name[16];
+};
+
+struct napi_slot {
+	__u64 key;
+	struct napi_stats stats;
 };
 
 struct napi_event {

@@ -192,6 +192,7 @@ struct skb_shared_info {
 
 struct napi_struct {
 	struct net_device *dev;
+	u32 napi_id;
 };
 
 struct netdev_queue {

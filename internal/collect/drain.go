@@ -25,8 +25,8 @@ type drainer struct {
 	begin, now  uint64 // the interval, CLOCK_BOOTTIME
 	gen         uint64
 	pending     [][]byte
-	devXmitPrev map[probe.SkbtraceDevKey]probe.SkbtraceDevStats
-	devRecvPrev map[probe.SkbtraceDevKey]probe.SkbtraceDevStats
+	devXmitPrev map[uint64]probe.SkbtraceDevStats
+	devRecvPrev map[uint64]probe.SkbtraceDevStats
 	napiPrev    map[napiKey]probe.SkbtraceNapiStats
 	softirqPrev map[softirqKey]probe.SkbtraceSoftirqStats
 	qdiscPrev   map[probe.SkbtraceQdiscKey]probe.SkbtraceQdiscStats
@@ -36,8 +36,8 @@ type drainer struct {
 }
 
 type napiKey struct {
-	dev probe.SkbtraceDevKey
-	cpu int
+	napi uint64
+	cpu  int
 }
 
 type softirqKey struct {
@@ -48,8 +48,8 @@ type softirqKey struct {
 func newDrainer(sess *probe.Session, order binary.ByteOrder, begin uint64) *drainer {
 	return &drainer{
 		sess: sess, order: order, begin: begin,
-		devXmitPrev: map[probe.SkbtraceDevKey]probe.SkbtraceDevStats{},
-		devRecvPrev: map[probe.SkbtraceDevKey]probe.SkbtraceDevStats{},
+		devXmitPrev: map[uint64]probe.SkbtraceDevStats{},
+		devRecvPrev: map[uint64]probe.SkbtraceDevStats{},
 		napiPrev:    map[napiKey]probe.SkbtraceNapiStats{},
 		softirqPrev: map[softirqKey]probe.SkbtraceSoftirqStats{},
 		qdiscPrev:   map[probe.SkbtraceQdiscKey]probe.SkbtraceQdiscStats{},
@@ -112,68 +112,140 @@ func perCPU[K comparable, V any](m *ebpf.Map, fn func(K, []V) error) error {
 }
 
 func drainDevXmit(d *drainer) error {
-	return drainDev(d, probe.SkbtraceMapDevXmitStats, d.devXmitPrev, event.TypeDevXmit)
+	return drainDev(d, probe.SkbtraceMapDevXmitSlots, probe.SkbtraceMapDevXmitStats, d.devXmitPrev, event.TypeDevXmit)
 }
 
 func drainDevRecv(d *drainer) error {
-	return drainDev(d, probe.SkbtraceMapDevRecvStats, d.devRecvPrev, event.TypeDevRecv)
+	return drainDev(d, probe.SkbtraceMapDevRecvSlots, probe.SkbtraceMapDevRecvStats, d.devRecvPrev, event.TypeDevRecv)
 }
 
-func drainDev(d *drainer, mapName string, prev map[probe.SkbtraceDevKey]probe.SkbtraceDevStats, typ event.Type) error {
-	return perCPU(d.sess.Map(mapName), func(k probe.SkbtraceDevKey, vs []probe.SkbtraceDevStats) error {
-		var sum probe.SkbtraceDevStats
-		for _, v := range vs {
-			sum.Skbs += v.Skbs
-			sum.Bytes += v.Bytes
-			sum.Segs += v.Segs
-			sum.Errors += v.Errors
-			sum.GroIn += v.GroIn
-			for i := range sum.Hist {
-				sum.Hist[i] += v.Hist[i]
-			}
-			if v.Gen == d.gen && v.MaxBytes > sum.MaxBytes {
-				sum.MaxBytes = v.MaxBytes
-			}
-			if v.Name[0] != 0 {
-				sum.Name = v.Name
+// slotValues reads a per-CPU slot cache: each CPU's slots name the key they hold.
+func slotValues[S, V any](m *ebpf.Map, key func(*S) uint64, value func(*S) *V, fn func(k uint64, cpu int, v *V)) error {
+	if m == nil {
+		return nil
+	}
+	var slots []S
+	for idx := uint32(0); idx < m.MaxEntries(); idx++ {
+		if err := m.Lookup(idx, &slots); err != nil {
+			return fmt.Errorf("reading map %s: %w", m, err)
+		}
+		for cpu := range slots {
+			if k := key(&slots[cpu]); k != 0 {
+				fn(k, cpu, value(&slots[cpu]))
 			}
 		}
+	}
+	return nil
+}
+
+func drainDev(d *drainer, slotsName, mapName string, prev map[uint64]probe.SkbtraceDevStats, typ event.Type) error {
+	sums := map[uint64]*probe.SkbtraceDevStats{}
+	add := func(k uint64, v *probe.SkbtraceDevStats) {
+		if v.Ready == 0 {
+			return
+		}
+		sum := sums[k]
+		if sum == nil {
+			sum = &probe.SkbtraceDevStats{}
+			sums[k] = sum
+		}
+		sum.Ignored |= v.Ignored
+		sum.Netns, sum.Ifindex, sum.Name = v.Netns, v.Ifindex, v.Name
+		sum.Skbs += v.Skbs
+		sum.Bytes += v.Bytes
+		sum.Segs += v.Segs
+		sum.Errors += v.Errors
+		sum.GroIn += v.GroIn
+		for i := range sum.Hist {
+			sum.Hist[i] += v.Hist[i]
+		}
+		if v.Gen == d.gen && v.MaxBytes > sum.MaxBytes {
+			sum.MaxBytes = v.MaxBytes
+		}
+	}
+	err := slotValues(d.sess.Map(slotsName),
+		func(s *probe.SkbtraceDevSlot) uint64 { return s.Key },
+		func(s *probe.SkbtraceDevSlot) *probe.SkbtraceDevStats { return &s.Stats },
+		func(k uint64, _ int, v *probe.SkbtraceDevStats) { add(k, v) })
+	if err != nil {
+		return err
+	}
+	err = perCPU(d.sess.Map(mapName), func(k uint64, vs []probe.SkbtraceDevStats) error {
+		for i := range vs {
+			add(k, &vs[i])
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for k, sum := range sums {
 		p := prev[k]
-		prev[k] = sum
-		if sum.Skbs == p.Skbs && sum.GroIn == p.GroIn && sum.Errors == p.Errors {
-			return nil
+		prev[k] = *sum
+		if sum.Ignored != 0 || (sum.Skbs == p.Skbs && sum.GroIn == p.GroIn && sum.Errors == p.Errors) {
+			continue
 		}
 		ev := probe.SkbtraceDevEvent{
-			BeginNs: d.begin, Name: sum.Name, Ifindex: k.Ifindex, Netns: k.Netns,
+			BeginNs: d.begin, Name: sum.Name, Ifindex: sum.Ifindex, Netns: sum.Netns,
 			Skbs: sum.Skbs - p.Skbs, Bytes: sum.Bytes - p.Bytes, Segs: sum.Segs - p.Segs,
 			Errors: sum.Errors - p.Errors, GroIn: sum.GroIn - p.GroIn, MaxBytes: sum.MaxBytes,
 		}
 		for i := range ev.Hist {
 			ev.Hist[i] = sum.Hist[i] - p.Hist[i]
 		}
-		return d.emit(typ, 0, &ev)
-	})
+		if err := d.emit(typ, 0, &ev); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func drainNapi(d *drainer) error {
-	return perCPU(d.sess.Map(probe.SkbtraceMapNapiPolls), func(k probe.SkbtraceDevKey, vs []probe.SkbtraceNapiStats) error {
-		for cpu, v := range vs {
-			key := napiKey{k, cpu}
-			p := d.napiPrev[key]
-			d.napiPrev[key] = v
-			if v.Polls == p.Polls {
-				continue
-			}
-			ev := probe.SkbtraceNapiEvent{
-				BeginNs: d.begin, Name: v.Name, Ifindex: k.Ifindex, Netns: k.Netns,
-				Polls: v.Polls - p.Polls, Work: v.Work - p.Work, Exhausted: v.Exhausted - p.Exhausted, Budget: v.Budget,
-			}
-			if err := d.emit(event.TypeNapiPoll, uint32(cpu), &ev); err != nil {
-				return err
-			}
+	sums := map[napiKey]*probe.SkbtraceNapiStats{}
+	add := func(k uint64, cpu int, v *probe.SkbtraceNapiStats) {
+		if v.Ready == 0 || v.Ignored != 0 {
+			return
+		}
+		key := napiKey{k, cpu}
+		sum := sums[key]
+		if sum == nil {
+			sum = &probe.SkbtraceNapiStats{Netns: v.Netns, Ifindex: v.Ifindex, Name: v.Name, Budget: v.Budget}
+			sums[key] = sum
+		}
+		sum.Polls += v.Polls
+		sum.Work += v.Work
+		sum.Exhausted += v.Exhausted
+	}
+	err := slotValues(d.sess.Map(probe.SkbtraceMapNapiSlots),
+		func(s *probe.SkbtraceNapiSlot) uint64 { return s.Key },
+		func(s *probe.SkbtraceNapiSlot) *probe.SkbtraceNapiStats { return &s.Stats }, add)
+	if err != nil {
+		return err
+	}
+	err = perCPU(d.sess.Map(probe.SkbtraceMapNapiPolls), func(k uint64, vs []probe.SkbtraceNapiStats) error {
+		for cpu := range vs {
+			add(k, cpu, &vs[cpu])
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	for key, v := range sums {
+		p := d.napiPrev[key]
+		d.napiPrev[key] = *v
+		if v.Polls == p.Polls {
+			continue
+		}
+		ev := probe.SkbtraceNapiEvent{
+			BeginNs: d.begin, Name: v.Name, Ifindex: v.Ifindex, Netns: v.Netns,
+			Polls: v.Polls - p.Polls, Work: v.Work - p.Work, Exhausted: v.Exhausted - p.Exhausted, Budget: v.Budget,
+		}
+		if err := d.emit(event.TypeNapiPoll, uint32(key.cpu), &ev); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func drainSoftirq(d *drainer) error {

@@ -14,6 +14,10 @@ type Family struct {
 	ID          uint16 // enum event_family, the key of loss accounting
 	Description string
 	Hooks       []probe.Hook
+	// Fallback hooks replace Hooks on kernels that lack one of them.
+	Fallback []probe.Hook
+	// Consts are switches of programs the family shares with others.
+	Consts map[string]any
 	// Drain, for families that aggregate in kernel maps, turns what the
 	// maps counted since the previous drain into events.
 	Drain drainFunc
@@ -32,10 +36,11 @@ var Families = []Family{
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_SENDLIM),
 		Description: "why an established sender is not sending more, decided per ACK and folded in the kernel",
 		Hooks: []probe.Hook{
-			btf(probe.SkbtraceProgTcpSendlim, "tcp_probe"),
+			btf(probe.SkbtraceProgTcpProbe, "tcp_probe"),
 			btf(probe.SkbtraceProgTcpSendlimClose, "tcp_destroy_sock"),
 			iter(probe.SkbtraceProgSendlimOpenRuns),
 		},
+		Consts: map[string]any{probe.SkbtraceVarEnableSendlim: true},
 	},
 	{
 		Name:        "tcp_cong",
@@ -57,7 +62,8 @@ var Families = []Family{
 		Name:        "tcp_rtt",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_RTT),
 		Description: "per-socket samples of RTT, cwnd, windows and delivery rate, at most one per --rtt-interval",
-		Hooks:       []probe.Hook{btf(probe.SkbtraceProgTcpRtt, "tcp_probe")},
+		Hooks:       []probe.Hook{btf(probe.SkbtraceProgTcpProbe, "tcp_probe")},
+		Consts:      map[string]any{probe.SkbtraceVarEnableRtt: true},
 	},
 	{
 		Name:        "tcp_reset",
@@ -72,7 +78,8 @@ var Families = []Family{
 		Name:        "tcp_rcvbuf",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_RCVBUF),
 		Description: "receive-buffer autotuning steps",
-		Hooks:       []probe.Hook{btf(probe.SkbtraceProgTcpRcvbuf, "tcp_rcv_space_adjust")},
+		Hooks:       []probe.Hook{btf(probe.SkbtraceProgTcpRcvbuf, "tcp_rcvbuf_grow")},
+		Fallback:    []probe.Hook{btf(probe.SkbtraceProgTcpRcvbufAdjust, "tcp_rcv_space_adjust")},
 	},
 	{
 		Name:        "sk_limit",
@@ -175,7 +182,25 @@ func init() {
 
 // CanRun says why a family cannot run on this kernel, or nil.
 func (f Family) CanRun() error {
-	for _, h := range f.Hooks {
+	_, err := f.Usable()
+	return err
+}
+
+// Usable returns the hooks the family attaches on this kernel: its own, or
+// its fallback where one of its own is missing.
+func (f Family) Usable() ([]probe.Hook, error) {
+	err := checkHooks(f.Hooks)
+	if err == nil {
+		return f.Hooks, nil
+	}
+	if f.Fallback != nil && checkHooks(f.Fallback) == nil {
+		return f.Fallback, nil
+	}
+	return nil, err
+}
+
+func checkHooks(hooks []probe.Hook) error {
+	for _, h := range hooks {
 		if err := probe.CheckHook(h); err != nil {
 			return err
 		}

@@ -58,14 +58,22 @@ type Recording struct {
 // Start loads and attaches the selected families.
 func Start(opts Options) (*Recording, error) {
 	var hooks []probe.Hook
+	consts := map[string]any{}
 	for _, f := range opts.Families {
-		hooks = append(hooks, f.Hooks...)
+		fh, err := f.Usable()
+		if err != nil {
+			return nil, fmt.Errorf("event family %s cannot run: %w", f.Name, err)
+		}
+		hooks = append(hooks, fh...)
+		for k, v := range f.Consts {
+			consts[k] = v
+		}
 	}
 	if opts.Interval <= 0 {
 		opts.Interval = time.Second
 	}
 	sess, err := probe.Open(probe.Config{Hooks: hooks, RingBytes: opts.RingBytes, Filter: opts.Filter,
-		Interval: opts.Interval, RTTInterval: opts.RTTInterval})
+		Interval: opts.Interval, RTTInterval: opts.RTTInterval, Consts: consts})
 	if err != nil {
 		return nil, err
 	}

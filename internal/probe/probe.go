@@ -65,6 +65,9 @@ type Config struct {
 	Interval time.Duration
 	// RTTInterval is the least time between two tcp_rtt samples of a socket; 0 keeps 10 ms.
 	RTTInterval time.Duration
+	// Consts sets read-only program variables (feature switches of programs
+	// that several families share) before load.
+	Consts map[string]any
 }
 
 // Session is a loaded and attached set of programs. Close detaches and
@@ -107,6 +110,9 @@ func Open(cfg Config) (*Session, error) {
 	}
 	hz := jiffiesPerSecond()
 	consts := map[string]any{SkbtraceVarJiffiesPerSec: hz}
+	for name, v := range cfg.Consts {
+		consts[name] = v
+	}
 	if cfg.Interval > 0 {
 		consts[SkbtraceVarIntervalJiffies] = max(uint64(cfg.Interval)*hz/uint64(time.Second), 1)
 	}
@@ -131,10 +137,12 @@ func Open(cfg Config) (*Session, error) {
 		return nil, fmt.Errorf("loading BPF programs: %w", err)
 	}
 	s := &Session{coll: coll}
+	attached := map[Hook]bool{}
 	for _, h := range cfg.Hooks {
-		if h.Kind == Iterator {
-			continue
+		if h.Kind == Iterator || attached[h] {
+			continue // families that share a program share its attachment
 		}
+		attached[h] = true
 		l, err := attach(h, coll.Programs[h.Program])
 		if err != nil {
 			s.Close()

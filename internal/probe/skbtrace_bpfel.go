@@ -30,14 +30,18 @@ type SkbtraceDevEvent struct {
 	Hist     [8]uint64
 }
 
-type SkbtraceDevKey struct {
-	_       structs.HostLayout
-	Netns   uint32
-	Ifindex uint32
+type SkbtraceDevSlot struct {
+	_     structs.HostLayout
+	Key   uint64
+	Stats SkbtraceDevStats
 }
 
 type SkbtraceDevStats struct {
 	_        structs.HostLayout
+	Ready    uint32
+	Ignored  uint32
+	Netns    uint32
+	Ifindex  uint32
 	Skbs     uint64
 	Bytes    uint64
 	Segs     uint64
@@ -149,8 +153,18 @@ type SkbtraceNapiEvent struct {
 	Pad       uint32
 }
 
+type SkbtraceNapiSlot struct {
+	_     structs.HostLayout
+	Key   uint64
+	Stats SkbtraceNapiStats
+}
+
 type SkbtraceNapiStats struct {
 	_         structs.HostLayout
+	Ready     uint32
+	Ignored   uint32
+	Netns     uint32
+	Ifindex   uint32
 	Polls     uint64
 	Work      uint64
 	Exhausted uint64
@@ -209,6 +223,12 @@ type SkbtraceQdiscStats struct {
 	_              [4]byte
 }
 
+type SkbtraceRcvbufState struct {
+	_      structs.HostLayout
+	Rcvbuf uint32
+	Pad    uint32
+}
+
 type SkbtraceResetDir uint32
 
 const (
@@ -235,6 +255,7 @@ type SkbtraceSendlimRun struct {
 	_            structs.HostLayout
 	Ev           SkbtraceTcpSendlimEvent
 	BeginJiffies uint64
+	RttSampleNs  uint64
 	LastSegsOut  uint32
 	Pad          uint32
 }
@@ -338,13 +359,6 @@ type SkbtraceSockIoStats struct {
 	Errors uint64
 	Hist   [20]uint64
 	Comm   [16]int8
-}
-
-type SkbtraceSockSampleState struct {
-	_           structs.HostLayout
-	RttSampleNs uint64
-	Rcvbuf      uint32
-	Pad         uint32
 }
 
 type SkbtraceSoftirqEvent struct {
@@ -475,18 +489,21 @@ type SkbtraceTcpSendlimEvent struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	SkbtraceMapDevRecvSlots      = "dev_recv_slots"
 	SkbtraceMapDevRecvStats      = "dev_recv_stats"
+	SkbtraceMapDevXmitSlots      = "dev_xmit_slots"
 	SkbtraceMapDevXmitStats      = "dev_xmit_stats"
 	SkbtraceMapDrops             = "drops"
 	SkbtraceMapEvents            = "events"
 	SkbtraceMapLost              = "lost"
 	SkbtraceMapNapiPolls         = "napi_polls"
+	SkbtraceMapNapiSlots         = "napi_slots"
 	SkbtraceMapQdiscs            = "qdiscs"
+	SkbtraceMapRcvbufStates      = "rcvbuf_states"
 	SkbtraceMapRetransRuns       = "retrans_runs"
 	SkbtraceMapSendlimRuns       = "sendlim_runs"
 	SkbtraceMapSkLimits          = "sk_limits"
 	SkbtraceMapSockIo            = "sock_io"
-	SkbtraceMapSockSamples       = "sock_samples"
 	SkbtraceMapSoftirqs          = "softirqs"
 	SkbtraceProgDevRecv          = "dev_recv"
 	SkbtraceProgDevRecvGro       = "dev_recv_gro"
@@ -507,13 +524,13 @@ const (
 	SkbtraceProgSoftirqLeave     = "softirq_leave"
 	SkbtraceProgTcpCong          = "tcp_cong"
 	SkbtraceProgTcpConn          = "tcp_conn"
+	SkbtraceProgTcpProbe         = "tcp_probe"
 	SkbtraceProgTcpRcvbuf        = "tcp_rcvbuf"
+	SkbtraceProgTcpRcvbufAdjust  = "tcp_rcvbuf_adjust"
 	SkbtraceProgTcpResetReceived = "tcp_reset_received"
 	SkbtraceProgTcpResetSent     = "tcp_reset_sent"
 	SkbtraceProgTcpRetrans       = "tcp_retrans"
 	SkbtraceProgTcpRetransClose  = "tcp_retrans_close"
-	SkbtraceProgTcpRtt           = "tcp_rtt"
-	SkbtraceProgTcpSendlim       = "tcp_sendlim"
 	SkbtraceProgTcpSendlimClose  = "tcp_sendlim_close"
 	SkbtraceVarDevEvent          = "_dev_event"
 	SkbtraceVarEventContext      = "_event_context"
@@ -537,6 +554,8 @@ const (
 	SkbtraceVarTcpRetransEvent   = "_tcp_retrans_event"
 	SkbtraceVarTcpRttEvent       = "_tcp_rtt_event"
 	SkbtraceVarDrainGen          = "drain_gen"
+	SkbtraceVarEnableRtt         = "enable_rtt"
+	SkbtraceVarEnableSendlim     = "enable_sendlim"
 	SkbtraceVarFilterAddr        = "filter_addr"
 	SkbtraceVarFilterDev         = "filter_dev"
 	SkbtraceVarFilterFamily      = "filter_family"
@@ -612,13 +631,13 @@ type SkbtraceProgramSpecs struct {
 	SoftirqLeave     *ebpf.ProgramSpec `ebpf:"softirq_leave"`
 	TcpCong          *ebpf.ProgramSpec `ebpf:"tcp_cong"`
 	TcpConn          *ebpf.ProgramSpec `ebpf:"tcp_conn"`
+	TcpProbe         *ebpf.ProgramSpec `ebpf:"tcp_probe"`
 	TcpRcvbuf        *ebpf.ProgramSpec `ebpf:"tcp_rcvbuf"`
+	TcpRcvbufAdjust  *ebpf.ProgramSpec `ebpf:"tcp_rcvbuf_adjust"`
 	TcpResetReceived *ebpf.ProgramSpec `ebpf:"tcp_reset_received"`
 	TcpResetSent     *ebpf.ProgramSpec `ebpf:"tcp_reset_sent"`
 	TcpRetrans       *ebpf.ProgramSpec `ebpf:"tcp_retrans"`
 	TcpRetransClose  *ebpf.ProgramSpec `ebpf:"tcp_retrans_close"`
-	TcpRtt           *ebpf.ProgramSpec `ebpf:"tcp_rtt"`
-	TcpSendlim       *ebpf.ProgramSpec `ebpf:"tcp_sendlim"`
 	TcpSendlimClose  *ebpf.ProgramSpec `ebpf:"tcp_sendlim_close"`
 }
 
@@ -626,18 +645,21 @@ type SkbtraceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SkbtraceMapSpecs struct {
+	DevRecvSlots *ebpf.MapSpec `ebpf:"dev_recv_slots"`
 	DevRecvStats *ebpf.MapSpec `ebpf:"dev_recv_stats"`
+	DevXmitSlots *ebpf.MapSpec `ebpf:"dev_xmit_slots"`
 	DevXmitStats *ebpf.MapSpec `ebpf:"dev_xmit_stats"`
 	Drops        *ebpf.MapSpec `ebpf:"drops"`
 	Events       *ebpf.MapSpec `ebpf:"events"`
 	Lost         *ebpf.MapSpec `ebpf:"lost"`
 	NapiPolls    *ebpf.MapSpec `ebpf:"napi_polls"`
+	NapiSlots    *ebpf.MapSpec `ebpf:"napi_slots"`
 	Qdiscs       *ebpf.MapSpec `ebpf:"qdiscs"`
+	RcvbufStates *ebpf.MapSpec `ebpf:"rcvbuf_states"`
 	RetransRuns  *ebpf.MapSpec `ebpf:"retrans_runs"`
 	SendlimRuns  *ebpf.MapSpec `ebpf:"sendlim_runs"`
 	SkLimits     *ebpf.MapSpec `ebpf:"sk_limits"`
 	SockIo       *ebpf.MapSpec `ebpf:"sock_io"`
-	SockSamples  *ebpf.MapSpec `ebpf:"sock_samples"`
 	Softirqs     *ebpf.MapSpec `ebpf:"softirqs"`
 }
 
@@ -667,6 +689,8 @@ type SkbtraceVariableSpecs struct {
 	TcpRetransEvent  *ebpf.VariableSpec `ebpf:"_tcp_retrans_event"`
 	TcpRttEvent      *ebpf.VariableSpec `ebpf:"_tcp_rtt_event"`
 	DrainGen         *ebpf.VariableSpec `ebpf:"drain_gen"`
+	EnableRtt        *ebpf.VariableSpec `ebpf:"enable_rtt"`
+	EnableSendlim    *ebpf.VariableSpec `ebpf:"enable_sendlim"`
 	FilterAddr       *ebpf.VariableSpec `ebpf:"filter_addr"`
 	FilterDev        *ebpf.VariableSpec `ebpf:"filter_dev"`
 	FilterFamily     *ebpf.VariableSpec `ebpf:"filter_family"`
@@ -701,35 +725,41 @@ func (o *SkbtraceObjects) Close() error {
 //
 // It can be passed to LoadSkbtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SkbtraceMaps struct {
+	DevRecvSlots *ebpf.Map `ebpf:"dev_recv_slots"`
 	DevRecvStats *ebpf.Map `ebpf:"dev_recv_stats"`
+	DevXmitSlots *ebpf.Map `ebpf:"dev_xmit_slots"`
 	DevXmitStats *ebpf.Map `ebpf:"dev_xmit_stats"`
 	Drops        *ebpf.Map `ebpf:"drops"`
 	Events       *ebpf.Map `ebpf:"events"`
 	Lost         *ebpf.Map `ebpf:"lost"`
 	NapiPolls    *ebpf.Map `ebpf:"napi_polls"`
+	NapiSlots    *ebpf.Map `ebpf:"napi_slots"`
 	Qdiscs       *ebpf.Map `ebpf:"qdiscs"`
+	RcvbufStates *ebpf.Map `ebpf:"rcvbuf_states"`
 	RetransRuns  *ebpf.Map `ebpf:"retrans_runs"`
 	SendlimRuns  *ebpf.Map `ebpf:"sendlim_runs"`
 	SkLimits     *ebpf.Map `ebpf:"sk_limits"`
 	SockIo       *ebpf.Map `ebpf:"sock_io"`
-	SockSamples  *ebpf.Map `ebpf:"sock_samples"`
 	Softirqs     *ebpf.Map `ebpf:"softirqs"`
 }
 
 func (m *SkbtraceMaps) Close() error {
 	return _SkbtraceClose(
+		m.DevRecvSlots,
 		m.DevRecvStats,
+		m.DevXmitSlots,
 		m.DevXmitStats,
 		m.Drops,
 		m.Events,
 		m.Lost,
 		m.NapiPolls,
+		m.NapiSlots,
 		m.Qdiscs,
+		m.RcvbufStates,
 		m.RetransRuns,
 		m.SendlimRuns,
 		m.SkLimits,
 		m.SockIo,
-		m.SockSamples,
 		m.Softirqs,
 	)
 }
@@ -760,6 +790,8 @@ type SkbtraceVariables struct {
 	TcpRetransEvent  *ebpf.Variable `ebpf:"_tcp_retrans_event"`
 	TcpRttEvent      *ebpf.Variable `ebpf:"_tcp_rtt_event"`
 	DrainGen         *ebpf.Variable `ebpf:"drain_gen"`
+	EnableRtt        *ebpf.Variable `ebpf:"enable_rtt"`
+	EnableSendlim    *ebpf.Variable `ebpf:"enable_sendlim"`
 	FilterAddr       *ebpf.Variable `ebpf:"filter_addr"`
 	FilterDev        *ebpf.Variable `ebpf:"filter_dev"`
 	FilterFamily     *ebpf.Variable `ebpf:"filter_family"`
@@ -797,13 +829,13 @@ type SkbtracePrograms struct {
 	SoftirqLeave     *ebpf.Program `ebpf:"softirq_leave"`
 	TcpCong          *ebpf.Program `ebpf:"tcp_cong"`
 	TcpConn          *ebpf.Program `ebpf:"tcp_conn"`
+	TcpProbe         *ebpf.Program `ebpf:"tcp_probe"`
 	TcpRcvbuf        *ebpf.Program `ebpf:"tcp_rcvbuf"`
+	TcpRcvbufAdjust  *ebpf.Program `ebpf:"tcp_rcvbuf_adjust"`
 	TcpResetReceived *ebpf.Program `ebpf:"tcp_reset_received"`
 	TcpResetSent     *ebpf.Program `ebpf:"tcp_reset_sent"`
 	TcpRetrans       *ebpf.Program `ebpf:"tcp_retrans"`
 	TcpRetransClose  *ebpf.Program `ebpf:"tcp_retrans_close"`
-	TcpRtt           *ebpf.Program `ebpf:"tcp_rtt"`
-	TcpSendlim       *ebpf.Program `ebpf:"tcp_sendlim"`
 	TcpSendlimClose  *ebpf.Program `ebpf:"tcp_sendlim_close"`
 }
 
@@ -828,13 +860,13 @@ func (p *SkbtracePrograms) Close() error {
 		p.SoftirqLeave,
 		p.TcpCong,
 		p.TcpConn,
+		p.TcpProbe,
 		p.TcpRcvbuf,
+		p.TcpRcvbufAdjust,
 		p.TcpResetReceived,
 		p.TcpResetSent,
 		p.TcpRetrans,
 		p.TcpRetransClose,
-		p.TcpRtt,
-		p.TcpSendlim,
 		p.TcpSendlimClose,
 	)
 }

@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -117,6 +118,16 @@ func (r *recorder) stop(t testing.TB, sig syscall.Signal) {
 // parseJSON runs skbtrace parse --json on a trace and decodes every line.
 func parseJSON(t testing.TB, file string, args ...string) ([]map[string]any, string, error) {
 	t.Helper()
+	events, summary, err := parseJSONQuiet(file, args...)
+	if errors.Is(err, errBadJSON) {
+		t.Fatal(err)
+	}
+	return events, summary, err
+}
+
+var errBadJSON = errors.New("parse --json printed invalid JSON")
+
+func parseJSONQuiet(file string, args ...string) ([]map[string]any, string, error) {
 	cmd := exec.Command(binary, append([]string{"parse", "--json", "-i", file}, args...)...)
 	var out, errs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errs
@@ -128,7 +139,7 @@ func parseJSON(t testing.TB, file string, args ...string) ([]map[string]any, str
 		if derr := dec.Decode(&ev); derr == io.EOF {
 			break
 		} else if derr != nil {
-			t.Fatalf("parse --json printed invalid JSON: %v", derr)
+			return nil, errs.String(), fmt.Errorf("%w: %v", errBadJSON, derr)
 		}
 		events = append(events, ev)
 	}

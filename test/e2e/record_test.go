@@ -149,7 +149,7 @@ func TestConnStatesVethBetweenNamespaces(t *testing.T) {
 func skbtracePrograms(t *testing.T) []string {
 	t.Helper()
 	ours := map[string]bool{}
-	for _, name := range []string{"tcp_conn", "tcp_sendlim", "tcp_sendlim_close", "sendlim_open_runs"} {
+	for _, name := range []string{"tcp_conn", "tcp_probe", "tcp_sendlim_close", "sendlim_open_runs", "dev_xmit", "softirq_enter", "qdisc_enqueue", "skb_drop", "sock_io_send"} {
 		ours[name[:min(len(name), 15)]] = true
 	}
 	var found []string
