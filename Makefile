@@ -39,6 +39,7 @@ FUZZTIME ?= 30s
 fuzz:
 	$(GO) test ./internal/trace -run '^$$' -fuzz FuzzReader -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/event -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/trace -run '^$$' -fuzz FuzzMetaRecords -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf bin

@@ -55,8 +55,10 @@ func TestDecodeShortRecordIsAnError(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
-	f.Add(uint16(event.TypeTCPConn), make([]byte, 128), false)
-	f.Add(uint16(event.TypeTCPSendlim), make([]byte, 160), true)
+	for typ := uint16(event.TypeTCPConn); typ <= uint16(event.TypeSockIO); typ++ {
+		f.Add(typ, make([]byte, 256), typ%2 == 0)
+		f.Add(typ, make([]byte, 40), false)
+	}
 	f.Fuzz(func(t *testing.T, typ uint16, body []byte, big bool) {
 		var o trace.ByteOrder = binary.LittleEndian
 		if big {

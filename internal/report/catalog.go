@@ -55,7 +55,9 @@ func catalogFields(f fields, ev *event.Event, names Names) {
 		r := &ev.Reset
 		f.flag("dir", event.ResetDir(r.Dir))
 		f.socket(&ev.Socket, names)
-		f.str("state", event.TCPState(r.State).String())
+		if r.Sock != 0 {
+			f.str("state", event.TCPState(r.State).String())
+		}
 		if r.Dir == 0 {
 			f.str("reason", enumName(names, r.Reason, Names.ResetReason))
 		}

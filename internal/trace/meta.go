@@ -1,6 +1,10 @@
 package trace
 
-import "fmt"
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
 
 // Netns names a network namespace by its inode, as events carry only the inode.
 type Netns struct {
@@ -86,7 +90,8 @@ type Symbol struct {
 func (w *Writer) AppendEnum(e Enum) error {
 	b := w.order.AppendUint16(nil, e.Kind)
 	b = w.order.AppendUint16(b, 0)
-	for v, name := range e.Names {
+	for _, v := range slices.Sorted(maps.Keys(e.Names)) {
+		name := e.Names[v]
 		if len(name) > 0xffff {
 			name = name[:0xffff]
 		}

@@ -217,3 +217,35 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+func FuzzMetaRecords(f *testing.F) {
+	var buf bytes.Buffer
+	w, _ := NewWriter(&buf, testHeader(binary.LittleEndian))
+	w.AppendEnum(Enum{Kind: EnumDropReason, Names: map[uint32]string{2: "NOT_SPECIFIED", 5: "TCP_CSUM"}})
+	w.AppendSymbol(Symbol{Addr: 0xffffffff81000000, Name: "tcp_v4_rcv+0x10"})
+	w.AppendLoss(Loss{Family: 1, CPU: 1, Count: 2, BootNs: 3})
+	w.Flush()
+	r, _ := NewReader(&buf)
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			break
+		}
+		f.Add(rec.Type, bytes.Clone(rec.Body))
+	}
+	f.Fuzz(func(t *testing.T, typ uint16, body []byte) {
+		o := binary.LittleEndian
+		switch typ % 5 {
+		case 0:
+			DecodeEnum(o, body)
+		case 1:
+			DecodeSymbol(o, body)
+		case 2:
+			DecodeLoss(o, body)
+		case 3:
+			DecodeNetns(o, body)
+		default:
+			DecodeEnd(o, body)
+		}
+	})
+}
