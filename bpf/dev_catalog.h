@@ -384,11 +384,17 @@ struct {
 	__type(value, struct sock_io_stats);
 } sock_io SEC(".maps");
 
+#define EAGAIN 11
+
 static __always_inline void count_sock_io(const struct sock *sk, int ret, __u32 dir)
 {
-	struct sock_io_key key = {.pid = bpf_get_current_pid_tgid() >> 32, .dir = dir};
+	struct sock_io_key key = {.dir = dir};
 	struct sock_io_stats *v;
 	__u32 bucket;
+
+	if (ret == -EAGAIN) /* a non-blocking call that found nothing to read or no room: no I/O */
+		return;
+	key.pid = bpf_get_current_pid_tgid() >> 32;
 
 	if (filter_pid && key.pid != filter_pid)
 		return;

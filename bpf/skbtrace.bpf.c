@@ -438,18 +438,19 @@ static __always_inline bool sock_passes(const struct sock *sk, struct sock_addrs
 const volatile bool enable_sendlim = false;
 const volatile bool enable_rtt = false;
 
-/* At most one tcp_rtt sample per socket per this many nanoseconds. */
-const volatile __u64 rtt_interval_ns = 10000000;
+/* At most one tcp_rtt sample per socket per this many jiffies (--rtt-interval, rounded up). */
+const volatile __u64 rtt_interval_jiffies = 10;
 
 static __always_inline void rtt_sample(const struct sock *sk, const struct tcp_sock *tp, struct sendlim_run *run)
 {
-	__u64 now = bpf_ktime_get_boot_ns();
+	__u64 jiffies = bpf_jiffies64();
 	struct tcp_rtt_event *e;
 	__u32 interval_us, mss;
 
-	if (now - run->rtt_sample_ns < rtt_interval_ns)
+	/* Jiffies, not a clock read: this runs at every incoming segment. */
+	if (run->rtt_sample_jiffies && jiffies - run->rtt_sample_jiffies < rtt_interval_jiffies)
 		return;
-	run->rtt_sample_ns = now;
+	run->rtt_sample_jiffies = jiffies;
 	e = reserve_event(FAMILY_TCP_RTT, sizeof(*e), EVENT_TCP_RTT);
 	if (!e)
 		return;

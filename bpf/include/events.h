@@ -152,7 +152,7 @@ struct tcp_sendlim_event {
 struct sendlim_run {
 	struct tcp_sendlim_event ev; /* ev.hdr.type is set once the socket passed the filters */
 	__u64 begin_jiffies; /* jiffies at begin_ns, for the once-a-second rule (no cheaper clock here) */
-	__u64 rtt_sample_ns; /* tcp_rtt, which shares the tcp_probe program: the last sample */
+	__u64 rtt_sample_jiffies; /* tcp_rtt, which shares the tcp_probe program: the last sample */
 	__u32 last_segs_out;
 	__u32 _pad;
 };

@@ -117,7 +117,8 @@ func Open(cfg Config) (*Session, error) {
 		consts[SkbtraceVarIntervalJiffies] = max(uint64(cfg.Interval)*hz/uint64(time.Second), 1)
 	}
 	if cfg.RTTInterval > 0 {
-		consts[SkbtraceVarRttIntervalNs] = uint64(cfg.RTTInterval)
+		tick := uint64(time.Second) / hz
+		consts[SkbtraceVarRttIntervalJiffies] = max((uint64(cfg.RTTInterval)+tick-1)/tick, 1)
 	}
 	for name, v := range consts {
 		if err := spec.Variables[name].Set(v); err != nil {

@@ -252,12 +252,12 @@ const (
 )
 
 type SkbtraceSendlimRun struct {
-	_            structs.HostLayout
-	Ev           SkbtraceTcpSendlimEvent
-	BeginJiffies uint64
-	RttSampleNs  uint64
-	LastSegsOut  uint32
-	Pad          uint32
+	_                structs.HostLayout
+	Ev               SkbtraceTcpSendlimEvent
+	BeginJiffies     uint64
+	RttSampleJiffies uint64
+	LastSegsOut      uint32
+	Pad              uint32
 }
 
 type SkbtraceSeqReservation struct {
@@ -489,85 +489,85 @@ type SkbtraceTcpSendlimEvent struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	SkbtraceMapDevRecvSlots      = "dev_recv_slots"
-	SkbtraceMapDevRecvStats      = "dev_recv_stats"
-	SkbtraceMapDevXmitSlots      = "dev_xmit_slots"
-	SkbtraceMapDevXmitStats      = "dev_xmit_stats"
-	SkbtraceMapDrops             = "drops"
-	SkbtraceMapEvents            = "events"
-	SkbtraceMapLost              = "lost"
-	SkbtraceMapNapiPolls         = "napi_polls"
-	SkbtraceMapNapiSlots         = "napi_slots"
-	SkbtraceMapQdiscs            = "qdiscs"
-	SkbtraceMapRcvbufStates      = "rcvbuf_states"
-	SkbtraceMapRetransRuns       = "retrans_runs"
-	SkbtraceMapSendlimRuns       = "sendlim_runs"
-	SkbtraceMapSkLimits          = "sk_limits"
-	SkbtraceMapSockIo            = "sock_io"
-	SkbtraceMapSoftirqs          = "softirqs"
-	SkbtraceProgDevRecv          = "dev_recv"
-	SkbtraceProgDevRecvGro       = "dev_recv_gro"
-	SkbtraceProgDevXmit          = "dev_xmit"
-	SkbtraceProgDevXmitDone      = "dev_xmit_done"
-	SkbtraceProgNapiPoll         = "napi_poll"
-	SkbtraceProgQdiscDequeue     = "qdisc_dequeue"
-	SkbtraceProgQdiscEnqueue     = "qdisc_enqueue"
-	SkbtraceProgRetransOpenRuns  = "retrans_open_runs"
-	SkbtraceProgSendlimOpenRuns  = "sendlim_open_runs"
-	SkbtraceProgSeqReserve       = "seq_reserve"
-	SkbtraceProgSkLimitExceed    = "sk_limit_exceed"
-	SkbtraceProgSkLimitRcvqueue  = "sk_limit_rcvqueue"
-	SkbtraceProgSkbDrop          = "skb_drop"
-	SkbtraceProgSockIoRecv       = "sock_io_recv"
-	SkbtraceProgSockIoSend       = "sock_io_send"
-	SkbtraceProgSoftirqEnter     = "softirq_enter"
-	SkbtraceProgSoftirqLeave     = "softirq_leave"
-	SkbtraceProgTcpCong          = "tcp_cong"
-	SkbtraceProgTcpConn          = "tcp_conn"
-	SkbtraceProgTcpProbe         = "tcp_probe"
-	SkbtraceProgTcpRcvbuf        = "tcp_rcvbuf"
-	SkbtraceProgTcpRcvbufAdjust  = "tcp_rcvbuf_adjust"
-	SkbtraceProgTcpResetReceived = "tcp_reset_received"
-	SkbtraceProgTcpResetSent     = "tcp_reset_sent"
-	SkbtraceProgTcpRetrans       = "tcp_retrans"
-	SkbtraceProgTcpRetransClose  = "tcp_retrans_close"
-	SkbtraceProgTcpSendlimClose  = "tcp_sendlim_close"
-	SkbtraceVarDevEvent          = "_dev_event"
-	SkbtraceVarEventContext      = "_event_context"
-	SkbtraceVarEventFamily       = "_event_family"
-	SkbtraceVarEventType         = "_event_type"
-	SkbtraceVarHistogramBuckets  = "_histogram_buckets"
-	SkbtraceVarNapiEvent         = "_napi_event"
-	SkbtraceVarQdiscEvent        = "_qdisc_event"
-	SkbtraceVarResetDir          = "_reset_dir"
-	SkbtraceVarSendlimReason     = "_sendlim_reason"
-	SkbtraceVarSkLimitEvent      = "_sk_limit_event"
-	SkbtraceVarSkLimitKind       = "_sk_limit_kind"
-	SkbtraceVarSkbDropEvent      = "_skb_drop_event"
-	SkbtraceVarSockIoDir         = "_sock_io_dir"
-	SkbtraceVarSockIoEvent       = "_sock_io_event"
-	SkbtraceVarSoftirqEvent      = "_softirq_event"
-	SkbtraceVarTcpCongEvent      = "_tcp_cong_event"
-	SkbtraceVarTcpConnEvent      = "_tcp_conn_event"
-	SkbtraceVarTcpRcvbufEvent    = "_tcp_rcvbuf_event"
-	SkbtraceVarTcpResetEvent     = "_tcp_reset_event"
-	SkbtraceVarTcpRetransEvent   = "_tcp_retrans_event"
-	SkbtraceVarTcpRttEvent       = "_tcp_rtt_event"
-	SkbtraceVarDrainGen          = "drain_gen"
-	SkbtraceVarEnableRtt         = "enable_rtt"
-	SkbtraceVarEnableSendlim     = "enable_sendlim"
-	SkbtraceVarFilterAddr        = "filter_addr"
-	SkbtraceVarFilterDev         = "filter_dev"
-	SkbtraceVarFilterFamily      = "filter_family"
-	SkbtraceVarFilterNetns       = "filter_netns"
-	SkbtraceVarFilterPid         = "filter_pid"
-	SkbtraceVarFilterPort        = "filter_port"
-	SkbtraceVarIntervalJiffies   = "interval_jiffies"
-	SkbtraceVarJiffiesPerSec     = "jiffies_per_sec"
-	SkbtraceVarRttIntervalNs     = "rtt_interval_ns"
-	SkbtraceVarSeqCounter        = "seq_counter"
-	SkbtraceVarThreadSize        = "thread_size"
-	SkbtraceVarWakeupBytes       = "wakeup_bytes"
+	SkbtraceMapDevRecvSlots       = "dev_recv_slots"
+	SkbtraceMapDevRecvStats       = "dev_recv_stats"
+	SkbtraceMapDevXmitSlots       = "dev_xmit_slots"
+	SkbtraceMapDevXmitStats       = "dev_xmit_stats"
+	SkbtraceMapDrops              = "drops"
+	SkbtraceMapEvents             = "events"
+	SkbtraceMapLost               = "lost"
+	SkbtraceMapNapiPolls          = "napi_polls"
+	SkbtraceMapNapiSlots          = "napi_slots"
+	SkbtraceMapQdiscs             = "qdiscs"
+	SkbtraceMapRcvbufStates       = "rcvbuf_states"
+	SkbtraceMapRetransRuns        = "retrans_runs"
+	SkbtraceMapSendlimRuns        = "sendlim_runs"
+	SkbtraceMapSkLimits           = "sk_limits"
+	SkbtraceMapSockIo             = "sock_io"
+	SkbtraceMapSoftirqs           = "softirqs"
+	SkbtraceProgDevRecv           = "dev_recv"
+	SkbtraceProgDevRecvGro        = "dev_recv_gro"
+	SkbtraceProgDevXmit           = "dev_xmit"
+	SkbtraceProgDevXmitDone       = "dev_xmit_done"
+	SkbtraceProgNapiPoll          = "napi_poll"
+	SkbtraceProgQdiscDequeue      = "qdisc_dequeue"
+	SkbtraceProgQdiscEnqueue      = "qdisc_enqueue"
+	SkbtraceProgRetransOpenRuns   = "retrans_open_runs"
+	SkbtraceProgSendlimOpenRuns   = "sendlim_open_runs"
+	SkbtraceProgSeqReserve        = "seq_reserve"
+	SkbtraceProgSkLimitExceed     = "sk_limit_exceed"
+	SkbtraceProgSkLimitRcvqueue   = "sk_limit_rcvqueue"
+	SkbtraceProgSkbDrop           = "skb_drop"
+	SkbtraceProgSockIoRecv        = "sock_io_recv"
+	SkbtraceProgSockIoSend        = "sock_io_send"
+	SkbtraceProgSoftirqEnter      = "softirq_enter"
+	SkbtraceProgSoftirqLeave      = "softirq_leave"
+	SkbtraceProgTcpCong           = "tcp_cong"
+	SkbtraceProgTcpConn           = "tcp_conn"
+	SkbtraceProgTcpProbe          = "tcp_probe"
+	SkbtraceProgTcpRcvbuf         = "tcp_rcvbuf"
+	SkbtraceProgTcpRcvbufAdjust   = "tcp_rcvbuf_adjust"
+	SkbtraceProgTcpResetReceived  = "tcp_reset_received"
+	SkbtraceProgTcpResetSent      = "tcp_reset_sent"
+	SkbtraceProgTcpRetrans        = "tcp_retrans"
+	SkbtraceProgTcpRetransClose   = "tcp_retrans_close"
+	SkbtraceProgTcpSendlimClose   = "tcp_sendlim_close"
+	SkbtraceVarDevEvent           = "_dev_event"
+	SkbtraceVarEventContext       = "_event_context"
+	SkbtraceVarEventFamily        = "_event_family"
+	SkbtraceVarEventType          = "_event_type"
+	SkbtraceVarHistogramBuckets   = "_histogram_buckets"
+	SkbtraceVarNapiEvent          = "_napi_event"
+	SkbtraceVarQdiscEvent         = "_qdisc_event"
+	SkbtraceVarResetDir           = "_reset_dir"
+	SkbtraceVarSendlimReason      = "_sendlim_reason"
+	SkbtraceVarSkLimitEvent       = "_sk_limit_event"
+	SkbtraceVarSkLimitKind        = "_sk_limit_kind"
+	SkbtraceVarSkbDropEvent       = "_skb_drop_event"
+	SkbtraceVarSockIoDir          = "_sock_io_dir"
+	SkbtraceVarSockIoEvent        = "_sock_io_event"
+	SkbtraceVarSoftirqEvent       = "_softirq_event"
+	SkbtraceVarTcpCongEvent       = "_tcp_cong_event"
+	SkbtraceVarTcpConnEvent       = "_tcp_conn_event"
+	SkbtraceVarTcpRcvbufEvent     = "_tcp_rcvbuf_event"
+	SkbtraceVarTcpResetEvent      = "_tcp_reset_event"
+	SkbtraceVarTcpRetransEvent    = "_tcp_retrans_event"
+	SkbtraceVarTcpRttEvent        = "_tcp_rtt_event"
+	SkbtraceVarDrainGen           = "drain_gen"
+	SkbtraceVarEnableRtt          = "enable_rtt"
+	SkbtraceVarEnableSendlim      = "enable_sendlim"
+	SkbtraceVarFilterAddr         = "filter_addr"
+	SkbtraceVarFilterDev          = "filter_dev"
+	SkbtraceVarFilterFamily       = "filter_family"
+	SkbtraceVarFilterNetns        = "filter_netns"
+	SkbtraceVarFilterPid          = "filter_pid"
+	SkbtraceVarFilterPort         = "filter_port"
+	SkbtraceVarIntervalJiffies    = "interval_jiffies"
+	SkbtraceVarJiffiesPerSec      = "jiffies_per_sec"
+	SkbtraceVarRttIntervalJiffies = "rtt_interval_jiffies"
+	SkbtraceVarSeqCounter         = "seq_counter"
+	SkbtraceVarThreadSize         = "thread_size"
+	SkbtraceVarWakeupBytes        = "wakeup_bytes"
 )
 
 // LoadSkbtrace returns the embedded CollectionSpec for Skbtrace.
@@ -667,42 +667,42 @@ type SkbtraceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SkbtraceVariableSpecs struct {
-	DevEvent         *ebpf.VariableSpec `ebpf:"_dev_event"`
-	EventContext     *ebpf.VariableSpec `ebpf:"_event_context"`
-	EventFamily      *ebpf.VariableSpec `ebpf:"_event_family"`
-	EventType        *ebpf.VariableSpec `ebpf:"_event_type"`
-	HistogramBuckets *ebpf.VariableSpec `ebpf:"_histogram_buckets"`
-	NapiEvent        *ebpf.VariableSpec `ebpf:"_napi_event"`
-	QdiscEvent       *ebpf.VariableSpec `ebpf:"_qdisc_event"`
-	ResetDir         *ebpf.VariableSpec `ebpf:"_reset_dir"`
-	SendlimReason    *ebpf.VariableSpec `ebpf:"_sendlim_reason"`
-	SkLimitEvent     *ebpf.VariableSpec `ebpf:"_sk_limit_event"`
-	SkLimitKind      *ebpf.VariableSpec `ebpf:"_sk_limit_kind"`
-	SkbDropEvent     *ebpf.VariableSpec `ebpf:"_skb_drop_event"`
-	SockIoDir        *ebpf.VariableSpec `ebpf:"_sock_io_dir"`
-	SockIoEvent      *ebpf.VariableSpec `ebpf:"_sock_io_event"`
-	SoftirqEvent     *ebpf.VariableSpec `ebpf:"_softirq_event"`
-	TcpCongEvent     *ebpf.VariableSpec `ebpf:"_tcp_cong_event"`
-	TcpConnEvent     *ebpf.VariableSpec `ebpf:"_tcp_conn_event"`
-	TcpRcvbufEvent   *ebpf.VariableSpec `ebpf:"_tcp_rcvbuf_event"`
-	TcpResetEvent    *ebpf.VariableSpec `ebpf:"_tcp_reset_event"`
-	TcpRetransEvent  *ebpf.VariableSpec `ebpf:"_tcp_retrans_event"`
-	TcpRttEvent      *ebpf.VariableSpec `ebpf:"_tcp_rtt_event"`
-	DrainGen         *ebpf.VariableSpec `ebpf:"drain_gen"`
-	EnableRtt        *ebpf.VariableSpec `ebpf:"enable_rtt"`
-	EnableSendlim    *ebpf.VariableSpec `ebpf:"enable_sendlim"`
-	FilterAddr       *ebpf.VariableSpec `ebpf:"filter_addr"`
-	FilterDev        *ebpf.VariableSpec `ebpf:"filter_dev"`
-	FilterFamily     *ebpf.VariableSpec `ebpf:"filter_family"`
-	FilterNetns      *ebpf.VariableSpec `ebpf:"filter_netns"`
-	FilterPid        *ebpf.VariableSpec `ebpf:"filter_pid"`
-	FilterPort       *ebpf.VariableSpec `ebpf:"filter_port"`
-	IntervalJiffies  *ebpf.VariableSpec `ebpf:"interval_jiffies"`
-	JiffiesPerSec    *ebpf.VariableSpec `ebpf:"jiffies_per_sec"`
-	RttIntervalNs    *ebpf.VariableSpec `ebpf:"rtt_interval_ns"`
-	SeqCounter       *ebpf.VariableSpec `ebpf:"seq_counter"`
-	ThreadSize       *ebpf.VariableSpec `ebpf:"thread_size"`
-	WakeupBytes      *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	DevEvent           *ebpf.VariableSpec `ebpf:"_dev_event"`
+	EventContext       *ebpf.VariableSpec `ebpf:"_event_context"`
+	EventFamily        *ebpf.VariableSpec `ebpf:"_event_family"`
+	EventType          *ebpf.VariableSpec `ebpf:"_event_type"`
+	HistogramBuckets   *ebpf.VariableSpec `ebpf:"_histogram_buckets"`
+	NapiEvent          *ebpf.VariableSpec `ebpf:"_napi_event"`
+	QdiscEvent         *ebpf.VariableSpec `ebpf:"_qdisc_event"`
+	ResetDir           *ebpf.VariableSpec `ebpf:"_reset_dir"`
+	SendlimReason      *ebpf.VariableSpec `ebpf:"_sendlim_reason"`
+	SkLimitEvent       *ebpf.VariableSpec `ebpf:"_sk_limit_event"`
+	SkLimitKind        *ebpf.VariableSpec `ebpf:"_sk_limit_kind"`
+	SkbDropEvent       *ebpf.VariableSpec `ebpf:"_skb_drop_event"`
+	SockIoDir          *ebpf.VariableSpec `ebpf:"_sock_io_dir"`
+	SockIoEvent        *ebpf.VariableSpec `ebpf:"_sock_io_event"`
+	SoftirqEvent       *ebpf.VariableSpec `ebpf:"_softirq_event"`
+	TcpCongEvent       *ebpf.VariableSpec `ebpf:"_tcp_cong_event"`
+	TcpConnEvent       *ebpf.VariableSpec `ebpf:"_tcp_conn_event"`
+	TcpRcvbufEvent     *ebpf.VariableSpec `ebpf:"_tcp_rcvbuf_event"`
+	TcpResetEvent      *ebpf.VariableSpec `ebpf:"_tcp_reset_event"`
+	TcpRetransEvent    *ebpf.VariableSpec `ebpf:"_tcp_retrans_event"`
+	TcpRttEvent        *ebpf.VariableSpec `ebpf:"_tcp_rtt_event"`
+	DrainGen           *ebpf.VariableSpec `ebpf:"drain_gen"`
+	EnableRtt          *ebpf.VariableSpec `ebpf:"enable_rtt"`
+	EnableSendlim      *ebpf.VariableSpec `ebpf:"enable_sendlim"`
+	FilterAddr         *ebpf.VariableSpec `ebpf:"filter_addr"`
+	FilterDev          *ebpf.VariableSpec `ebpf:"filter_dev"`
+	FilterFamily       *ebpf.VariableSpec `ebpf:"filter_family"`
+	FilterNetns        *ebpf.VariableSpec `ebpf:"filter_netns"`
+	FilterPid          *ebpf.VariableSpec `ebpf:"filter_pid"`
+	FilterPort         *ebpf.VariableSpec `ebpf:"filter_port"`
+	IntervalJiffies    *ebpf.VariableSpec `ebpf:"interval_jiffies"`
+	JiffiesPerSec      *ebpf.VariableSpec `ebpf:"jiffies_per_sec"`
+	RttIntervalJiffies *ebpf.VariableSpec `ebpf:"rtt_interval_jiffies"`
+	SeqCounter         *ebpf.VariableSpec `ebpf:"seq_counter"`
+	ThreadSize         *ebpf.VariableSpec `ebpf:"thread_size"`
+	WakeupBytes        *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // SkbtraceObjects contains all objects after they have been loaded into the kernel.
@@ -768,42 +768,42 @@ func (m *SkbtraceMaps) Close() error {
 //
 // It can be passed to LoadSkbtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SkbtraceVariables struct {
-	DevEvent         *ebpf.Variable `ebpf:"_dev_event"`
-	EventContext     *ebpf.Variable `ebpf:"_event_context"`
-	EventFamily      *ebpf.Variable `ebpf:"_event_family"`
-	EventType        *ebpf.Variable `ebpf:"_event_type"`
-	HistogramBuckets *ebpf.Variable `ebpf:"_histogram_buckets"`
-	NapiEvent        *ebpf.Variable `ebpf:"_napi_event"`
-	QdiscEvent       *ebpf.Variable `ebpf:"_qdisc_event"`
-	ResetDir         *ebpf.Variable `ebpf:"_reset_dir"`
-	SendlimReason    *ebpf.Variable `ebpf:"_sendlim_reason"`
-	SkLimitEvent     *ebpf.Variable `ebpf:"_sk_limit_event"`
-	SkLimitKind      *ebpf.Variable `ebpf:"_sk_limit_kind"`
-	SkbDropEvent     *ebpf.Variable `ebpf:"_skb_drop_event"`
-	SockIoDir        *ebpf.Variable `ebpf:"_sock_io_dir"`
-	SockIoEvent      *ebpf.Variable `ebpf:"_sock_io_event"`
-	SoftirqEvent     *ebpf.Variable `ebpf:"_softirq_event"`
-	TcpCongEvent     *ebpf.Variable `ebpf:"_tcp_cong_event"`
-	TcpConnEvent     *ebpf.Variable `ebpf:"_tcp_conn_event"`
-	TcpRcvbufEvent   *ebpf.Variable `ebpf:"_tcp_rcvbuf_event"`
-	TcpResetEvent    *ebpf.Variable `ebpf:"_tcp_reset_event"`
-	TcpRetransEvent  *ebpf.Variable `ebpf:"_tcp_retrans_event"`
-	TcpRttEvent      *ebpf.Variable `ebpf:"_tcp_rtt_event"`
-	DrainGen         *ebpf.Variable `ebpf:"drain_gen"`
-	EnableRtt        *ebpf.Variable `ebpf:"enable_rtt"`
-	EnableSendlim    *ebpf.Variable `ebpf:"enable_sendlim"`
-	FilterAddr       *ebpf.Variable `ebpf:"filter_addr"`
-	FilterDev        *ebpf.Variable `ebpf:"filter_dev"`
-	FilterFamily     *ebpf.Variable `ebpf:"filter_family"`
-	FilterNetns      *ebpf.Variable `ebpf:"filter_netns"`
-	FilterPid        *ebpf.Variable `ebpf:"filter_pid"`
-	FilterPort       *ebpf.Variable `ebpf:"filter_port"`
-	IntervalJiffies  *ebpf.Variable `ebpf:"interval_jiffies"`
-	JiffiesPerSec    *ebpf.Variable `ebpf:"jiffies_per_sec"`
-	RttIntervalNs    *ebpf.Variable `ebpf:"rtt_interval_ns"`
-	SeqCounter       *ebpf.Variable `ebpf:"seq_counter"`
-	ThreadSize       *ebpf.Variable `ebpf:"thread_size"`
-	WakeupBytes      *ebpf.Variable `ebpf:"wakeup_bytes"`
+	DevEvent           *ebpf.Variable `ebpf:"_dev_event"`
+	EventContext       *ebpf.Variable `ebpf:"_event_context"`
+	EventFamily        *ebpf.Variable `ebpf:"_event_family"`
+	EventType          *ebpf.Variable `ebpf:"_event_type"`
+	HistogramBuckets   *ebpf.Variable `ebpf:"_histogram_buckets"`
+	NapiEvent          *ebpf.Variable `ebpf:"_napi_event"`
+	QdiscEvent         *ebpf.Variable `ebpf:"_qdisc_event"`
+	ResetDir           *ebpf.Variable `ebpf:"_reset_dir"`
+	SendlimReason      *ebpf.Variable `ebpf:"_sendlim_reason"`
+	SkLimitEvent       *ebpf.Variable `ebpf:"_sk_limit_event"`
+	SkLimitKind        *ebpf.Variable `ebpf:"_sk_limit_kind"`
+	SkbDropEvent       *ebpf.Variable `ebpf:"_skb_drop_event"`
+	SockIoDir          *ebpf.Variable `ebpf:"_sock_io_dir"`
+	SockIoEvent        *ebpf.Variable `ebpf:"_sock_io_event"`
+	SoftirqEvent       *ebpf.Variable `ebpf:"_softirq_event"`
+	TcpCongEvent       *ebpf.Variable `ebpf:"_tcp_cong_event"`
+	TcpConnEvent       *ebpf.Variable `ebpf:"_tcp_conn_event"`
+	TcpRcvbufEvent     *ebpf.Variable `ebpf:"_tcp_rcvbuf_event"`
+	TcpResetEvent      *ebpf.Variable `ebpf:"_tcp_reset_event"`
+	TcpRetransEvent    *ebpf.Variable `ebpf:"_tcp_retrans_event"`
+	TcpRttEvent        *ebpf.Variable `ebpf:"_tcp_rtt_event"`
+	DrainGen           *ebpf.Variable `ebpf:"drain_gen"`
+	EnableRtt          *ebpf.Variable `ebpf:"enable_rtt"`
+	EnableSendlim      *ebpf.Variable `ebpf:"enable_sendlim"`
+	FilterAddr         *ebpf.Variable `ebpf:"filter_addr"`
+	FilterDev          *ebpf.Variable `ebpf:"filter_dev"`
+	FilterFamily       *ebpf.Variable `ebpf:"filter_family"`
+	FilterNetns        *ebpf.Variable `ebpf:"filter_netns"`
+	FilterPid          *ebpf.Variable `ebpf:"filter_pid"`
+	FilterPort         *ebpf.Variable `ebpf:"filter_port"`
+	IntervalJiffies    *ebpf.Variable `ebpf:"interval_jiffies"`
+	JiffiesPerSec      *ebpf.Variable `ebpf:"jiffies_per_sec"`
+	RttIntervalJiffies *ebpf.Variable `ebpf:"rtt_interval_jiffies"`
+	SeqCounter         *ebpf.Variable `ebpf:"seq_counter"`
+	ThreadSize         *ebpf.Variable `ebpf:"thread_size"`
+	WakeupBytes        *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // SkbtracePrograms contains all programs after they have been loaded into the kernel.
