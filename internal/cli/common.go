@@ -115,6 +115,17 @@ func isTerminal(w io.Writer) bool {
 	return err == nil
 }
 
+// traceInput opens the trace to read and resolves the read-side filters.
+// The caller closes the input.
+func traceInput(path string, stdin io.Reader, filters *filterFlags) (io.Reader, func(), event.Filter, error) {
+	filter, err := filters.eventFilter()
+	if err != nil {
+		return nil, nil, filter, err
+	}
+	in, closeIn, err := openInput(path, stdin)
+	return in, closeIn, filter, err
+}
+
 func openInput(path string, stdin io.Reader) (io.Reader, func(), error) {
 	if path == "-" {
 		return stdin, func() {}, nil

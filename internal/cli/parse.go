@@ -38,11 +38,7 @@ is printed up to the damage, then parse fails with the offset.`,
   skbtrace record -o - -d 5 | skbtrace parse -i -`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			filter, err := flags.filters.eventFilter()
-			if err != nil {
-				return err
-			}
-			in, closeIn, err := openInput(input, e.stdin)
+			in, closeIn, filter, err := traceInput(input, e.stdin, &flags.filters)
 			if err != nil {
 				return err
 			}
@@ -56,16 +52,30 @@ is printed up to the damage, then parse fails with the offset.`,
 	return c
 }
 
-// parseTrace prints every event of a trace, then its summary on stderr.
-func parseTrace(in io.Reader, stdout, stderr io.Writer, filter *event.Filter, asJSON bool) error {
+// replay reads a whole trace into sum, handing fn the events that pass the
+// filter. Damage is returned as a *trace.FormatError or *trace.TruncatedError
+// after every good event was handed over.
+func replay(in io.Reader, filter *event.Filter, sum *analyze.Summary, fn func(*event.Event) error) (*trace.Reader, error) {
 	r, err := trace.NewReader(in)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	return r, analyze.Replay(r, filter, sum, fn)
+}
+
+// isDamage tells a damaged trace, after which results cover what came before, from other failures.
+func isDamage(err error) bool {
+	var ferr *trace.FormatError
+	var terr *trace.TruncatedError
+	return errors.As(err, &ferr) || errors.As(err, &terr)
+}
+
+// parseTrace prints every event of a trace, then its summary on stderr.
+func parseTrace(in io.Reader, stdout, stderr io.Writer, filter *event.Filter, asJSON bool) error {
 	out := bufio.NewWriterSize(stdout, 1<<20)
 	var buf []byte
 	sum := analyze.NewSummary()
-	rerr := analyze.Replay(r, filter, sum, func(ev *event.Event) error {
+	r, rerr := replay(in, filter, sum, func(ev *event.Event) error {
 		if asJSON {
 			buf = report.AppendJSON(buf[:0], ev, sum.Names)
 		} else {
@@ -74,19 +84,17 @@ func parseTrace(in io.Reader, stdout, stderr io.Writer, filter *event.Filter, as
 		_, err := out.Write(buf)
 		return err
 	})
+	if r == nil {
+		return rerr
+	}
 	if err := out.Flush(); err != nil && rerr == nil {
 		rerr = fmt.Errorf("writing output: %w", err)
 	}
 	printSummary(stderr, sum, r)
-	if rerr != nil {
-		var ferr *trace.FormatError
-		var terr *trace.TruncatedError
-		if errors.As(rerr, &ferr) || errors.As(rerr, &terr) {
-			return fmt.Errorf("%w (every event before it was printed)", rerr)
-		}
-		return rerr
+	if isDamage(rerr) {
+		return fmt.Errorf("%w (every event before it was printed)", rerr)
 	}
-	return nil
+	return rerr
 }
 
 func printSummary(w io.Writer, s *analyze.Summary, r *trace.Reader) {

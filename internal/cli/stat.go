@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -9,7 +8,6 @@ import (
 	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/report"
-	"github.com/skbtrace/skbtrace/internal/trace"
 )
 
 func statCmd(e *env) *cobra.Command {
@@ -28,25 +26,15 @@ softirq time), drops by reason and location, and lost events.`,
   skbtrace stat -i run.trace --filter-port 5201 --json`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			filter, err := filters.eventFilter()
-			if err != nil {
-				return err
-			}
-			in, closeIn, err := openInput(input, e.stdin)
+			in, closeIn, filter, err := traceInput(input, e.stdin, &filters)
 			if err != nil {
 				return err
 			}
 			defer closeIn()
-			r, err := trace.NewReader(in)
-			if err != nil {
-				return err
-			}
 			sum := analyze.NewSummary()
 			st := analyze.NewStat()
-			rerr := analyze.Replay(r, &filter, sum, func(ev *event.Event) error { st.Add(ev); return nil })
-			var ferr *trace.FormatError
-			var terr *trace.TruncatedError
-			if rerr != nil && !errors.As(rerr, &ferr) && !errors.As(rerr, &terr) {
+			_, rerr := replay(in, &filter, sum, func(ev *event.Event) error { st.Add(ev); return nil })
+			if rerr != nil && !isDamage(rerr) {
 				return rerr
 			}
 			view := report.NewStatView(st, sum)

@@ -111,6 +111,27 @@ func perCPU[K comparable, V any](m *ebpf.Map, fn func(K, []V) error) error {
 	return nil
 }
 
+// entries iterates a map of one value per key.
+func entries[K comparable, V any](m *ebpf.Map, fn func(K, V) error) error {
+	if m == nil {
+		return nil
+	}
+	var (
+		key   K
+		value V
+	)
+	it := m.Iterate()
+	for it.Next(&key, &value) {
+		if err := fn(key, value); err != nil {
+			return err
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("reading map %s: %w", m, err)
+	}
+	return nil
+}
+
 func drainDevXmit(d *drainer) error {
 	return drainDev(d, probe.SkbtraceMapDevXmitSlots, probe.SkbtraceMapDevXmitStats, d.devXmitPrev, event.TypeDevXmit)
 }
@@ -281,20 +302,11 @@ const (
 )
 
 func drainQdisc(d *drainer) error {
-	m := d.sess.Map(probe.SkbtraceMapQdiscs)
-	if m == nil {
-		return nil
-	}
-	var (
-		k probe.SkbtraceQdiscKey
-		v probe.SkbtraceQdiscStats
-	)
-	it := m.Iterate()
-	for it.Next(&k, &v) {
+	return entries(d.sess.Map(probe.SkbtraceMapQdiscs), func(k probe.SkbtraceQdiscKey, v probe.SkbtraceQdiscStats) error {
 		p, seen := d.qdiscPrev[k]
 		d.qdiscPrev[k] = v
 		if v.Enqueues == p.Enqueues && v.Dequeues == p.Dequeues && v.Drops == p.Drops {
-			continue
+			return nil
 		}
 		if !seen {
 			// The qdisc's own counters started at its creation: count from when the recording first saw it.
@@ -309,14 +321,8 @@ func drainQdisc(d *drainer) error {
 		if v.Gen == d.gen {
 			ev.BacklogMax, ev.QlenMax = v.BacklogMax, v.QlenMax
 		}
-		if err := d.emit(event.TypeQdisc, 0, &ev); err != nil {
-			return err
-		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("reading qdisc statistics: %w", err)
-	}
-	return nil
+		return d.emit(event.TypeQdisc, 0, &ev)
+	})
 }
 
 func drainSockIO(d *drainer) error {
@@ -380,28 +386,13 @@ func drainSkbDrop(d *drainer) error {
 }
 
 func drainSkLimit(d *drainer) error {
-	m := d.sess.Map(probe.SkbtraceMapSkLimits)
-	if m == nil {
-		return nil
-	}
-	var (
-		k probe.SkbtraceSkLimitKey
-		v probe.SkbtraceSkLimitStats
-	)
-	it := m.Iterate()
-	for it.Next(&k, &v) {
+	return entries(d.sess.Map(probe.SkbtraceMapSkLimits), func(k probe.SkbtraceSkLimitKey, v probe.SkbtraceSkLimitStats) error {
 		p := d.skLimitPrev[k]
 		d.skLimitPrev[k] = v
 		if v.Cnt == p.Cnt {
-			continue
+			return nil
 		}
 		ev := probe.SkbtraceSkLimitEvent{BeginNs: d.begin, Sock: k.Sock, Addrs: v.Addrs, Cnt: v.Cnt - p.Cnt, Kind: uint8(k.Kind)}
-		if err := d.emit(event.TypeSkLimit, 0, &ev); err != nil {
-			return err
-		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("reading socket limit counters: %w", err)
-	}
-	return nil
+		return d.emit(event.TypeSkLimit, 0, &ev)
+	})
 }

@@ -56,24 +56,28 @@ func onDev(dev string) func(map[string]any) bool {
 	return func(ev map[string]any) bool { return ev["dev"] == dev }
 }
 
+// segsPerSkb records one family (dev_xmit or dev_recv) on one device during a
+// 2-second stream and returns the segments per skb it reports.
+func segsPerSkb(t *testing.T, pair *lab.Pair, family, dev string) float64 {
+	t.Helper()
+	events := recordDuring(t, []string{"-e", family, "--filter-dev", dev, "--interval", "200ms"},
+		func() { vethStream(t, pair, 2*time.Second, 0) })
+	skbs := total(events, family, "skbs", onDev(dev))
+	if skbs == 0 {
+		t.Fatalf("no %s events for %s", family, dev)
+	}
+	return total(events, family, "segs", onDev(dev)) / skbs
+}
+
 func TestDevXmitShowsTSO(t *testing.T) {
 	requireRoot(t)
 	requireTool(t, "ethtool")
 	pair := newPair(t)
-	segsPerSkb := func() float64 {
-		events := recordDuring(t, []string{"-e", "dev_xmit", "--filter-dev", pair.SenderDev, "--interval", "200ms"},
-			func() { vethStream(t, pair, 2*time.Second, 0) })
-		skbs := total(events, "dev_xmit", "skbs", onDev(pair.SenderDev))
-		if skbs == 0 {
-			t.Fatalf("no dev_xmit events for %s", pair.SenderDev)
-		}
-		return total(events, "dev_xmit", "segs", onDev(pair.SenderDev)) / skbs
-	}
-	on := segsPerSkb()
+	on := segsPerSkb(t, pair, "dev_xmit", pair.SenderDev)
 	if _, err := pair.Sender.Run("ethtool", "-K", pair.SenderDev, "tso", "off", "gso", "off"); err != nil {
 		t.Fatal(err)
 	}
-	off := segsPerSkb()
+	off := segsPerSkb(t, pair, "dev_xmit", pair.SenderDev)
 	t.Logf("segments per skb at %s: %.2f with TSO/GSO, %.2f without", pair.SenderDev, on, off)
 	if on < 4 || off > 1.05 {
 		t.Fatalf("segments per skb %.2f with TSO/GSO on (want many) and %.2f off (want about one)", on, off)
@@ -87,19 +91,13 @@ func TestDevRecvShowsGRO(t *testing.T) {
 	if _, err := pair.Sender.Run("ethtool", "-K", pair.SenderDev, "tso", "off", "gso", "off"); err != nil {
 		t.Fatal(err)
 	}
-	segsPerSkb := func(gro string) float64 {
+	withGRO := func(gro string) float64 {
 		if _, err := pair.Receiver.Run("ethtool", "-K", pair.ReceiverDev, "gro", gro); err != nil {
 			t.Fatal(err)
 		}
-		events := recordDuring(t, []string{"-e", "dev_recv", "--filter-dev", pair.ReceiverDev, "--interval", "200ms"},
-			func() { vethStream(t, pair, 2*time.Second, 0) })
-		skbs := total(events, "dev_recv", "skbs", onDev(pair.ReceiverDev))
-		if skbs == 0 {
-			t.Fatalf("no dev_recv events for %s", pair.ReceiverDev)
-		}
-		return total(events, "dev_recv", "segs", onDev(pair.ReceiverDev)) / skbs
+		return segsPerSkb(t, pair, "dev_recv", pair.ReceiverDev)
 	}
-	off, on := segsPerSkb("off"), segsPerSkb("on")
+	off, on := withGRO("off"), withGRO("on")
 	t.Logf("segments per received skb at %s: %.2f with GRO, %.2f without", pair.ReceiverDev, on, off)
 	if on <= 1.5 || off > 1.05 {
 		t.Fatalf("segments per received skb %.2f with GRO on (want above one) and %.2f off (want one)", on, off)
@@ -210,13 +208,7 @@ func TestQdiscTbfBacklogAndDropsMatchTc(t *testing.T) {
 // blastUDP sends 1400-byte datagrams from the sender to the receiver namespace for d.
 func blastUDP(t *testing.T, pair *lab.Pair, d time.Duration) {
 	t.Helper()
-	var c net.Conn
-	if err := pair.Sender.Do(func() (err error) {
-		c, err = net.Dial("udp", lab.ReceiverAddr.Addr().String()+":9")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	c := dialFrom(t, pair.Sender, &net.Dialer{}, "udp", lab.ReceiverAddr.Addr().String()+":9")
 	defer c.Close()
 	buf := make([]byte, 1400)
 	for end := time.Now().Add(d); time.Now().Before(end); {

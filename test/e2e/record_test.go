@@ -99,26 +99,12 @@ func TestConnStatesLoopback(t *testing.T) {
 
 func TestConnStatesVethBetweenNamespaces(t *testing.T) {
 	requireRoot(t)
-	pair, err := lab.NewPair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pair.Close()
+	pair := newPair(t)
 	rec := startRecord(t, "-e", "tcp_conn", "--filter-port", "5201")
-	var ln net.Listener
-	if err := pair.Receiver.Do(func() (err error) {
-		ln, err = net.Listen("tcp", lab.ReceiverAddr.Addr().String()+":5201")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	ln := listenIn(t, pair.Receiver, "tcp", lab.ReceiverAddr.Addr().String()+":5201")
 	defer ln.Close()
-	local, peer := connectAndClose(t, ln, func() (c net.Conn, err error) {
-		err = pair.Sender.Do(func() error {
-			c, err = net.Dial("tcp", ln.Addr().String())
-			return err
-		})
-		return c, err
+	local, peer := connectAndClose(t, ln, func() (net.Conn, error) {
+		return dialFrom(t, pair.Sender, &net.Dialer{}, "tcp", ln.Addr().String()), nil
 	})
 	rec.stop(t, syscall.SIGINT)
 	events, summary, err := parseJSON(t, rec.file)

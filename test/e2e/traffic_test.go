@@ -75,25 +75,39 @@ func dialer(sndbuf int) *net.Dialer {
 // wrote, as iperf3 reports it. sndbuf > 0 sets SO_SNDBUF.
 func vethStream(t testing.TB, pair *lab.Pair, d time.Duration, sndbuf int) float64 {
 	t.Helper()
-	var ln net.Listener
-	if err := pair.Receiver.Do(func() (err error) {
-		ln, err = net.Listen("tcp", lab.ReceiverAddr.Addr().String()+":5201")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	ln := listenIn(t, pair.Receiver, "tcp", lab.ReceiverAddr.Addr().String()+":5201")
 	defer ln.Close()
 	done := serve(t, ln, drain)
-	var c net.Conn
-	if err := pair.Sender.Do(func() (err error) {
-		c, err = dialer(sndbuf).Dial("tcp", ln.Addr().String())
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	c := dialFrom(t, pair.Sender, dialer(sndbuf), "tcp", ln.Addr().String())
 	start := time.Now()
 	n := bulk(t, c, d)
 	rate := float64(n) / time.Since(start).Seconds()
 	<-done
 	return rate
+}
+
+// listenIn listens on addr inside a namespace.
+func listenIn(t testing.TB, ns *lab.Netns, network, addr string) net.Listener {
+	t.Helper()
+	var ln net.Listener
+	if err := ns.Do(func() (err error) {
+		ln, err = net.Listen(network, addr)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+// dialFrom connects from inside a namespace.
+func dialFrom(t testing.TB, ns *lab.Netns, d *net.Dialer, network, addr string) net.Conn {
+	t.Helper()
+	var c net.Conn
+	if err := ns.Do(func() (err error) {
+		c, err = d.Dial(network, addr)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
