@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/skbtrace/skbtrace/internal/host"
 )
 
 // Addresses of the pair. Each pair lives in its own namespaces, so every run
@@ -21,7 +23,7 @@ var pairCount atomic.Uint32
 
 // Pair is two namespaces joined by a veth pair.
 type Pair struct {
-	Sender, Receiver       *Netns
+	Sender, Receiver       *host.Netns
 	SenderDev, ReceiverDev string
 }
 
@@ -36,14 +38,14 @@ func NewPair() (p *Pair, err error) {
 			p = nil
 		}
 	}()
-	if p.Sender, err = newNetns("skbtrace-" + id + "-snd"); err != nil {
+	if p.Sender, err = host.NewNetns("skbtrace-" + id + "-snd"); err != nil {
 		return p, err
 	}
-	if p.Receiver, err = newNetns("skbtrace-" + id + "-rcv"); err != nil {
+	if p.Receiver, err = host.NewNetns("skbtrace-" + id + "-rcv"); err != nil {
 		return p, err
 	}
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: p.SenderDev, Namespace: netlink.NsFd(p.Sender.handle)},
-		PeerName: p.ReceiverDev, PeerNamespace: netlink.NsFd(p.Receiver.handle)}
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: p.SenderDev, Namespace: netlink.NsFd(p.Sender.Handle())},
+		PeerName: p.ReceiverDev, PeerNamespace: netlink.NsFd(p.Receiver.Handle())}
 	if err = netlink.LinkAdd(veth); err != nil {
 		return p, fmt.Errorf("creating veth pair %s/%s: %w", p.SenderDev, p.ReceiverDev, err)
 	}
@@ -64,8 +66,8 @@ func short(id string) string {
 	return id
 }
 
-func configure(ns *Netns, dev string, addr netip.Prefix) error {
-	h, err := netlink.NewHandleAt(ns.handle)
+func configure(ns *host.Netns, dev string, addr netip.Prefix) error {
+	h, err := netlink.NewHandleAt(ns.Handle())
 	if err != nil {
 		return fmt.Errorf("opening netlink in %s: %w", ns.Name, err)
 	}
@@ -91,7 +93,7 @@ func configure(ns *Netns, dev string, addr netip.Prefix) error {
 // Close deletes both namespaces (and with them the veth pair).
 func (p *Pair) Close() error {
 	var errs []error
-	for _, ns := range []*Netns{p.Sender, p.Receiver} {
+	for _, ns := range []*host.Netns{p.Sender, p.Receiver} {
 		if ns != nil {
 			errs = append(errs, ns.Delete())
 		}

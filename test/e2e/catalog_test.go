@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/lab"
 )
 
@@ -107,7 +108,7 @@ func TestDevRecvShowsGRO(t *testing.T) {
 var snmpTCP = regexp.MustCompile(`(?m)^Tcp: ([A-Za-z].*)\nTcp: ([-0-9 ].*)$`)
 
 // retransSegs reads TcpRetransSegs in a namespace.
-func retransSegs(t *testing.T, ns *lab.Netns) float64 {
+func retransSegs(t *testing.T, ns *host.Netns) float64 {
 	t.Helper()
 	out, err := ns.Run("cat", "/proc/net/snmp")
 	if err != nil {

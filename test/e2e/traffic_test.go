@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/lab"
 )
 
@@ -87,7 +88,7 @@ func vethStream(t testing.TB, pair *lab.Pair, d time.Duration, sndbuf int) float
 }
 
 // listenIn listens on addr inside a namespace.
-func listenIn(t testing.TB, ns *lab.Netns, network, addr string) net.Listener {
+func listenIn(t testing.TB, ns *host.Netns, network, addr string) net.Listener {
 	t.Helper()
 	var ln net.Listener
 	if err := ns.Do(func() (err error) {
@@ -100,7 +101,7 @@ func listenIn(t testing.TB, ns *lab.Netns, network, addr string) net.Listener {
 }
 
 // dialFrom connects from inside a namespace.
-func dialFrom(t testing.TB, ns *lab.Netns, d *net.Dialer, network, addr string) net.Conn {
+func dialFrom(t testing.TB, ns *host.Netns, d *net.Dialer, network, addr string) net.Conn {
 	t.Helper()
 	var c net.Conn
 	if err := ns.Do(func() (err error) {

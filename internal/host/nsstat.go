@@ -1,4 +1,4 @@
-package lab
+package host
 
 import "golang.org/x/sys/unix"
 

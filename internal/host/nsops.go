@@ -1,4 +1,4 @@
-package lab
+package host
 
 import (
 	"fmt"
@@ -9,15 +9,30 @@ import (
 	"github.com/vishvananda/netns"
 )
 
-// Netns is a named network namespace created by the lab.
+// Netns is a named network namespace. Close or Delete releases it.
 type Netns struct {
 	Name   string
 	handle netns.NsHandle
 }
 
-// newNetns creates a named namespace (bind-mounted under /run/netns, so
+// OpenNetns opens an existing named namespace (iproute2's, under /run/netns).
+func OpenNetns(name string) (*Netns, error) {
+	h, err := netns.GetFromName(name)
+	if err != nil {
+		return nil, fmt.Errorf("opening network namespace %s: %w", name, err)
+	}
+	return &Netns{Name: name, handle: h}, nil
+}
+
+// Handle is the namespace's file descriptor, for netlink.
+func (n *Netns) Handle() netns.NsHandle { return n.handle }
+
+// Close releases the handle; the namespace stays.
+func (n *Netns) Close() error { return n.handle.Close() }
+
+// NewNetns creates a named namespace (bind-mounted under /run/netns, so
 // iproute2 sees it) without moving the calling goroutine's thread into it.
-func newNetns(name string) (*Netns, error) {
+func NewNetns(name string) (*Netns, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	orig, err := netns.Get()
