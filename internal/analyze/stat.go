@@ -8,7 +8,7 @@ import (
 )
 
 // Stat summarizes a recording the way btt summarizes a blktrace: per
-// connection, per device, per CPU, drops and loss.
+// connection, per device, per CPU, per qdisc, drops and loss.
 type Stat struct {
 	Start, End  int64 // wall-clock ns of the first and last event
 	Events      uint64
@@ -16,11 +16,13 @@ type Stat struct {
 	Devices     []*DevStat
 	CPUs        []*CPUStat
 	Drops       []*DropStat
+	Qdiscs      []*QdiscStat
 
-	conns map[connKey]*ConnStat
-	devs  map[devKey]*DevStat
-	cpus  map[uint32]*CPUStat
-	drops map[dropKey]*DropStat
+	conns  map[connKey]*ConnStat
+	devs   map[devKey]*DevStat
+	cpus   map[uint32]*CPUStat
+	drops  map[dropKey]*DropStat
+	qdiscs map[qdiscKey]*QdiscStat
 }
 
 // connKey identifies a connection by its socket and peer: the local port is
@@ -143,6 +145,22 @@ type CPUStat struct {
 	NapiBudgetExhausts uint64
 }
 
+type qdiscKey struct {
+	dev            string
+	netns          uint32
+	handle, parent uint32
+}
+
+// QdiscStat is one qdisc's traffic over the recording.
+type QdiscStat struct {
+	Dev, Kind          string
+	Netns              uint32
+	Handle, Parent     uint32
+	Enqueues, Dequeues uint64
+	Drops, Requeues    uint64
+	BacklogMax         uint32
+}
+
 // DropStat is the drops of one reason at one location on one device.
 type DropStat struct {
 	Reason   uint32
@@ -153,7 +171,8 @@ type DropStat struct {
 
 // NewStat returns an empty summary.
 func NewStat() *Stat {
-	return &Stat{conns: map[connKey]*ConnStat{}, devs: map[devKey]*DevStat{}, cpus: map[uint32]*CPUStat{}, drops: map[dropKey]*DropStat{}}
+	return &Stat{conns: map[connKey]*ConnStat{}, devs: map[devKey]*DevStat{}, cpus: map[uint32]*CPUStat{},
+		drops: map[dropKey]*DropStat{}, qdiscs: map[qdiscKey]*QdiscStat{}}
 }
 
 // Add takes one event, in sequence order.
@@ -226,6 +245,20 @@ func (s *Stat) Add(ev *event.Event) {
 		c.NapiPolls += ev.Napi.Polls
 		c.NapiWork += ev.Napi.Work
 		c.NapiBudgetExhausts += ev.Napi.Exhausted
+	case event.TypeQdisc:
+		q := &ev.Qdisc
+		k := qdiscKey{string(event.CString(q.Dev[:])), q.Netns, q.Handle, q.Parent}
+		qs := s.qdiscs[k]
+		if qs == nil {
+			qs = &QdiscStat{Dev: k.dev, Kind: string(event.CString(q.Kind[:])), Netns: k.netns, Handle: k.handle, Parent: k.parent}
+			s.qdiscs[k] = qs
+			s.Qdiscs = append(s.Qdiscs, qs)
+		}
+		qs.Enqueues += q.Enqueues
+		qs.Dequeues += q.Dequeues
+		qs.Drops += q.Drops
+		qs.Requeues += q.Requeues
+		qs.BacklogMax = max(qs.BacklogMax, q.BacklogMax)
 	case event.TypeSkbDrop:
 		d := &ev.Drop
 		k := dropKey{d.Reason, d.Location, string(event.CString(d.Dev[:]))}

@@ -19,10 +19,25 @@ type StatView struct {
 	Missing     uint64     `json:"missing_seq"`
 	Connections []ConnView `json:"connections"`
 	// StateOnly counts sockets seen only changing state (listeners, short-lived connections).
-	StateOnly int        `json:"state_only_sockets"`
-	Devices   []DevView  `json:"devices"`
-	CPUs      []CPUView  `json:"cpus"`
-	Drops     []DropView `json:"drops"`
+	StateOnly int         `json:"state_only_sockets"`
+	Devices   []DevView   `json:"devices"`
+	CPUs      []CPUView   `json:"cpus"`
+	Drops     []DropView  `json:"drops"`
+	Qdiscs    []QdiscView `json:"qdiscs"`
+}
+
+// QdiscView is one qdisc in StatView.
+type QdiscView struct {
+	Dev        string `json:"dev"`
+	Netns      string `json:"netns"`
+	Kind       string `json:"kind"`
+	Handle     string `json:"handle"`
+	Parent     string `json:"parent"`
+	Enqueues   uint64 `json:"enqueues"`
+	Dequeues   uint64 `json:"dequeues"`
+	Drops      uint64 `json:"drops"`
+	Requeues   uint64 `json:"requeues"`
+	BacklogMax uint32 `json:"backlog_max"`
 }
 
 // ConnView is one connection in StatView.
@@ -95,7 +110,12 @@ func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 		return fmt.Sprint(ino)
 	}
 	v := StatView{Seconds: st.Seconds(), Events: st.Events, Lost: sum.TotalLost(), Missing: sum.Missing,
-		Connections: []ConnView{}, Devices: []DevView{}, CPUs: []CPUView{}, Drops: []DropView{}}
+		Connections: []ConnView{}, Devices: []DevView{}, CPUs: []CPUView{}, Drops: []DropView{}, Qdiscs: []QdiscView{}}
+	for _, q := range st.Qdiscs {
+		v.Qdiscs = append(v.Qdiscs, QdiscView{Dev: q.Dev, Netns: nsName(q.Netns), Kind: q.Kind, Handle: qdiscHandle(q.Handle),
+			Parent: qdiscHandle(q.Parent), Enqueues: q.Enqueues, Dequeues: q.Dequeues, Drops: q.Drops,
+			Requeues: q.Requeues, BacklogMax: q.BacklogMax})
+	}
 	for _, c := range st.Connections {
 		if !c.Active() {
 			v.StateOnly++
@@ -178,6 +198,13 @@ func WriteStatText(w io.Writer, v StatView) error {
 		fmt.Fprintln(tw, "\nCPUS\ncpu\tNET_RX\tNET_TX\tnapi polls\tbudget exhausted")
 		for _, c := range v.CPUs {
 			fmt.Fprintf(tw, "%d\t%.1f%%\t%.1f%%\t%d\t%d\n", c.CPU, c.NetRxShare*100, c.NetTxShare*100, c.NapiPolls, c.NapiExhausted)
+		}
+	}
+	if len(v.Qdiscs) > 0 {
+		fmt.Fprintln(tw, "\nQDISCS\ndev\tnetns\tkind\thandle\tparent\tenqueues\tdrops\trequeues\tbacklog max")
+		for _, q := range v.Qdiscs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", q.Dev, q.Netns, q.Kind, q.Handle, q.Parent,
+				q.Enqueues, q.Drops, q.Requeues, q.BacklogMax)
 		}
 	}
 	if len(v.Drops) > 0 {

@@ -177,22 +177,7 @@ func TestNoProgramStaysLoaded(t *testing.T) {
 	for name, run := range cases {
 		t.Run(name, func(t *testing.T) {
 			run(t)
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				var left []string
-				for id, name := range skbtracePrograms(t) {
-					if _, ok := before[id]; !ok {
-						left = append(left, fmt.Sprintf("%s (id %d)", name, id))
-					}
-				}
-				if len(left) == 0 {
-					return
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("after record exited, still loaded: %v", left)
-				}
-				time.Sleep(100 * time.Millisecond) // the kernel frees programs asynchronously
-			}
+			waitProgramsGone(t, before)
 		})
 	}
 }
@@ -233,5 +218,27 @@ func TestKilledRecordingLeavesParseableTrace(t *testing.T) {
 	}
 	if !established {
 		t.Errorf("the connection's ESTABLISHED event, written a second before the kill, is missing")
+	}
+}
+
+// waitProgramsGone fails unless every skbtrace program loaded since before is
+// unloaded within 5 seconds: the kernel frees them asynchronously.
+func waitProgramsGone(t *testing.T, before map[ebpf.ProgramID]string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var left []string
+		for id, name := range skbtracePrograms(t) {
+			if _, ok := before[id]; !ok {
+				left = append(left, fmt.Sprintf("%s (id %d)", name, id))
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after skbtrace exited, still loaded: %v", left)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

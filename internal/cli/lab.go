@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/skbtrace/skbtrace/internal/host"
+	"github.com/skbtrace/skbtrace/internal/lab"
+)
+
+func labCmd(e *env) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "lab",
+		Short: "reproduce throughput faults in network namespaces and show the signals that prove them",
+		Long: `lab builds two network namespaces joined by a veth pair, runs traffic through
+them as a control and with a fault, records both with skbtrace, and shows
+the kernel signal that proves the fault. Everything it creates is removed
+when it ends, also on errors and Ctrl-C.`,
+	}
+	c.AddCommand(labListCmd(e), labRunCmd(e))
+	return c
+}
+
+func labListCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "list the scenarios",
+		Args:  noArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "SCENARIO\tEXPECTED FINDING\tFAULT")
+			for _, s := range lab.Scenarios {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, or(s.Expect, "none"), s.Fault)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func or(s, alt string) string {
+	if s == "" {
+		return alt
+	}
+	return s
+}
+
+func labRunCmd(e *env) *cobra.Command {
+	var asJSON, keep bool
+	c := &cobra.Command{
+		Use:   "run NAME... | all",
+		Short: "run scenarios: control, fault, and the signal that proves it",
+		Example: `  skbtrace lab run sndbuf-limited
+  skbtrace lab run all --json`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("name the scenarios to run, or all (see skbtrace lab list)")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			var run []*lab.Scenario
+			for _, name := range args {
+				if name == "all" {
+					run = append(run, lab.Scenarios...)
+					continue
+				}
+				s, ok := lab.ByName(name)
+				if !ok {
+					return usagef("no scenario %q (see skbtrace lab list)", name)
+				}
+				run = append(run, s)
+			}
+			if err := host.CheckTracingCaps(); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			var reports []*lab.Report
+			failed := 0
+			for _, s := range run {
+				if !asJSON {
+					fmt.Fprintf(e.stderr, "skbtrace: lab: running %s ...\n", s.Name)
+				}
+				rep, err := s.Run(ctx, keep)
+				if err != nil {
+					return err
+				}
+				reports = append(reports, rep)
+				if !rep.Reproduced {
+					failed++
+				}
+				if !asJSON {
+					printLabReport(e, rep)
+				}
+			}
+			if asJSON {
+				enc := json.NewEncoder(e.stdout)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(reports); err != nil {
+					return err
+				}
+			}
+			if failed > 0 {
+				return fmt.Errorf("%d of %d scenarios did not reproduce their fault", failed, len(reports))
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "reports as one JSON array")
+	c.Flags().BoolVar(&keep, "keep", false, "leave the namespaces in place to inspect them (remove with ip netns del)")
+	return c
+}
+
+func printLabReport(e *env, r *lab.Report) {
+	verdict := "reproduced"
+	if !r.Reproduced {
+		verdict = "NOT reproduced"
+	}
+	fmt.Fprintf(e.stdout, "%s: %s (%.0f s)\n", r.Name, verdict, r.Seconds)
+	fmt.Fprintf(e.stdout, "  fault:    %s\n", r.Fault)
+	fmt.Fprintf(e.stdout, "  control:  %s  %.0f ops/s\n", strings.TrimSpace(bitsPerSecond(r.ControlBps)), r.ControlOps)
+	fmt.Fprintf(e.stdout, "  faulty:   %s  %.0f ops/s\n", strings.TrimSpace(bitsPerSecond(r.FaultBps)), r.FaultOps)
+	fmt.Fprintf(e.stdout, "  signal:   %s\n", r.Signal)
+	if r.Expect != "" {
+		fmt.Fprintf(e.stdout, "  expected finding: %s\n", r.Expect)
+	}
+}

@@ -1,0 +1,222 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/skbtrace/skbtrace/internal/analyze"
+	"github.com/skbtrace/skbtrace/internal/collect"
+	"github.com/skbtrace/skbtrace/internal/event"
+	"github.com/skbtrace/skbtrace/internal/load"
+	"github.com/skbtrace/skbtrace/internal/trace"
+)
+
+// Port is where the lab's load server listens in the receiver namespace.
+const Port = 5201
+
+// Scenario is one reproducible fault: a control run and a fault run on a
+// fresh pair of namespaces, both recorded, and a verdict on the kernel
+// signals that prove the fault.
+type Scenario struct {
+	Name   string
+	Fault  string // what the fault run changes
+	Expect string // the finding id the doctor should give (docs/findings.md), "" for none
+	// Families are recorded during both runs.
+	Families []string
+	// Load is the traffic of both runs; FaultLoad, if set, changes it for the fault run.
+	Load      load.Options
+	FaultLoad func(*load.Options)
+	// Prepare applies to both runs; Inject turns the control into the fault.
+	Prepare func(*Pair) error
+	Inject  func(*Pair) error
+	// Verdict compares the runs: the signal that shows the fault, and whether it did.
+	Verdict func(control, fault *Measurement, p *Pair) (signal string, reproduced bool)
+}
+
+// Measurement is one run: the generator's result and the recording's summary.
+type Measurement struct {
+	Load    *load.Result
+	Stat    *analyze.Stat
+	Summary *analyze.Summary
+	Trace   []byte
+}
+
+// Report is the outcome of a scenario.
+type Report struct {
+	Name       string  `json:"name"`
+	Fault      string  `json:"fault"`
+	Expect     string  `json:"expected_finding,omitempty"`
+	ControlBps float64 `json:"control_bits_per_second"`
+	FaultBps   float64 `json:"fault_bits_per_second"`
+	ControlOps float64 `json:"control_ops_per_second"`
+	FaultOps   float64 `json:"fault_ops_per_second"`
+	Signal     string  `json:"signal"`
+	Reproduced bool    `json:"reproduced"`
+	Seconds    float64 `json:"seconds"`
+}
+
+// Run performs the scenario. The namespaces are removed when it returns,
+// whatever happens, unless keep is set (to inspect them).
+func (s *Scenario) Run(ctx context.Context, keep bool) (rep *Report, err error) {
+	start := time.Now()
+	pair, err := NewPair()
+	if err != nil {
+		return nil, err
+	}
+	if !keep {
+		defer func() {
+			if cerr := pair.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+	}
+	srv, err := startServer(ctx, pair)
+	if err != nil {
+		return nil, err
+	}
+	defer srv()
+	if s.Prepare != nil {
+		if err := s.Prepare(pair); err != nil {
+			return nil, fmt.Errorf("%s: preparing: %w", s.Name, err)
+		}
+	}
+	control, err := s.measure(ctx, pair, s.Load)
+	if err != nil {
+		return nil, fmt.Errorf("%s: control run: %w", s.Name, err)
+	}
+	if s.Inject != nil {
+		if err := s.Inject(pair); err != nil {
+			return nil, fmt.Errorf("%s: injecting the fault: %w", s.Name, err)
+		}
+	}
+	faultLoad := s.Load
+	if s.FaultLoad != nil {
+		s.FaultLoad(&faultLoad)
+	}
+	fault, err := s.measure(ctx, pair, faultLoad)
+	if err != nil {
+		return nil, fmt.Errorf("%s: fault run: %w", s.Name, err)
+	}
+	signal, ok := s.Verdict(control, fault, pair)
+	return &Report{
+		Name: s.Name, Fault: s.Fault, Expect: s.Expect,
+		ControlBps: control.Load.Bps, FaultBps: fault.Load.Bps,
+		ControlOps: control.Load.OpsPerSec, FaultOps: fault.Load.OpsPerSec,
+		Signal: signal, Reproduced: ok, Seconds: time.Since(start).Seconds(),
+	}, nil
+}
+
+// startServer runs the load server in the receiver namespace until the returned stop is called.
+func startServer(ctx context.Context, p *Pair) (stop func(), err error) {
+	var srv *load.Server
+	addr := fmt.Sprintf("%s:%d", ReceiverAddr.Addr(), Port)
+	if err := p.Receiver.Do(func() (err error) {
+		srv, err = load.Listen(addr)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { srv.Serve(ctx); close(done) }()
+	return func() { cancel(); <-done }, nil
+}
+
+// measure records the families while the load runs from the sender namespace.
+func (s *Scenario) measure(ctx context.Context, p *Pair, o load.Options) (*Measurement, error) {
+	fams, _, err := collect.Select(s.Families)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := collect.Start(collect.Options{Families: fams, Interval: 200 * time.Millisecond})
+	if err != nil {
+		return nil, err
+	}
+	defer rec.Close()
+	var buf bytes.Buffer
+	w, err := trace.NewWriter(&buf, collect.Header("skbtrace lab run "+s.Name))
+	if err != nil {
+		return nil, err
+	}
+	stop := make(chan struct{})
+	recErr := make(chan error, 1)
+	go func() {
+		_, err := rec.Run(w, stop)
+		recErr <- err
+	}()
+	o.Addr = fmt.Sprintf("%s:%d", ReceiverAddr.Addr(), Port)
+	o.DialNetns = p.Sender.Name
+	res, lerr := load.Run(ctx, o, nil)
+	close(stop)
+	if err := <-recErr; err != nil {
+		return nil, fmt.Errorf("recording: %w", err)
+	}
+	if lerr != nil {
+		return nil, lerr
+	}
+	m := &Measurement{Load: res, Stat: analyze.NewStat(), Summary: analyze.NewSummary(), Trace: buf.Bytes()}
+	r, err := trace.NewReader(bytes.NewReader(m.Trace))
+	if err != nil {
+		return nil, err
+	}
+	if err := analyze.Replay(r, &event.Filter{}, m.Summary, func(ev *event.Event) error { m.Stat.Add(ev); return nil }); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// sender finds the load's data connection as its sender saw it.
+func (m *Measurement) sender() *analyze.ConnStat {
+	var best *analyze.ConnStat
+	peer := fmt.Sprintf("%s:%d", ReceiverAddr.Addr(), Port)
+	for _, c := range m.Stat.Connections {
+		if c.Peer != peer {
+			continue
+		}
+		if best == nil || sum(c.LimitCount) > sum(best.LimitCount) {
+			best = c
+		}
+	}
+	return best
+}
+
+func sum(m map[string]uint64) uint64 {
+	var n uint64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// limitShare is a send-limit reason's share of the sender's decisions.
+func (m *Measurement) limitShare(reason string) float64 {
+	c := m.sender()
+	if c == nil || sum(c.LimitCount) == 0 {
+		return 0
+	}
+	return float64(c.LimitCount[reason]) / float64(sum(c.LimitCount))
+}
+
+// device finds a device's statistics by name.
+func (m *Measurement) device(name string) *analyze.DevStat {
+	for _, d := range m.Stat.Devices {
+		if d.Name == name {
+			return d
+		}
+	}
+	return &analyze.DevStat{Name: name}
+}
+
+// drops counts skb_drop events of one reason, by its name in the trace.
+func (m *Measurement) drops(reason string) uint64 {
+	var n uint64
+	for _, d := range m.Stat.Drops {
+		if m.Summary.Names.DropReason(d.Reason) == reason {
+			n += d.Count
+		}
+	}
+	return n
+}
+

@@ -1,0 +1,179 @@
+package lab
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/skbtrace/skbtrace/internal/load"
+)
+
+// Every run uses CUBIC per socket: the host's default here is BBR, whose own
+// pacing and cwnd limits would blur the faults, and a namespace cannot
+// change its default.
+var bulk = load.Options{Mode: load.Bulk, Duration: 2 * time.Second, CC: "cubic"}
+
+// Scenarios lists the lab's faults in the order `skbtrace lab list` prints them.
+var Scenarios = []*Scenario{
+	{
+		Name:     "baseline",
+		Fault:    "none: one bulk stream over veth, both runs alike",
+		Families: []string{"tcp_conn", "tcp_sendlim", "tcp_rtt"},
+		Load:     bulk,
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			ratio := f.Load.Bps / c.Load.Bps
+			return fmt.Sprintf("runs at %.1f and %.1f Gbit/s; sender limited by %s", c.Load.Bps/1e9, f.Load.Bps/1e9,
+				topReason(f)), ratio > 0.5 && ratio < 2
+		},
+	},
+	{
+		Name:     "sndbuf-limited",
+		Fault:    "net.ipv4.tcp_wmem = 4096 8192 16384 in the sender's namespace",
+		Expect:   "sndbuf-limited",
+		Families: []string{"tcp_conn", "tcp_sendlim", "tcp_rtt"},
+		Load:     bulk,
+		Inject:   func(p *Pair) error { return sysctl(p.Sender, "net.ipv4.tcp_wmem", "4096 8192 16384") },
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			share := f.limitShare("sndbuf")
+			return fmt.Sprintf("tcp_sendlim [sndbuf] %.0f%% of the sender's decisions (control %.0f%%); throughput %s",
+				share*100, c.limitShare("sndbuf")*100, change(c, f)), share > 0.5 && f.Load.Bps < 0.7*c.Load.Bps
+		},
+	},
+	{
+		Name:     "nagle-delay",
+		Fault:    "request/response in two small writes per request, Nagle on (control: TCP_NODELAY)",
+		Expect:   "nagle-delay",
+		Families: []string{"tcp_conn", "tcp_sendlim"},
+		Load:     load.Options{Mode: load.RR, Duration: 2 * time.Second, Size: 100, Writes: 2, NoDelay: true, CC: "cubic"},
+		FaultLoad: func(o *load.Options) {
+			o.NoDelay = false
+		},
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			nagle := f.sender().LimitCount["nagle"]
+			return fmt.Sprintf("%d tcp_sendlim [nagle] decisions; %.0f transactions/s against %.0f with TCP_NODELAY",
+				nagle, f.Load.OpsPerSec, c.Load.OpsPerSec), nagle > 0 && f.Load.OpsPerSec*5 < c.Load.OpsPerSec
+		},
+	},
+	{
+		Name:     "rate-shaped",
+		Fault:    "tbf rate 200mbit on the sender's veth",
+		Expect:   "rate-shaped",
+		Families: []string{"tcp_conn", "qdisc"},
+		Load:     bulk,
+		Inject: func(p *Pair) error {
+			_, err := p.Sender.Run("tc", "qdisc", "add", "dev", p.SenderDev, "root", "tbf", "rate", "200mbit", "burst", "64kb", "latency", "20ms")
+			return err
+		},
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			var backlog uint32
+			for _, q := range f.Stat.Qdiscs {
+				if q.Dev == p.SenderDev && q.Kind == "tbf" {
+					backlog = max(backlog, q.BacklogMax)
+				}
+			}
+			return fmt.Sprintf("tbf backlog up to %d bytes; throughput %s", backlog, change(c, f)),
+				backlog > 0 && f.Load.Bps < 250e6 && c.Load.Bps > 1e9
+		},
+	},
+	{
+		Name:     "packet-loss",
+		Fault:    "1 % random drop by a netfilter rule in the receiver's namespace",
+		Expect:   "packet-loss",
+		Families: []string{"tcp_conn", "tcp_retrans", "tcp_cong", "skb_drop"},
+		Load:     bulk,
+		Inject: func(p *Pair) error {
+			for _, args := range [][]string{
+				{"add", "table", "inet", "skbtrace_lab"},
+				{"add", "chain", "inet", "skbtrace_lab", "in", "{ type filter hook input priority 0 ; }"},
+				{"add", "rule", "inet", "skbtrace_lab", "in", "tcp", "dport", fmt.Sprint(Port), "numgen", "random", "mod", "100", "<", "1", "drop"},
+			} {
+				if _, err := p.Receiver.Run("nft", args...); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			drops := f.drops("NETFILTER_DROP")
+			var retrans uint64
+			if s := f.sender(); s != nil {
+				retrans = s.RetransSegs
+			}
+			return fmt.Sprintf("%d skb_drop [NETFILTER_DROP], %d retransmitted segments; throughput %s", drops, retrans, change(c, f)),
+				drops > 0 && retrans > 0 && c.drops("NETFILTER_DROP") == 0
+		},
+	},
+	{
+		Name:     "offload-disabled",
+		Fault:    "TSO and GSO off on the sender's veth",
+		Expect:   "offload-disabled",
+		Families: []string{"tcp_conn", "dev_xmit"},
+		Load:     bulk,
+		Inject: func(p *Pair) error {
+			_, err := p.Sender.Run("ethtool", "-K", p.SenderDev, "tso", "off", "gso", "off")
+			return err
+		},
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			on, off := c.device(p.SenderDev).Xmit.SegsPerSkb(), f.device(p.SenderDev).Xmit.SegsPerSkb()
+			return fmt.Sprintf("dev_xmit %.1f segments per skb, against %.1f with TSO/GSO; throughput %s", off, on, change(c, f)),
+				on > 4 && off < 1.1
+		},
+	},
+	{
+		Name:     "gro-off",
+		Fault:    "GRO off on the receiver's veth, sender TSO and GSO off in both runs (control: GRO on)",
+		Expect:   "offload-disabled",
+		Families: []string{"tcp_conn", "dev_recv"},
+		Load:     bulk,
+		Prepare: func(p *Pair) error {
+			if _, err := p.Sender.Run("ethtool", "-K", p.SenderDev, "tso", "off", "gso", "off"); err != nil {
+				return err
+			}
+			_, err := p.Receiver.Run("ethtool", "-K", p.ReceiverDev, "gro", "on")
+			return err
+		},
+		Inject: func(p *Pair) error {
+			_, err := p.Receiver.Run("ethtool", "-K", p.ReceiverDev, "gro", "off")
+			return err
+		},
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			on, off := c.device(p.ReceiverDev).Recv.SegsPerSkb(), f.device(p.ReceiverDev).Recv.SegsPerSkb()
+			return fmt.Sprintf("dev_recv %.1f segments per skb, against %.1f with GRO; throughput %s", off, on, change(c, f)),
+				on > 1.5 && off < 1.1
+		},
+	},
+}
+
+// ByName finds a scenario.
+func ByName(name string) (*Scenario, bool) {
+	for _, s := range Scenarios {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return nil, false
+}
+
+func sysctl(ns interface {
+	Run(string, ...string) (string, error)
+}, key, value string) error {
+	_, err := ns.Run("sysctl", "-w", key+"="+value)
+	return err
+}
+
+func change(c, f *Measurement) string {
+	return fmt.Sprintf("%.2f Gbit/s against %.2f in the control", f.Load.Bps/1e9, c.Load.Bps/1e9)
+}
+
+func topReason(m *Measurement) string {
+	s := m.sender()
+	if s == nil {
+		return "unknown"
+	}
+	best, n := "unknown", uint64(0)
+	for r, c := range s.LimitCount {
+		if c > n {
+			best, n = r, c
+		}
+	}
+	return best
+}

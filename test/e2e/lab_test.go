@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skbtrace/skbtrace/internal/lab"
+)
+
+// leftovers lists what a lab run with this process id could have left:
+// namespaces and interfaces named after it.
+func leftovers(t *testing.T, pid int) []string {
+	t.Helper()
+	var left []string
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, fmt.Sprintf("skbtrace-%d-", pid)) {
+			left = append(left, "netns "+strings.Fields(line)[0])
+		}
+	}
+	links, _ := exec.Command("ip", "-o", "link").Output()
+	for _, line := range strings.Split(string(links), "\n") {
+		if strings.Contains(line, fmt.Sprintf("skbs%d-", pid)) || strings.Contains(line, fmt.Sprintf("skbr%d-", pid)) {
+			left = append(left, "link "+line)
+		}
+	}
+	return left
+}
+
+func TestLabRunAllReproducesEveryFault(t *testing.T) {
+	requireRoot(t)
+	requireTool(t, "ethtool")
+	requireTool(t, "nft")
+	cmd := exec.Command(binary, "lab", "run", "all", "--json")
+	var out, errs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errs
+	start := time.Now()
+	err := cmd.Run()
+	var reports []lab.Report
+	if jerr := json.Unmarshal(out.Bytes(), &reports); jerr != nil {
+		t.Fatalf("lab run all --json: %v (%v): %s", jerr, err, errs.String())
+	}
+	for _, r := range reports {
+		t.Logf("%-16s reproduced=%-5v %s", r.Name, r.Reproduced, r.Signal)
+		if !r.Reproduced {
+			t.Errorf("%s did not reproduce: %s", r.Name, r.Signal)
+		}
+	}
+	if len(reports) != len(lab.Scenarios) || err != nil {
+		t.Fatalf("%d reports for %d scenarios, exit %v: %s", len(reports), len(lab.Scenarios), err, errs.String())
+	}
+	if d := time.Since(start); d > 10*time.Minute {
+		t.Fatalf("lab run all took %v, over the 10 minutes allowed", d)
+	}
+	if left := leftovers(t, cmd.Process.Pid); len(left) > 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+}
+
+func TestLabCleansUpAfterAFailedRun(t *testing.T) {
+	requireRoot(t)
+	s := &lab.Scenario{
+		Name:     "broken",
+		Families: []string{"tcp_conn"},
+		Inject:   func(p *lab.Pair) error { return errors.New("injected failure") },
+	}
+	_, err := s.Run(context.Background(), false)
+	if err == nil || !strings.Contains(err.Error(), "injected failure") {
+		t.Fatalf("err %v, want the injected failure", err)
+	}
+	if left := leftovers(t, os.Getpid()); len(left) > 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+}
+
+func TestLabCleansUpWhenInterrupted(t *testing.T) {
+	requireRoot(t)
+	before := skbtracePrograms(t)
+	cmd := exec.Command(binary, "lab", "run", "all")
+	var errs bytes.Buffer
+	cmd.Stderr = &errs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // inside a scenario's runs
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("an interrupted lab run exited 0")
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("lab run did not stop within 30s of SIGINT")
+	}
+	if left := leftovers(t, cmd.Process.Pid); len(left) > 0 {
+		t.Fatalf("left behind after SIGINT: %v (%s)", left, errs.String())
+	}
+	waitProgramsGone(t, before)
+}
