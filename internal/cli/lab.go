@@ -24,8 +24,24 @@ them as a control and with a fault, records both with skbtrace, and shows
 the kernel signal that proves the fault. Everything it creates is removed
 when it ends, also on errors and Ctrl-C.`,
 	}
-	c.AddCommand(labListCmd(e), labRunCmd(e))
+	c.AddCommand(labListCmd(e), labRunCmd(e), labDemoCmd(e))
 	return c
+}
+
+func labDemoCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "demo",
+		Short: "tell seed 001's story: a send buffer too small, what skbtrace shows, the fix",
+		Args:  noArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := host.CheckTracingCaps(); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return lab.Story(ctx, e.stdout)
+		},
+	}
 }
 
 func labListCmd(e *env) *cobra.Command {

@@ -219,4 +219,3 @@ func (m *Measurement) drops(reason string) uint64 {
 	}
 	return n
 }
-
