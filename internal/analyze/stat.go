@@ -8,7 +8,7 @@ import (
 )
 
 // Stat summarizes a recording the way btt summarizes a blktrace: per
-// connection, per device, per CPU, per qdisc, drops and loss.
+// connection, per device, per CPU, per qdisc, per process, drops and loss.
 type Stat struct {
 	Start, End  int64 // wall-clock ns of the first and last event
 	Events      uint64
@@ -17,7 +17,9 @@ type Stat struct {
 	CPUs        []*CPUStat
 	Drops       []*DropStat
 	Qdiscs      []*QdiscStat
+	SockIO      []*SockIOStat
 
+	sockIO map[sockIOKey]*SockIOStat
 	conns  map[connKey]*ConnStat
 	devs   map[devKey]*DevStat
 	cpus   map[uint32]*CPUStat
@@ -145,6 +147,18 @@ type CPUStat struct {
 	NapiBudgetExhausts uint64
 }
 
+type sockIOKey struct {
+	pid uint32
+	dir string
+}
+
+// SockIOStat is one process's socket calls in one direction.
+type SockIOStat struct {
+	Pid                  uint32
+	Comm, Dir            string
+	Calls, Bytes, Errors uint64
+}
+
 type qdiscKey struct {
 	dev            string
 	netns          uint32
@@ -172,7 +186,7 @@ type DropStat struct {
 // NewStat returns an empty summary.
 func NewStat() *Stat {
 	return &Stat{conns: map[connKey]*ConnStat{}, devs: map[devKey]*DevStat{}, cpus: map[uint32]*CPUStat{},
-		drops: map[dropKey]*DropStat{}, qdiscs: map[qdiscKey]*QdiscStat{}}
+		drops: map[dropKey]*DropStat{}, qdiscs: map[qdiscKey]*QdiscStat{}, sockIO: map[sockIOKey]*SockIOStat{}}
 }
 
 // Add takes one event, in sequence order.
@@ -245,6 +259,18 @@ func (s *Stat) Add(ev *event.Event) {
 		c.NapiPolls += ev.Napi.Polls
 		c.NapiWork += ev.Napi.Work
 		c.NapiBudgetExhausts += ev.Napi.Exhausted
+	case event.TypeSockIO:
+		io := &ev.SockIO
+		k := sockIOKey{io.Pid, event.SockIODir(io.Dir)}
+		ps := s.sockIO[k]
+		if ps == nil {
+			ps = &SockIOStat{Pid: io.Pid, Comm: string(event.CString(io.Comm[:])), Dir: k.dir}
+			s.sockIO[k] = ps
+			s.SockIO = append(s.SockIO, ps)
+		}
+		ps.Calls += io.Calls
+		ps.Bytes += io.Bytes
+		ps.Errors += io.Errors
 	case event.TypeQdisc:
 		q := &ev.Qdisc
 		k := qdiscKey{string(event.CString(q.Dev[:])), q.Netns, q.Handle, q.Parent}
@@ -328,4 +354,5 @@ func (s *Stat) Sort() {
 	})
 	sort.Slice(s.CPUs, func(i, j int) bool { return s.CPUs[i].CPU < s.CPUs[j].CPU })
 	sort.SliceStable(s.Drops, func(i, j int) bool { return s.Drops[i].Count > s.Drops[j].Count })
+	sort.SliceStable(s.SockIO, func(i, j int) bool { return s.SockIO[i].Calls > s.SockIO[j].Calls })
 }

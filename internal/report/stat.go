@@ -24,6 +24,17 @@ type StatView struct {
 	CPUs      []CPUView   `json:"cpus"`
 	Drops     []DropView  `json:"drops"`
 	Qdiscs    []QdiscView `json:"qdiscs"`
+	Processes []ProcView  `json:"processes"`
+}
+
+// ProcView is one process's socket calls in one direction.
+type ProcView struct {
+	Pid    uint32 `json:"pid"`
+	Comm   string `json:"comm"`
+	Dir    string `json:"dir"`
+	Calls  uint64 `json:"calls"`
+	Bytes  uint64 `json:"bytes"`
+	Errors uint64 `json:"errors"`
 }
 
 // QdiscView is one qdisc in StatView.
@@ -111,6 +122,10 @@ func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 	}
 	v := StatView{Seconds: st.Seconds(), Events: st.Events, Lost: sum.TotalLost(), Missing: sum.Missing,
 		Connections: []ConnView{}, Devices: []DevView{}, CPUs: []CPUView{}, Drops: []DropView{}, Qdiscs: []QdiscView{}}
+	v.Processes = []ProcView{}
+	for _, p := range st.SockIO {
+		v.Processes = append(v.Processes, ProcView{Pid: p.Pid, Comm: p.Comm, Dir: p.Dir, Calls: p.Calls, Bytes: p.Bytes, Errors: p.Errors})
+	}
 	for _, q := range st.Qdiscs {
 		v.Qdiscs = append(v.Qdiscs, QdiscView{Dev: q.Dev, Netns: nsName(q.Netns), Kind: q.Kind, Handle: qdiscHandle(q.Handle),
 			Parent: qdiscHandle(q.Parent), Enqueues: q.Enqueues, Dequeues: q.Dequeues, Drops: q.Drops,
@@ -198,6 +213,16 @@ func WriteStatText(w io.Writer, v StatView) error {
 		fmt.Fprintln(tw, "\nCPUS\ncpu\tNET_RX\tNET_TX\tnapi polls\tbudget exhausted")
 		for _, c := range v.CPUs {
 			fmt.Fprintf(tw, "%d\t%.1f%%\t%.1f%%\t%d\t%d\n", c.CPU, c.NetRxShare*100, c.NetTxShare*100, c.NapiPolls, c.NapiExhausted)
+		}
+	}
+	if len(v.Processes) > 0 {
+		fmt.Fprintln(tw, "\nSOCKET CALLS\npid\tcomm\tdir\tcalls\tbytes\tbytes/call\terrors")
+		for _, p := range v.Processes {
+			per := 0.0
+			if p.Calls > 0 {
+				per = float64(p.Bytes) / float64(p.Calls)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%.0f\t%d\n", p.Pid, p.Comm, p.Dir, p.Calls, humanBytes(p.Bytes), per, p.Errors)
 		}
 	}
 	if len(v.Qdiscs) > 0 {
