@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
@@ -72,7 +73,13 @@ func (s *Scenario) Run(ctx context.Context, keep bool) (rep *Report, err error) 
 			}
 		}()
 	}
-	srv, err := startServer(ctx, pair)
+	twoHosts := runtime.NumCPU() >= 2
+	if twoHosts {
+		if err := pair.TwoHosts(); err != nil {
+			return nil, err
+		}
+	}
+	srv, err := startServer(ctx, pair, twoHosts)
 	if err != nil {
 		return nil, err
 	}
@@ -108,8 +115,9 @@ func (s *Scenario) Run(ctx context.Context, keep bool) (rep *Report, err error) 
 	}, nil
 }
 
-// startServer runs the load server in the receiver namespace until the returned stop is called.
-func startServer(ctx context.Context, p *Pair) (stop func(), err error) {
+// startServer runs the load server in the receiver namespace until the
+// returned stop is called; pinned to CPU 1 for the two-hosts emulation.
+func startServer(ctx context.Context, p *Pair, pin bool) (stop func(), err error) {
 	var srv *load.Server
 	addr := fmt.Sprintf("%s:%d", ReceiverAddr.Addr(), Port)
 	if err := p.Receiver.Do(func() (err error) {
@@ -117,6 +125,9 @@ func startServer(ctx context.Context, p *Pair) (stop func(), err error) {
 		return err
 	}); err != nil {
 		return nil, err
+	}
+	if pin {
+		srv.PinTo(1)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -148,6 +159,9 @@ func (s *Scenario) measure(ctx context.Context, p *Pair, o load.Options) (*Measu
 	}()
 	o.Addr = fmt.Sprintf("%s:%d", ReceiverAddr.Addr(), Port)
 	o.DialNetns = p.Sender.Name
+	if runtime.NumCPU() >= 2 {
+		o.PinCPU, o.CPU = true, 0 // the sending host's CPU, see Pair.TwoHosts
+	}
 	res, lerr := load.Run(ctx, o, nil)
 	close(stop)
 	if err := <-recErr; err != nil {

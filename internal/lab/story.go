@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/event"
@@ -28,7 +29,13 @@ func Story(ctx context.Context, w io.Writer) (err error) {
 			err = cerr
 		}
 	}()
-	stop, err := startServer(ctx, pair)
+	twoHosts := runtime.NumCPU() >= 2
+	if twoHosts {
+		if err := pair.TwoHosts(); err != nil {
+			return err
+		}
+	}
+	stop, err := startServer(ctx, pair, twoHosts)
 	if err != nil {
 		return err
 	}

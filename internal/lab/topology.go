@@ -90,6 +90,25 @@ func configure(ns *host.Netns, dev string, addr netip.Prefix) error {
 	return nil
 }
 
+// TwoHosts makes the pair behave like two machines on a 2-CPU host: receive
+// processing of each side steered (RPS) to its own CPU, sender on CPU 0 and
+// receiver on CPU 1 (the lab pins its generator's threads to match). Without
+// it the receiver's ACK is processed inside the sender's own softirq, and
+// limits that act through the ACK clock cost little.
+func (p *Pair) TwoHosts() error {
+	for _, side := range []struct {
+		ns   *host.Netns
+		dev  string
+		mask string
+	}{{p.Sender, p.SenderDev, "1"}, {p.Receiver, p.ReceiverDev, "2"}} {
+		path := fmt.Sprintf("/sys/class/net/%s/queues/rx-0/rps_cpus", side.dev)
+		if _, err := side.ns.Run("sh", "-c", "echo "+side.mask+" > "+path); err != nil {
+			return fmt.Errorf("steering %s to CPU mask %s: %w", side.dev, side.mask, err)
+		}
+	}
+	return nil
+}
+
 // Close deletes both namespaces (and with them the veth pair).
 func (p *Pair) Close() error {
 	var errs []error

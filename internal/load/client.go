@@ -175,6 +175,11 @@ func dial(o *Options) (net.Conn, error) {
 }
 
 func stream(ctx context.Context, o *Options, conn net.Conn, c *counters) error {
+	if o.PinCPU {
+		if err := pinThread(o.CPU); err != nil {
+			return err
+		}
+	}
 	deadline, _ := ctx.Deadline()
 	conn.SetDeadline(deadline)
 	switch o.Mode {

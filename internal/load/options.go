@@ -33,6 +33,9 @@ type Options struct {
 	RateBps   float64       // udp: bits per second, 0 for as fast as possible
 	Interval  time.Duration // between per-interval results
 	DialNetns string        // named network namespace to connect from ("" for the current one)
+	// CPU pins each stream's thread to one CPU (-1, or unset with PinCPU false, for none).
+	CPU    int
+	PinCPU bool
 }
 
 // Defaults fills what the caller left zero.

@@ -25,7 +25,14 @@ type Server struct {
 
 	mu       sync.Mutex
 	received map[string]*udpCount // by datagram source address
+
+	pin bool
+	cpu int
 }
+
+// PinTo runs the server's connection handlers on one CPU, as a receiving
+// host's application would; call before Serve.
+func (s *Server) PinTo(cpu int) { s.pin, s.cpu = true, cpu }
 
 type udpCount struct{ datagrams, bytes uint64 }
 
@@ -88,6 +95,11 @@ func (s *Server) countUDP() {
 
 func (s *Server) handle(c net.Conn) {
 	defer c.Close()
+	if s.pin {
+		if pinThread(s.cpu) != nil {
+			return
+		}
+	}
 	var op [1]byte
 	if _, err := io.ReadFull(c, op[:]); err != nil {
 		return
