@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/skbtrace/skbtrace/internal/analyze"
+
 	"github.com/skbtrace/skbtrace/internal/load"
 )
 
@@ -23,7 +25,7 @@ var Scenarios = []*Scenario{
 		Load:     bulk,
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			ratio := f.Load.Bps / c.Load.Bps
-			return fmt.Sprintf("runs at %.1f and %.1f Gbit/s; sender limited by %s", c.Load.Bps/1e9, f.Load.Bps/1e9,
+			return fmt.Sprintf("runs at %s and %s; sender limited by %s", rate(c.Load.Bps), rate(f.Load.Bps),
 				topReason(f)), ratio > 0.5 && ratio < 2
 		},
 	},
@@ -137,6 +139,32 @@ var Scenarios = []*Scenario{
 		},
 	},
 	{
+		Name: "mtu-mismatch",
+		Fault: "the receiver (MTU 1500) advertises a jumbo MSS (route advmss 8960) to a sender with MTU 9000 and TSO off " +
+			"(control: the same MTUs, MSS negotiated from them)",
+		Expect:   "mtu-mismatch",
+		Families: []string{"tcp_conn", "skb_drop", "tcp_retrans"},
+		Load:     bulk,
+		Prepare: func(p *Pair) error {
+			if _, err := p.Sender.Run("ip", "link", "set", p.SenderDev, "mtu", "9000"); err != nil {
+				return err
+			}
+			_, err := p.Sender.Run("ethtool", "-K", p.SenderDev, "tso", "off", "gso", "off")
+			return err
+		},
+		Inject: func(p *Pair) error {
+			_, err := p.Receiver.Run("ip", "route", "change", ReceiverAddr.Masked().String(), "dev", p.ReceiverDev, "advmss", "8960")
+			return err
+		},
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			// The veth drops what exceeds its peer's MTU (no ICMP comes back): a black hole.
+			drops, before := f.devDrops(p.SenderDev), c.devDrops(p.SenderDev)
+			return fmt.Sprintf("%d skb_drop on %s (%s), %d in the control; throughput %s", drops, p.SenderDev,
+					f.dropLocation(p.SenderDev), before, change(c, f)),
+				drops > before && f.Load.Bps < 0.1*c.Load.Bps
+		},
+	},
+	{
 		Name:     "small-packet-bound",
 		Fault:    "UDP in 64-byte datagrams (control: 1400 bytes), as fast as the sender can",
 		Expect:   "small-packet-bound",
@@ -195,7 +223,14 @@ func sysctl(ns interface {
 }
 
 func change(c, f *Measurement) string {
-	return fmt.Sprintf("%.2f Gbit/s against %.2f in the control", f.Load.Bps/1e9, c.Load.Bps/1e9)
+	return fmt.Sprintf("%s against %s in the control", rate(f.Load.Bps), rate(c.Load.Bps))
+}
+
+func rate(bps float64) string {
+	if bps >= 1e9 {
+		return fmt.Sprintf("%.2f Gbit/s", bps/1e9)
+	}
+	return fmt.Sprintf("%.2f Mbit/s", bps/1e6)
 }
 
 func topReason(m *Measurement) string {
@@ -221,4 +256,32 @@ func (m *Measurement) sendCalls() float64 {
 		}
 	}
 	return 0
+}
+
+// devDrops counts the drops of skbs on one device.
+func (m *Measurement) devDrops(dev string) uint64 {
+	var n uint64
+	for _, d := range m.Stat.Drops {
+		if d.Dev == dev {
+			n += d.Count
+		}
+	}
+	return n
+}
+
+// dropLocation names where most drops on a device happened.
+func (m *Measurement) dropLocation(dev string) string {
+	var best *analyze.DropStat
+	for _, d := range m.Stat.Drops {
+		if d.Dev == dev && (best == nil || d.Count > best.Count) {
+			best = d
+		}
+	}
+	if best == nil {
+		return "no drops"
+	}
+	if s := m.Summary.Names.Symbol(best.Location); s != "" {
+		return s
+	}
+	return fmt.Sprintf("%#x", best.Location)
 }
