@@ -10,6 +10,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/collect"
 	"github.com/skbtrace/skbtrace/internal/event"
+	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/load"
 	"github.com/skbtrace/skbtrace/internal/trace"
 )
@@ -32,16 +33,28 @@ type Scenario struct {
 	// Prepare applies to both runs; Inject turns the control into the fault.
 	Prepare func(*Pair) error
 	Inject  func(*Pair) error
+	// During runs alongside the fault run's traffic until its context ends (a CPU hog).
+	During func(ctx context.Context)
 	// Verdict compares the runs: the signal that shows the fault, and whether it did.
 	Verdict func(control, fault *Measurement, p *Pair) (signal string, reproduced bool)
 }
 
-// Measurement is one run: the generator's result and the recording's summary.
+// Measurement is one run: the generator's result, the recording's summary,
+// and the CPU time each CPU spent during it (/proc/stat).
 type Measurement struct {
 	Load    *load.Result
 	Stat    *analyze.Stat
 	Summary *analyze.Summary
 	Trace   []byte
+	CPU     []host.CPUTimes
+}
+
+// cpuBusy is the share of a CPU's time it was busy during the run.
+func (m *Measurement) cpuBusy(cpu int) float64 {
+	if cpu >= len(m.CPU) || m.CPU[cpu].Total() == 0 {
+		return 0
+	}
+	return float64(m.CPU[cpu].Busy()) / float64(m.CPU[cpu].Total())
 }
 
 // Report is the outcome of a scenario.
@@ -102,7 +115,12 @@ func (s *Scenario) Run(ctx context.Context, keep bool) (rep *Report, err error) 
 	if s.FaultLoad != nil {
 		s.FaultLoad(&faultLoad)
 	}
+	faultCtx, stopDuring := context.WithCancel(ctx)
+	if s.During != nil {
+		go s.During(faultCtx)
+	}
 	fault, err := s.measure(ctx, pair, faultLoad)
+	stopDuring()
 	if err != nil {
 		return nil, fmt.Errorf("%s: fault run: %w", s.Name, err)
 	}
@@ -157,12 +175,17 @@ func (s *Scenario) measure(ctx context.Context, p *Pair, o load.Options) (*Measu
 		_, err := rec.Run(w, stop)
 		recErr <- err
 	}()
+	cpuBefore, err := host.ReadCPUTimes()
+	if err != nil {
+		return nil, err
+	}
 	o.Addr = fmt.Sprintf("%s:%d", ReceiverAddr.Addr(), Port)
 	o.DialNetns = p.Sender.Name
 	if runtime.NumCPU() >= 2 {
 		o.PinCPU, o.CPU = true, 0 // the sending host's CPU, see Pair.TwoHosts
 	}
 	res, lerr := load.Run(ctx, o, nil)
+	cpuAfter, cerr := host.ReadCPUTimes()
 	close(stop)
 	if err := <-recErr; err != nil {
 		return nil, fmt.Errorf("recording: %w", err)
@@ -170,7 +193,13 @@ func (s *Scenario) measure(ctx context.Context, p *Pair, o load.Options) (*Measu
 	if lerr != nil {
 		return nil, lerr
 	}
+	if cerr != nil {
+		return nil, cerr
+	}
 	m := &Measurement{Load: res, Stat: analyze.NewStat(), Summary: analyze.NewSummary(), Trace: buf.Bytes()}
+	for i := range min(len(cpuAfter), len(cpuBefore)) {
+		m.CPU = append(m.CPU, cpuAfter[i].Sub(cpuBefore[i]))
+	}
 	r, err := trace.NewReader(bytes.NewReader(m.Trace))
 	if err != nil {
 		return nil, err

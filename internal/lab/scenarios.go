@@ -1,10 +1,13 @@
 package lab
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
 
@@ -165,6 +168,20 @@ var Scenarios = []*Scenario{
 		},
 	},
 	{
+		Name:     "cpu-saturated",
+		Fault:    "a busy thread shares the receiver's CPU (CPU 1 in the two-hosts emulation)",
+		Expect:   "cpu-saturated",
+		Families: []string{"tcp_conn", "softirq"},
+		Load:     bulk,
+		During:   hog,
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			busy, before := f.cpuBusy(1), c.cpuBusy(1)
+			return fmt.Sprintf("the receiver's CPU 1 busy %.0f%% of the run (control %.0f%%); throughput %s",
+					busy*100, before*100, change(c, f)),
+				runtime.NumCPU() >= 2 && busy > 0.95 && f.Load.Bps < 0.8*c.Load.Bps
+		},
+	},
+	{
 		Name:     "small-packet-bound",
 		Fault:    "UDP in 64-byte datagrams (control: 1400 bytes), as fast as the sender can",
 		Expect:   "small-packet-bound",
@@ -284,4 +301,22 @@ func (m *Measurement) dropLocation(dev string) string {
 		return s
 	}
 	return fmt.Sprintf("%#x", best.Location)
+}
+
+// hog spins on the receiver's CPU until ctx ends. It is a thread of this
+// process, so nothing outlives the run.
+func hog(ctx context.Context) {
+	if runtime.NumCPU() < 2 {
+		return
+	}
+	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+	var set unix.CPUSet
+	set.Set(1)
+	if unix.SchedSetaffinity(0, &set) != nil {
+		return
+	}
+	for ctx.Err() == nil {
+		for i := 0; i < 1<<20; i++ {
+		}
+	}
 }
