@@ -75,28 +75,15 @@ type Report struct {
 // whatever happens, unless keep is set (to inspect them).
 func (s *Scenario) Run(ctx context.Context, keep bool) (rep *Report, err error) {
 	start := time.Now()
-	pair, err := NewPair()
+	pair, done, err := setUp(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if !keep {
-		defer func() {
-			if cerr := pair.Close(); cerr != nil && err == nil {
-				err = cerr
-			}
-		}()
-	}
-	twoHosts := runtime.NumCPU() >= 2
-	if twoHosts {
-		if err := pair.TwoHosts(); err != nil {
-			return nil, err
+	defer func() {
+		if cerr := done(keep); cerr != nil && err == nil {
+			err = cerr
 		}
-	}
-	srv, err := startServer(ctx, pair, twoHosts)
-	if err != nil {
-		return nil, err
-	}
-	defer srv()
+	}()
 	if s.Prepare != nil {
 		if err := s.Prepare(pair); err != nil {
 			return nil, fmt.Errorf("%s: preparing: %w", s.Name, err)
@@ -130,6 +117,35 @@ func (s *Scenario) Run(ctx context.Context, keep bool) (rep *Report, err error) 
 		ControlBps: control.Load.Bps, FaultBps: fault.Load.Bps,
 		ControlOps: control.Load.OpsPerSec, FaultOps: fault.Load.OpsPerSec,
 		Signal: signal, Reproduced: ok, Seconds: time.Since(start).Seconds(),
+	}, nil
+}
+
+// setUp builds a fresh pair emulating two hosts, with the load server
+// running in the receiver namespace. done stops the server and, unless keep,
+// removes the namespaces.
+func setUp(ctx context.Context) (p *Pair, done func(keep bool) error, err error) {
+	p, err = NewPair()
+	if err != nil {
+		return nil, nil, err
+	}
+	twoHosts := runtime.NumCPU() >= 2
+	if twoHosts {
+		err = p.TwoHosts()
+	}
+	var stop func()
+	if err == nil {
+		stop, err = startServer(ctx, p, twoHosts)
+	}
+	if err != nil {
+		p.Close()
+		return nil, nil, err
+	}
+	return p, func(keep bool) error {
+		stop()
+		if keep {
+			return nil
+		}
+		return p.Close()
 	}, nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"runtime"
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/event"
@@ -20,26 +19,15 @@ const defaultWmem = "4096 16384 4194304"
 // small, what skbtrace shows about it, the fix and its effect.
 func Story(ctx context.Context, w io.Writer) (err error) {
 	s, _ := ByName("sndbuf-limited")
-	pair, err := NewPair()
+	pair, done, err := setUp(ctx)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if cerr := pair.Close(); cerr != nil && err == nil {
+		if cerr := done(false); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
-	twoHosts := runtime.NumCPU() >= 2
-	if twoHosts {
-		if err := pair.TwoHosts(); err != nil {
-			return err
-		}
-	}
-	stop, err := startServer(ctx, pair, twoHosts)
-	if err != nil {
-		return err
-	}
-	defer stop()
 
 	fmt.Fprintf(w, "== A bulk TCP stream between two namespaces, with a small send buffer:\n")
 	fmt.Fprintf(w, "   ip netns exec %s sysctl -w net.ipv4.tcp_wmem=\"4096 8192 16384\"\n\n", pair.Sender.Name)
