@@ -76,6 +76,9 @@ func (r *recordFlags) job(c *cobra.Command, args []string, stderr io.Writer) (*r
 		return nil, err
 	}
 	pf.Dev, pf.Pid = r.dev, r.pid
+	if r.dev != "" && !host.DeviceExists(r.dev) {
+		fmt.Fprintf(stderr, "skbtrace: warning: no device named %s in this or any named network namespace yet: device-level events will be empty unless it appears\n", r.dev)
+	}
 	if err := host.CheckTracingCaps(); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"github.com/vishvananda/netlink"
 )
 
 // NetnsDirs are where iproute2 keeps named namespaces.
@@ -89,4 +91,35 @@ func inode(path string) (uint32, error) {
 		return 0, err
 	}
 	return uint32(st.Ino), nil
+}
+
+// DeviceExists says whether a network device of that name exists in this
+// process's namespace or in any named one.
+func DeviceExists(name string) bool {
+	if _, err := netlink.LinkByName(name); err == nil {
+		return true
+	}
+	for _, dir := range NetnsDirs {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			ns, err := OpenNetns(e.Name())
+			if err != nil {
+				continue
+			}
+			h, err := netlink.NewHandleAt(ns.Handle())
+			if err == nil {
+				_, lerr := h.LinkByName(name)
+				h.Close()
+				if lerr == nil {
+					ns.Close()
+					return true
+				}
+			}
+			ns.Close()
+		}
+	}
+	return false
 }
