@@ -68,7 +68,7 @@ func or(s, alt string) string {
 }
 
 func labRunCmd(e *env) *cobra.Command {
-	var asJSON, keep bool
+	var asJSON, keep, withDoctor bool
 	c := &cobra.Command{
 		Use:   "run NAME... | all",
 		Short: "run scenarios: control, fault, and the signal that proves it",
@@ -99,18 +99,21 @@ func labRunCmd(e *env) *cobra.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			var reports []*lab.Report
-			failed := 0
+			failed, disagreed := 0, 0
 			for _, s := range run {
 				if !asJSON {
 					fmt.Fprintf(e.stderr, "skbtrace: lab: running %s ...\n", s.Name)
 				}
-				rep, err := s.Run(ctx, keep)
+				rep, err := s.Run(ctx, lab.RunOptions{Keep: keep, Doctor: withDoctor})
 				if err != nil {
 					return err
 				}
 				reports = append(reports, rep)
 				if !rep.Reproduced {
 					failed++
+				}
+				if rep.Doctor != nil && !rep.Doctor.Agrees {
+					disagreed++
 				}
 				if !asJSON {
 					printLabReport(e, rep)
@@ -126,10 +129,14 @@ func labRunCmd(e *env) *cobra.Command {
 			if failed > 0 {
 				return fmt.Errorf("%d of %d scenarios did not reproduce their fault", failed, len(reports))
 			}
+			if disagreed > 0 {
+				return fmt.Errorf("the doctor's top finding differs from the expected one in %d of %d scenarios", disagreed, len(reports))
+			}
 			return nil
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "reports as one JSON array")
+	c.Flags().BoolVar(&withDoctor, "doctor", false, "observe each fault run with skbtrace doctor and print its findings beside the expected one")
 	c.Flags().BoolVar(&keep, "keep", false, "leave the namespaces in place to inspect them (remove with ip netns del)")
 	return c
 }
@@ -146,5 +153,18 @@ func printLabReport(e *env, r *lab.Report) {
 	fmt.Fprintf(e.stdout, "  signal:   %s\n", r.Signal)
 	if r.Expect != "" {
 		fmt.Fprintf(e.stdout, "  expected finding: %s\n", r.Expect)
+	}
+	if d := r.Doctor; d != nil {
+		verdict := "agrees"
+		if !d.Agrees {
+			verdict = "DISAGREES"
+		}
+		fmt.Fprintf(e.stdout, "  doctor:   %s (top finding of warning or above: %s)\n", verdict, or(d.Top, "none"))
+		for _, f := range d.Findings {
+			fmt.Fprintf(e.stdout, "            [%s] %s: %s\n", f.Severity, f.ID, f.Title)
+		}
+		if d.Healthy != "" {
+			fmt.Fprintf(e.stdout, "            healthy: %s\n", d.Healthy)
+		}
 	}
 }

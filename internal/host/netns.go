@@ -123,3 +123,22 @@ func DeviceExists(name string) bool {
 	}
 	return false
 }
+
+// NamedNetns lists the named namespaces (iproute2's), each once.
+func NamedNetns() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, dir := range NetnsDirs {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if !seen[e.Name()] {
+				seen[e.Name()] = true
+				out = append(out, e.Name())
+			}
+		}
+	}
+	return out
+}

@@ -5,10 +5,13 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/collect"
+	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/load"
@@ -46,15 +49,25 @@ type Measurement struct {
 	Stat    *analyze.Stat
 	Summary *analyze.Summary
 	Trace   []byte
-	CPU     []host.CPUTimes
+	CPU     []doctor.CPUUse
+	// Doctor is the doctor's verdict on the run, when asked for.
+	Doctor *doctor.Report
 }
 
 // cpuBusy is the share of a CPU's time it was busy during the run.
 func (m *Measurement) cpuBusy(cpu int) float64 {
-	if cpu >= len(m.CPU) || m.CPU[cpu].Total() == 0 {
+	if cpu >= len(m.CPU) {
 		return 0
 	}
-	return float64(m.CPU[cpu].Busy()) / float64(m.CPU[cpu].Total())
+	return m.CPU[cpu].Busy()
+}
+
+// RunOptions change how a scenario runs.
+type RunOptions struct {
+	// Keep leaves the namespaces in place to inspect them.
+	Keep bool
+	// Doctor observes the fault run with the doctor and reports its verdict.
+	Doctor bool
 }
 
 // Report is the outcome of a scenario.
@@ -69,18 +82,40 @@ type Report struct {
 	Signal     string  `json:"signal"`
 	Reproduced bool    `json:"reproduced"`
 	Seconds    float64 `json:"seconds"`
+	// Doctor is set by a run with RunOptions.Doctor.
+	Doctor *DoctorVerdict `json:"doctor,omitempty"`
+}
+
+// DoctorVerdict is what the doctor found in the fault run, and whether its
+// top finding of warning or above is the one the scenario expects (none for
+// the baseline).
+type DoctorVerdict struct {
+	Top      string           `json:"top_finding"`
+	Agrees   bool             `json:"agrees"`
+	Findings []doctor.Finding `json:"findings"`
+	Healthy  string           `json:"healthy,omitempty"`
+	Evidence *doctor.Evidence `json:"evidence"`
+}
+
+func verdictOf(expect string, rep *doctor.Report) *DoctorVerdict {
+	v := &DoctorVerdict{Findings: rep.Findings, Healthy: rep.Healthy, Evidence: rep.Evidence}
+	if top := rep.Top(doctor.Warning); top != nil {
+		v.Top = top.ID
+	}
+	v.Agrees = v.Top == expect
+	return v
 }
 
 // Run performs the scenario. The namespaces are removed when it returns,
 // whatever happens, unless keep is set (to inspect them).
-func (s *Scenario) Run(ctx context.Context, keep bool) (rep *Report, err error) {
+func (s *Scenario) Run(ctx context.Context, opts RunOptions) (rep *Report, err error) {
 	start := time.Now()
 	pair, done, err := setUp(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
-		if cerr := done(keep); cerr != nil && err == nil {
+		if cerr := done(opts.Keep); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
@@ -89,7 +124,7 @@ func (s *Scenario) Run(ctx context.Context, keep bool) (rep *Report, err error) 
 			return nil, fmt.Errorf("%s: preparing: %w", s.Name, err)
 		}
 	}
-	control, err := s.measure(ctx, pair, s.Load)
+	control, err := s.measure(ctx, pair, s.Load, false)
 	if err != nil {
 		return nil, fmt.Errorf("%s: control run: %w", s.Name, err)
 	}
@@ -106,18 +141,22 @@ func (s *Scenario) Run(ctx context.Context, keep bool) (rep *Report, err error) 
 	if s.During != nil {
 		go s.During(faultCtx)
 	}
-	fault, err := s.measure(ctx, pair, faultLoad)
+	fault, err := s.measure(ctx, pair, faultLoad, opts.Doctor)
 	stopDuring()
 	if err != nil {
 		return nil, fmt.Errorf("%s: fault run: %w", s.Name, err)
 	}
 	signal, ok := s.Verdict(control, fault, pair)
-	return &Report{
+	rep = &Report{
 		Name: s.Name, Fault: s.Fault, Expect: s.Expect,
 		ControlBps: control.Load.Bps, FaultBps: fault.Load.Bps,
 		ControlOps: control.Load.OpsPerSec, FaultOps: fault.Load.OpsPerSec,
 		Signal: signal, Reproduced: ok, Seconds: time.Since(start).Seconds(),
-	}, nil
+	}
+	if fault.Doctor != nil {
+		rep.Doctor = verdictOf(s.Expect, fault.Doctor)
+	}
+	return rep, nil
 }
 
 // setUp builds a fresh pair emulating two hosts, with the load server
@@ -169,8 +208,17 @@ func startServer(ctx context.Context, p *Pair, pin bool) (stop func(), err error
 	return func() { cancel(); <-done }, nil
 }
 
-// measure records the families while the load runs from the sender namespace.
-func (s *Scenario) measure(ctx context.Context, p *Pair, o load.Options) (*Measurement, error) {
+// measure records the families while the load runs from the sender
+// namespace; withDoctor observes the run with the doctor as well.
+func (s *Scenario) measure(ctx context.Context, p *Pair, o load.Options, withDoctor bool) (*Measurement, error) {
+	o.Addr = fmt.Sprintf("%s:%d", ReceiverAddr.Addr(), Port)
+	o.DialNetns = p.Sender.Name
+	if runtime.NumCPU() >= 2 {
+		o.PinCPU, o.CPU = true, 0 // the sending host's CPU, see Pair.TwoHosts
+	}
+	if withDoctor {
+		return s.measureWithDoctor(ctx, p, o)
+	}
 	fams, _, err := collect.Select(s.Families)
 	if err != nil {
 		return nil, err
@@ -195,11 +243,6 @@ func (s *Scenario) measure(ctx context.Context, p *Pair, o load.Options) (*Measu
 	if err != nil {
 		return nil, err
 	}
-	o.Addr = fmt.Sprintf("%s:%d", ReceiverAddr.Addr(), Port)
-	o.DialNetns = p.Sender.Name
-	if runtime.NumCPU() >= 2 {
-		o.PinCPU, o.CPU = true, 0 // the sending host's CPU, see Pair.TwoHosts
-	}
 	res, lerr := load.Run(ctx, o, nil)
 	cpuAfter, cerr := host.ReadCPUTimes()
 	close(stop)
@@ -212,10 +255,8 @@ func (s *Scenario) measure(ctx context.Context, p *Pair, o load.Options) (*Measu
 	if cerr != nil {
 		return nil, cerr
 	}
-	m := &Measurement{Load: res, Stat: analyze.NewStat(), Summary: analyze.NewSummary(), Trace: buf.Bytes()}
-	for i := range min(len(cpuAfter), len(cpuBefore)) {
-		m.CPU = append(m.CPU, cpuAfter[i].Sub(cpuBefore[i]))
-	}
+	m := &Measurement{Load: res, Stat: analyze.NewStat(), Summary: analyze.NewSummary(), Trace: buf.Bytes(),
+		CPU: doctor.CPUShares(cpuBefore, cpuAfter)}
 	r, err := trace.NewReader(bytes.NewReader(m.Trace))
 	if err != nil {
 		return nil, err
@@ -224,6 +265,37 @@ func (s *Scenario) measure(ctx context.Context, p *Pair, o load.Options) (*Measu
 		return nil, err
 	}
 	return m, nil
+}
+
+// measureWithDoctor runs the load under the doctor's observation of both
+// namespaces, recording the doctor's families and the scenario's.
+func (s *Scenario) measureWithDoctor(ctx context.Context, p *Pair, o load.Options) (*Measurement, error) {
+	fams := slices.Clone(doctor.Families)
+	for _, f := range s.Families {
+		if !slices.Contains(fams, f) {
+			fams = append(fams, f)
+		}
+	}
+	var buf bytes.Buffer
+	var res *load.Result
+	obs, err := doctor.Observe(ctx, doctor.Options{
+		Netns: []string{p.Sender.Name, p.Receiver.Name}, Families: fams, Trace: &buf,
+		Workload: func(ctx context.Context) (err error) {
+			res, err = load.Run(ctx, o, nil)
+			return err
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if obs.WorkloadErr != nil {
+		return nil, obs.WorkloadErr
+	}
+	if obs.Stat == nil {
+		return nil, fmt.Errorf("the doctor's recording failed: %s", strings.Join(obs.Evidence.Notes, "; "))
+	}
+	return &Measurement{Load: res, Stat: obs.Stat, Summary: obs.Summary, Trace: buf.Bytes(), CPU: obs.Evidence.CPUs,
+		Doctor: doctor.Diagnose(obs.Evidence)}, nil
 }
 
 // sender finds the load's data connection as its sender saw it.

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
+	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/report"
 	"github.com/skbtrace/skbtrace/internal/trace"
@@ -34,11 +35,20 @@ func Story(ctx context.Context, w io.Writer) (err error) {
 	if err := s.Inject(pair); err != nil {
 		return err
 	}
-	slow, err := s.measure(ctx, pair, s.Load)
+	slow, err := s.measure(ctx, pair, s.Load, true)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "   throughput: %.2f Gbit/s\n\n", slow.Load.Bps/1e9)
+	fmt.Fprintf(w, "== skbtrace doctor, watching that run: its top finding\n")
+	if top := slow.Doctor.Top(doctor.Warning); top != nil {
+		one := &doctor.Report{Findings: []doctor.Finding{*top}}
+		if err := one.WriteText(indent{w}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(w, "   no finding (%s)\n\n", slow.Doctor.Healthy)
+	}
 	fmt.Fprintf(w, "== skbtrace parse: why the sender stopped sending (tcp_sendlim, folded in the kernel)\n")
 	if err := printSendlim(w, slow, 6); err != nil {
 		return err
@@ -50,7 +60,7 @@ func Story(ctx context.Context, w io.Writer) (err error) {
 	if err := sysctl(pair.Sender, "net.ipv4.tcp_wmem", defaultWmem); err != nil {
 		return err
 	}
-	fast, err := s.measure(ctx, pair, s.Load)
+	fast, err := s.measure(ctx, pair, s.Load, false)
 	if err != nil {
 		return err
 	}
@@ -85,4 +95,15 @@ func printSendlim(w io.Writer, m *Measurement, n int) error {
 		}
 	}
 	return nil
+}
+
+// indent shifts a block of text right to sit under the story's headings.
+type indent struct{ w io.Writer }
+
+func (in indent) Write(p []byte) (int, error) {
+	out := bytes.ReplaceAll(p, []byte("\n"), []byte("\n   "))
+	if _, err := in.w.Write(append([]byte("   "), bytes.TrimSuffix(out, []byte("   "))...)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

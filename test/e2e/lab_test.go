@@ -73,7 +73,7 @@ func TestLabCleansUpAfterAFailedRun(t *testing.T) {
 		Families: []string{"tcp_conn"},
 		Inject:   func(p *lab.Pair) error { return errors.New("injected failure") },
 	}
-	_, err := s.Run(context.Background(), false)
+	_, err := s.Run(context.Background(), lab.RunOptions{})
 	if err == nil || !strings.Contains(err.Error(), "injected failure") {
 		t.Fatalf("err %v, want the injected failure", err)
 	}

@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/skbtrace/skbtrace/internal/doctor"
+)
+
+func doctorCmd(e *env) *cobra.Command {
+	var (
+		duration  string
+		netns     []string
+		asJSON    bool
+		output    string
+		traceFile string
+	)
+	c := &cobra.Command{
+		Use:   "doctor [flags] [-- COMMAND ARGS...]",
+		Short: "observe a workload and rank what limits its throughput, with evidence and fixes",
+		Long: `doctor observes the host for the duration, or while COMMAND runs, then prints
+findings ranked by the throughput at stake: kernel events (as root), tcp_info
+of every TCP socket, CPU, protocol and device counters, offload and buffer
+settings. Each finding has its evidence, an explanation and the commands that
+fix it (docs/findings.md). The command's own output goes to standard error;
+an iperf3 client gets -J so its result joins the evidence.`,
+		Example: `  skbtrace doctor -- iperf3 -c 10.0.0.2
+  skbtrace doctor -d 10 --json -o report.json
+  skbtrace doctor --netns blue --trace run.trace -- ./client`,
+		RunE: func(c *cobra.Command, args []string) error {
+			if c.ArgsLenAtDash() != 0 && len(args) > 0 {
+				return usagef("unexpected argument %q (put the command to run after --)", args[0])
+			}
+			d, err := parseDuration(duration)
+			if err != nil {
+				return err
+			}
+			if d == 0 && len(args) == 0 {
+				d = 10 * time.Second
+			}
+			out := e.stdout
+			if output != "" && output != "-" {
+				f, err := os.Create(output)
+				if err != nil {
+					return fmt.Errorf("creating report file: %w", err)
+				}
+				defer f.Close()
+				out = f
+			}
+			opts := doctor.Options{Netns: netns}
+			if traceFile != "" {
+				f, err := os.Create(traceFile)
+				if err != nil {
+					return fmt.Errorf("creating trace file: %w", err)
+				}
+				defer f.Close()
+				opts.Trace = f
+			}
+			return runDoctor(opts, d, args, asJSON, out, e.stderr)
+		},
+	}
+	c.Flags().StringVarP(&duration, "duration", "d", "", "observe this long (`10s`; default 10s without a command, else until it exits)")
+	c.Flags().StringSliceVar(&netns, "netns", nil, "observe these network namespaces (`NAME`; default: this one and every named one)")
+	c.Flags().BoolVar(&asJSON, "json", false, "write the report as JSON")
+	c.Flags().StringVarP(&output, "output", "o", "", "write the report to `FILE` (default standard output)")
+	c.Flags().StringVar(&traceFile, "trace", "", "keep the kernel-event recording in `FILE` for parse and stat")
+	c.Flags().SetInterspersed(false)
+	return c
+}
+
+// runDoctor observes until the duration, the command or a signal ends it.
+func runDoctor(opts doctor.Options, d time.Duration, argv []string, asJSON bool, out, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var cmd *doctor.Command
+	opts.Workload = func(ctx context.Context) error {
+		if d > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+		}
+		if len(argv) == 0 {
+			<-ctx.Done()
+			return nil
+		}
+		var err error
+		cmd, err = doctor.RunCommand(ctx, argv, stderr)
+		return err
+	}
+	fmt.Fprintf(stderr, "skbtrace: doctor observing%s; stop with Ctrl-C\n", describeWindow(d, argv))
+	obs, err := doctor.Observe(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if obs.WorkloadErr != nil {
+		return obs.WorkloadErr
+	}
+	obs.Evidence.Command = cmd
+	rep := doctor.Diagnose(obs.Evidence)
+	if asJSON {
+		return rep.WriteJSON(out)
+	}
+	return rep.WriteText(out)
+}
+
+func describeWindow(d time.Duration, argv []string) string {
+	switch {
+	case len(argv) > 0 && d > 0:
+		return fmt.Sprintf(" %s for at most %v", argv[0], d)
+	case len(argv) > 0:
+		return " while " + argv[0] + " runs"
+	default:
+		return fmt.Sprintf(" for %v", d)
+	}
+}

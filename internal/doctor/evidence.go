@@ -1,0 +1,229 @@
+package doctor
+
+import (
+	"net/netip"
+
+	"github.com/skbtrace/skbtrace/internal/host"
+)
+
+// Evidence is everything the rules judge, measured over one observation. It
+// is plain data (JSON) so every rule can be tested from fixtures in testdata/.
+// Counters are the change over the observation, not totals.
+type Evidence struct {
+	Seconds  float64 `json:"seconds"`
+	Kernel   string  `json:"kernel"`
+	CPUCount int     `json:"cpu_count"`
+	// KernelEvents says whether the eBPF recording ran (it needs root).
+	KernelEvents bool              `json:"kernel_events"`
+	LostEvents   uint64            `json:"lost_events,omitempty"`
+	Mitigations  []host.Mitigation `json:"mitigations,omitempty"`
+	CPUs         []CPUUse          `json:"cpus"`
+	Softnet      host.Softnet      `json:"softnet"`
+	Namespaces   []Namespace       `json:"namespaces"`
+	Flows        []Flow            `json:"flows,omitempty"`
+	Drops        []Drop            `json:"drops,omitempty"`
+	SockIO       []SockIO          `json:"sock_io,omitempty"`
+	Command      *Command          `json:"command,omitempty"`
+	Notes        []string          `json:"notes,omitempty"`
+}
+
+// CPUUse is how one CPU spent the observation (/proc/stat), as shares of its
+// time, and its network softirq time as the softirq family measured it.
+type CPUUse struct {
+	CPU     int     `json:"cpu"`
+	User    float64 `json:"user"`
+	System  float64 `json:"system"`
+	Softirq float64 `json:"softirq"`
+	IRQ     float64 `json:"irq"`
+	Steal   float64 `json:"steal"`
+	Idle    float64 `json:"idle"` // idle and iowait
+	NetRx   float64 `json:"net_rx,omitempty"`
+	NetTx   float64 `json:"net_tx,omitempty"`
+}
+
+// Busy is the share of the CPU's time not idle.
+func (c CPUUse) Busy() float64 { return 1 - c.Idle }
+
+// Namespace is one observed network namespace.
+type Namespace struct {
+	Name     string            `json:"name"`
+	Inode    uint32            `json:"inode,omitempty"`
+	Sysctls  map[string]string `json:"sysctls,omitempty"`
+	Counters host.Counters     `json:"counters,omitempty"`
+	Devices  []Device          `json:"devices,omitempty"`
+}
+
+// Device is a device's settings with its traffic over the observation: the
+// kernel's counters and, from the recording, segments per skb.
+type Device struct {
+	host.Device
+	Xmit *DirUse `json:"xmit,omitempty"`
+	Recv *DirUse `json:"recv,omitempty"`
+	// QdiscBacklogMax is the largest backlog any of its qdiscs reached (bytes).
+	QdiscBacklogMax uint32 `json:"qdisc_backlog_max,omitempty"`
+}
+
+// DirUse is one direction of a device from the dev_xmit/dev_recv families.
+type DirUse struct {
+	Skbs  uint64 `json:"skbs"`
+	Segs  uint64 `json:"segs"`
+	Bytes uint64 `json:"bytes"`
+}
+
+// SegsPerSkb is TSO/GSO (xmit) or GRO (recv) at work when well above one.
+func (d *DirUse) SegsPerSkb() float64 {
+	if d == nil || d.Skbs == 0 {
+		return 0
+	}
+	return float64(d.Segs) / float64(d.Skbs)
+}
+
+// Flow is one TCP socket seen from its own end: tcp_info over the
+// observation joined with what the recording saw of it.
+type Flow struct {
+	Netns string         `json:"netns"`
+	Local netip.AddrPort `json:"local"`
+	Peer  netip.AddrPort `json:"peer"`
+	// Dev is the device that holds the local address.
+	Dev     string  `json:"dev,omitempty"`
+	Seconds float64 `json:"seconds"`
+	// Bytes acknowledged by the peer and received from it during the observation.
+	BytesAcked    uint64 `json:"bytes_acked"`
+	BytesReceived uint64 `json:"bytes_received"`
+	// From the last tcp_info reading.
+	RTTus        uint32 `json:"rtt_us"`
+	MinRTTus     uint32 `json:"min_rtt_us"`
+	Cwnd         uint32 `json:"cwnd"`
+	SndMSS       uint32 `json:"snd_mss"`
+	AdvMSS       uint32 `json:"adv_mss"`
+	PMTU         uint32 `json:"pmtu"`
+	SndWnd       uint32 `json:"snd_wnd"`
+	RcvSpace     uint32 `json:"rcv_space"`
+	DeliveryRate uint64 `json:"delivery_rate"` // bytes per second
+	// Changes over the observation.
+	SegsOut         uint32 `json:"segs_out"`
+	Retrans         uint32 `json:"retrans"`
+	BusyUs          uint64 `json:"busy_us"`
+	RwndLimitedUs   uint64 `json:"rwnd_limited_us"`
+	SndbufLimitedUs uint64 `json:"sndbuf_limited_us"`
+	// From the recording: shares of the sender's time per tcp_sendlim reason,
+	// decisions per reason, retransmitted segments, congestion states entered.
+	LimitShares  map[string]float64 `json:"limit_shares,omitempty"`
+	LimitCounts  map[string]uint64  `json:"limit_counts,omitempty"`
+	TraceRetrans uint64             `json:"trace_retrans,omitempty"`
+	CongStates   map[string]int     `json:"cong_states,omitempty"`
+	Resets       int                `json:"resets,omitempty"`
+}
+
+// SendBps is the flow's sending rate in bits per second.
+func (f *Flow) SendBps() float64 { return rate(f.BytesAcked, f.Seconds) }
+
+// RecvBps is the flow's receiving rate in bits per second.
+func (f *Flow) RecvBps() float64 { return rate(f.BytesReceived, f.Seconds) }
+
+func rate(bytes uint64, seconds float64) float64 {
+	if seconds <= 0 {
+		return 0
+	}
+	return float64(bytes) * 8 / seconds
+}
+
+// Drop is the skb_drop events of one reason at one location on one device.
+type Drop struct {
+	Reason   string `json:"reason"`
+	Location string `json:"location"`
+	Dev      string `json:"dev,omitempty"`
+	Count    uint64 `json:"count"`
+}
+
+// SockIO is one process's socket calls in one direction (sock_io family).
+type SockIO struct {
+	Pid   uint32 `json:"pid"`
+	Comm  string `json:"comm"`
+	Dir   string `json:"dir"`
+	Calls uint64 `json:"calls"`
+	Bytes uint64 `json:"bytes"`
+}
+
+// Command is the observed command and, for iperf3, its own result.
+type Command struct {
+	Argv     []string `json:"argv"`
+	ExitCode int      `json:"exit_code"`
+	Seconds  float64  `json:"seconds"`
+	Iperf3   *Iperf3  `json:"iperf3,omitempty"`
+}
+
+// Iperf3 is what iperf3 -J reported.
+type Iperf3 struct {
+	Protocol    string  `json:"protocol"`
+	Reverse     bool    `json:"reverse,omitempty"`
+	SentBps     float64 `json:"sent_bps"`
+	ReceivedBps float64 `json:"received_bps"`
+	Retransmits int64   `json:"retransmits,omitempty"`
+	LostPercent float64 `json:"lost_percent,omitempty"`
+	SenderCPU   float64 `json:"sender_cpu_percent,omitempty"`
+	ReceiverCPU float64 `json:"receiver_cpu_percent,omitempty"`
+}
+
+// namespace finds an observed namespace by name.
+func (e *Evidence) namespace(name string) *Namespace {
+	for i := range e.Namespaces {
+		if e.Namespaces[i].Name == name {
+			return &e.Namespaces[i]
+		}
+	}
+	return nil
+}
+
+// device finds a device by namespace and name.
+func (e *Evidence) device(netns, name string) *Device {
+	ns := e.namespace(netns)
+	if ns == nil {
+		return nil
+	}
+	for i := range ns.Devices {
+		if ns.Devices[i].Name == name {
+			return &ns.Devices[i]
+		}
+	}
+	return nil
+}
+
+// peerFlow finds the other end of a flow when it was observed too.
+func (e *Evidence) peerFlow(f *Flow) *Flow {
+	for i := range e.Flows {
+		p := &e.Flows[i]
+		if p.Local == f.Peer && p.Peer == f.Local {
+			return p
+		}
+	}
+	return nil
+}
+
+// senders are the flows that moved data out, fastest first.
+func (e *Evidence) senders(minBps float64) []*Flow {
+	var out []*Flow
+	for i := range e.Flows {
+		if f := &e.Flows[i]; f.SendBps() >= minBps && f.BytesAcked > 0 {
+			out = append(out, f)
+		}
+	}
+	sortBy(out, func(f *Flow) float64 { return -f.SendBps() })
+	return out
+}
+
+// deviceWithAddr names the device of a namespace that holds an address.
+func (e *Evidence) deviceWithAddr(netns string, a netip.AddrPort) string {
+	ns := e.namespace(netns)
+	if ns == nil {
+		return ""
+	}
+	for _, d := range ns.Devices {
+		for _, p := range d.Addrs {
+			if p.Addr() == a.Addr() {
+				return d.Name
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,541 @@
+package doctor
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/skbtrace/skbtrace/internal/analyze"
+	"github.com/skbtrace/skbtrace/internal/collect"
+	"github.com/skbtrace/skbtrace/internal/event"
+	"github.com/skbtrace/skbtrace/internal/host"
+	"github.com/skbtrace/skbtrace/internal/trace"
+)
+
+// Families are the event families the doctor records: what its rules read.
+// tcp_rtt, tcp_rcvbuf, sk_limit and napi_poll are left out, tcp_info covers
+// what they would add.
+var Families = []string{"tcp_conn", "tcp_sendlim", "tcp_cong", "tcp_retrans", "tcp_reset",
+	"skb_drop", "dev_xmit", "dev_recv", "softirq", "qdisc", "sock_io"}
+
+// Options say what to observe and for how long.
+type Options struct {
+	// Netns names the namespaces to observe; empty means this process's own
+	// and every named one (iproute2's).
+	Netns []string
+	// Workload runs while the doctor observes; the observation ends when it
+	// returns or ctx ends.
+	Workload func(ctx context.Context) error
+	// Trace, if set, receives the recording.
+	Trace io.Writer
+	// PollInterval is how often tcp_info is read (default 100 ms): sockets
+	// that close between two reads keep their last reading.
+	PollInterval time.Duration
+	// NoKernelEvents skips the eBPF recording (it is skipped anyway without privileges).
+	NoKernelEvents bool
+	// Families overrides the recorded event families (default Families).
+	Families []string
+}
+
+// Observation is the evidence of one run and the recording behind it.
+type Observation struct {
+	Evidence *Evidence
+	Stat     *analyze.Stat
+	Summary  *analyze.Summary
+	// WorkloadErr is what the workload returned.
+	WorkloadErr error
+}
+
+// watched is one observed namespace; ns is nil for the process's own.
+type watched struct {
+	name  string
+	ns    *host.Netns
+	inode uint32
+	gone  bool
+}
+
+func (w *watched) do(fn func() error) error {
+	if w.ns == nil {
+		return fn()
+	}
+	return w.ns.Do(fn)
+}
+
+// snapshot is what one namespace looked like at one moment.
+type snapshot struct {
+	counters host.Counters
+	devices  []host.Device
+	sysctls  map[string]string
+}
+
+// Observe measures the host while the workload runs and returns the evidence.
+func Observe(ctx context.Context, opts Options) (*Observation, error) {
+	if opts.PollInterval == 0 {
+		opts.PollInterval = 100 * time.Millisecond
+	}
+	var notes []string
+	spaces, err := openNamespaces(opts.Netns, &notes)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, w := range spaces {
+			if w.ns != nil {
+				w.ns.Close()
+			}
+		}
+	}()
+	before := map[string]*snapshot{}
+	for _, w := range spaces {
+		s, err := takeSnapshot(w)
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("netns %s: %v", w.name, err))
+			w.gone = true
+			continue
+		}
+		before[w.name] = s
+	}
+	cpuBefore, err := host.ReadCPUTimes()
+	if err != nil {
+		return nil, err
+	}
+	softBefore, _ := host.ReadSoftnet()
+
+	rec, notes := startRecording(opts, notes)
+	var traceBuf bytes.Buffer
+	var recDone chan error
+	stopRec := make(chan struct{})
+	if rec != nil {
+		out := io.Writer(&traceBuf)
+		if opts.Trace != nil {
+			out = io.MultiWriter(&traceBuf, opts.Trace)
+		}
+		w, err := trace.NewWriter(out, collect.Header("skbtrace doctor"))
+		if err != nil {
+			rec.Close()
+			return nil, err
+		}
+		recDone = make(chan error, 1)
+		go func() {
+			_, err := rec.Run(w, stopRec)
+			recDone <- err
+		}()
+	}
+
+	start := time.Now()
+	poller := newPoller(spaces, opts.PollInterval)
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	pollDone := make(chan struct{})
+	go func() { poller.run(pollCtx); close(pollDone) }()
+
+	workErr := opts.Workload(ctx)
+
+	stopPoll()
+	<-pollDone
+	poller.poll() // the final reading, after the workload
+	seconds := time.Since(start).Seconds()
+	if rec != nil {
+		close(stopRec)
+		if err := <-recDone; err != nil {
+			notes = append(notes, "kernel event recording failed: "+err.Error())
+		}
+		rec.Close()
+	}
+	cpuAfter, err := host.ReadCPUTimes()
+	if err != nil {
+		return nil, err
+	}
+	softAfter, _ := host.ReadSoftnet()
+
+	ev := &Evidence{Seconds: seconds, KernelEvents: rec != nil, CPUCount: len(cpuAfter)}
+	id := host.ReadIdentity()
+	ev.Kernel = id.Kernel
+	if m, err := host.ReadMitigations(host.MitigationsDir); err == nil {
+		ev.Mitigations = m
+	}
+	ev.Softnet = softnetDelta(softBefore, softAfter)
+	ev.CPUs = CPUShares(cpuBefore, cpuAfter)
+	for _, w := range spaces {
+		b := before[w.name]
+		if b == nil {
+			continue
+		}
+		after, err := takeSnapshot(w)
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("netns %s disappeared during the observation; its counters are left out", w.name))
+			continue
+		}
+		ev.Namespaces = append(ev.Namespaces, namespaceEvidence(w, b, after))
+	}
+	ev.Flows = poller.flows(seconds, ev)
+	poller.notes(&notes)
+
+	obs := &Observation{Evidence: ev, WorkloadErr: workErr}
+	if rec != nil {
+		if err := joinRecording(obs, traceBuf.Bytes(), spaces); err != nil {
+			notes = append(notes, "reading back the recording: "+err.Error())
+		}
+	}
+	ev.Notes = notes
+	return obs, nil
+}
+
+func openNamespaces(names []string, notes *[]string) ([]*watched, error) {
+	self := &watched{name: host.SelfNetnsName}
+	if ino, err := host.LookupNetns(host.SelfNetnsName); err == nil {
+		self.inode = ino
+	}
+	if len(names) == 0 {
+		spaces := []*watched{self}
+		for _, n := range host.NamedNetns() {
+			ns, err := host.OpenNetns(n)
+			if err != nil {
+				*notes = append(*notes, err.Error())
+				continue
+			}
+			w := &watched{name: n, ns: ns}
+			w.inode, _ = ns.Inode()
+			spaces = append(spaces, w)
+		}
+		return spaces, nil
+	}
+	var spaces []*watched
+	for _, n := range names {
+		if n == host.SelfNetnsName {
+			spaces = append(spaces, self)
+			continue
+		}
+		ns, err := host.OpenNetns(n)
+		if err != nil {
+			for _, w := range spaces {
+				if w.ns != nil {
+					w.ns.Close()
+				}
+			}
+			return nil, err
+		}
+		w := &watched{name: n, ns: ns}
+		w.inode, _ = ns.Inode()
+		spaces = append(spaces, w)
+	}
+	return spaces, nil
+}
+
+func takeSnapshot(w *watched) (*snapshot, error) {
+	s := &snapshot{}
+	err := w.do(func() (err error) {
+		if s.counters, err = host.ReadCounters(); err != nil {
+			return err
+		}
+		if s.devices, err = host.ReadDevices(); err != nil {
+			return err
+		}
+		s.sysctls = host.ReadSysctls(host.NetSysctls)
+		return nil
+	})
+	return s, err
+}
+
+// startRecording starts the eBPF recording when this process may, and
+// otherwise says why not in a note.
+func startRecording(opts Options, notes []string) (*collect.Recording, []string) {
+	if opts.NoKernelEvents {
+		return nil, notes
+	}
+	if err := host.CheckTracingCaps(); err != nil {
+		return nil, append(notes, "kernel events need root (or CAP_BPF+CAP_PERFMON): judged on tcp_info, counters and settings only ("+err.Error()+")")
+	}
+	names := opts.Families
+	if names == nil {
+		names = Families
+	}
+	var fams []collect.Family
+	for _, name := range names {
+		f, ok := collect.ByName(name)
+		if !ok {
+			continue
+		}
+		if err := f.CanRun(); err != nil {
+			notes = append(notes, fmt.Sprintf("event family %s cannot run: %v", name, err))
+			continue
+		}
+		fams = append(fams, f)
+	}
+	if len(fams) == 0 {
+		return nil, append(notes, "no kernel event family can run on this kernel")
+	}
+	rec, err := collect.Start(collect.Options{Families: fams, Interval: 200 * time.Millisecond})
+	if err != nil {
+		return nil, append(notes, "kernel events unavailable: "+err.Error())
+	}
+	return rec, notes
+}
+
+// CPUShares is how each CPU spent the time between two /proc/stat readings.
+func CPUShares(before, after []host.CPUTimes) []CPUUse {
+	var out []CPUUse
+	for i := range min(len(before), len(after)) {
+		out = append(out, cpuUse(i, after[i].Sub(before[i])))
+	}
+	return out
+}
+
+func cpuUse(cpu int, t host.CPUTimes) CPUUse {
+	total := float64(t.Total())
+	if total == 0 {
+		return CPUUse{CPU: cpu, Idle: 1}
+	}
+	return CPUUse{CPU: cpu, User: float64(t.User+t.Nice) / total, System: float64(t.System) / total,
+		Softirq: float64(t.SoftIRQ) / total, IRQ: float64(t.IRQ) / total, Steal: float64(t.Steal) / total,
+		Idle: float64(t.Idle+t.IOWait) / total}
+}
+
+func softnetDelta(before, after []host.Softnet) host.Softnet {
+	var d host.Softnet
+	for i := range min(len(before), len(after)) {
+		d.Processed += after[i].Processed - before[i].Processed
+		d.Dropped += after[i].Dropped - before[i].Dropped
+		d.TimeSqueeze += after[i].TimeSqueeze - before[i].TimeSqueeze
+	}
+	return d
+}
+
+// namespaceEvidence keeps the later settings with the counters' changes.
+func namespaceEvidence(w *watched, before, after *snapshot) Namespace {
+	ns := Namespace{Name: w.name, Inode: w.inode, Sysctls: after.sysctls, Counters: after.counters.Sub(before.counters)}
+	old := map[string]*host.Device{}
+	for i := range before.devices {
+		old[before.devices[i].Name] = &before.devices[i]
+	}
+	for _, d := range after.devices {
+		if b := old[d.Name]; b != nil {
+			d.Stats = d.Stats.Sub(b.Stats)
+			for k, v := range d.ErrorStats {
+				d.ErrorStats[k] = v - b.ErrorStats[k]
+			}
+			for i := range d.Qdiscs {
+				for _, bq := range b.Qdiscs {
+					if bq.Handle == d.Qdiscs[i].Handle && bq.Kind == d.Qdiscs[i].Kind {
+						q := &d.Qdiscs[i]
+						q.Packets, q.Bytes, q.Drops = q.Packets-bq.Packets, q.Bytes-bq.Bytes, q.Drops-bq.Drops
+						q.Overlimits, q.Requeues = q.Overlimits-bq.Overlimits, q.Requeues-bq.Requeues
+					}
+				}
+			}
+		}
+		ns.Devices = append(ns.Devices, Device{Device: d})
+	}
+	return ns
+}
+
+// joinRecording reads the recording back and adds what it saw to the evidence.
+func joinRecording(obs *Observation, data []byte, spaces []*watched) error {
+	r, err := trace.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	obs.Stat, obs.Summary = analyze.NewStat(), analyze.NewSummary()
+	if err := analyze.Replay(r, &event.Filter{}, obs.Summary, func(ev *event.Event) error { obs.Stat.Add(ev); return nil }); err != nil {
+		return err
+	}
+	ev := obs.Evidence
+	ev.LostEvents = obs.Summary.TotalLost()
+	if ev.LostEvents > 0 {
+		ev.Notes = append(ev.Notes, fmt.Sprintf("%d kernel events were lost; counts from the recording are lower bounds", ev.LostEvents))
+	}
+	names := obs.Summary.Names
+	nsName := map[uint32]string{}
+	for _, w := range spaces {
+		nsName[w.inode] = w.name
+	}
+	// A connection can have several records: its socket and, after close,
+	// its TIME_WAIT socket; their events add up.
+	for i := range ev.Flows {
+		f := &ev.Flows[i]
+		limitNs := map[string]int64{}
+		for _, c := range obs.Stat.Connections {
+			if nsName[c.Netns] != f.Netns || c.Local != f.Local.String() || c.Peer != f.Peer.String() {
+				continue
+			}
+			for r, n := range c.LimitNs {
+				limitNs[r] += n
+			}
+			for r, n := range c.LimitCount {
+				if f.LimitCounts == nil {
+					f.LimitCounts = map[string]uint64{}
+				}
+				f.LimitCounts[r] += n
+			}
+			for st, n := range c.CongStates {
+				if f.CongStates == nil {
+					f.CongStates = map[string]int{}
+				}
+				f.CongStates[st] += n
+			}
+			f.TraceRetrans += c.RetransSegs
+			f.Resets += c.Resets
+		}
+		if len(limitNs) > 0 {
+			f.LimitShares = (&analyze.ConnStat{LimitNs: limitNs}).LimitShares()
+		}
+	}
+	for _, d := range obs.Stat.Devices {
+		dev := ev.device(nsName[d.Netns], d.Name)
+		if dev == nil {
+			continue
+		}
+		if d.Xmit.Skbs > 0 {
+			dev.Xmit = &DirUse{Skbs: d.Xmit.Skbs, Segs: d.Xmit.Segs, Bytes: d.Xmit.Bytes}
+		}
+		if d.Recv.Skbs > 0 {
+			dev.Recv = &DirUse{Skbs: d.Recv.Skbs, Segs: d.Recv.Segs, Bytes: d.Recv.Bytes}
+		}
+	}
+	for _, q := range obs.Stat.Qdiscs {
+		if dev := ev.device(nsName[q.Netns], q.Dev); dev != nil {
+			dev.QdiscBacklogMax = max(dev.QdiscBacklogMax, q.BacklogMax)
+		}
+	}
+	for _, c := range obs.Stat.CPUs {
+		if int(c.CPU) < len(ev.CPUs) && ev.Seconds > 0 {
+			ev.CPUs[c.CPU].NetRx = float64(c.NetRxNs) / (ev.Seconds * 1e9)
+			ev.CPUs[c.CPU].NetTx = float64(c.NetTxNs) / (ev.Seconds * 1e9)
+		}
+	}
+	for _, d := range obs.Stat.Drops {
+		loc := names.Symbol(d.Location)
+		if loc == "" {
+			loc = fmt.Sprintf("%#x", d.Location)
+		}
+		reason := names.DropReason(d.Reason)
+		if reason == "" {
+			reason = fmt.Sprint(d.Reason)
+		}
+		ev.Drops = append(ev.Drops, Drop{Reason: reason, Location: loc, Dev: d.Dev, Count: d.Count})
+	}
+	for _, s := range obs.Stat.SockIO {
+		ev.SockIO = append(ev.SockIO, SockIO{Pid: s.Pid, Comm: s.Comm, Dir: s.Dir, Calls: s.Calls, Bytes: s.Bytes})
+	}
+	return nil
+}
+
+// poller reads tcp_info of every socket in the observed namespaces and keeps
+// each socket's first and last reading.
+type poller struct {
+	spaces  []*watched
+	every   time.Duration
+	initial bool
+	mu      sync.Mutex
+	first   map[sockKey]host.TCPSocket
+	last    map[sockKey]host.TCPSocket
+	opened  map[sockKey]bool
+	seen    map[sockKey][2]time.Time
+	errs    map[string]error
+}
+
+// sockKey leaves the inode out: it turns 0 when the application closes the
+// socket while the kernel still finishes the connection.
+type sockKey struct {
+	netns string
+	local string
+	peer  string
+}
+
+func newPoller(spaces []*watched, every time.Duration) *poller {
+	p := &poller{spaces: spaces, every: every, initial: true, first: map[sockKey]host.TCPSocket{},
+		last: map[sockKey]host.TCPSocket{}, opened: map[sockKey]bool{}, seen: map[sockKey][2]time.Time{}, errs: map[string]error{}}
+	p.poll() // sockets alive at the start count from here; later ones from zero
+	p.initial = false
+	return p
+}
+
+func (p *poller) run(ctx context.Context) {
+	t := time.NewTicker(p.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.poll()
+		}
+	}
+}
+
+func (p *poller) poll() {
+	now := time.Now()
+	for _, w := range p.spaces {
+		if w.gone {
+			continue
+		}
+		var socks []host.TCPSocket
+		err := w.do(func() (err error) { socks, err = host.ReadTCPSockets(); return err })
+		p.mu.Lock()
+		if err != nil {
+			if _, ok := p.errs[w.name]; !ok {
+				p.errs[w.name] = err
+			}
+			p.mu.Unlock()
+			continue
+		}
+		for _, s := range socks {
+			k := sockKey{w.name, s.Local.String(), s.Peer.String()}
+			if _, ok := p.last[k]; !ok {
+				if p.initial {
+					p.first[k] = s
+				} else {
+					p.opened[k] = true // counts from zero
+				}
+				p.seen[k] = [2]time.Time{now, now}
+			}
+			p.last[k] = s
+			p.seen[k] = [2]time.Time{p.seen[k][0], now}
+		}
+		p.mu.Unlock()
+	}
+}
+
+// maxFlows keeps the report readable on hosts with many sockets: the
+// busiest flows carry the evidence.
+const maxFlows = 64
+
+func (p *poller) flows(seconds float64, ev *Evidence) []Flow {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []Flow
+	for k, s := range p.last {
+		b := p.first[k]
+		span := seconds
+		if p.opened[k] {
+			// Opened during the observation: it lived between its first and
+			// last reading, plus up to a poll interval before the first.
+			span = min(seconds, p.seen[k][1].Sub(p.seen[k][0]).Seconds()+p.every.Seconds())
+		}
+		f := Flow{Netns: k.netns, Local: s.Local, Peer: s.Peer, Seconds: span,
+			BytesAcked: s.BytesAcked - b.BytesAcked, BytesReceived: s.BytesReceived - b.BytesReceived,
+			RTTus: s.RTTus, MinRTTus: s.MinRTTus, Cwnd: s.SndCwnd, SndMSS: s.SndMSS, AdvMSS: s.AdvMSS, PMTU: s.PMTU,
+			SndWnd: s.SndWnd, RcvSpace: s.RcvSpace, DeliveryRate: s.DeliveryRate,
+			SegsOut: s.SegsOut - b.SegsOut, Retrans: s.TotalRetrans - b.TotalRetrans,
+			BusyUs: s.BusyUs - b.BusyUs, RwndLimitedUs: s.RwndLimitedUs - b.RwndLimitedUs, SndbufLimitedUs: s.SndbufLimitedUs - b.SndbufLimitedUs}
+		if f.BytesAcked == 0 && f.BytesReceived == 0 && f.Retrans == 0 {
+			continue
+		}
+		f.Dev = ev.deviceWithAddr(k.netns, s.Local)
+		out = append(out, f)
+	}
+	sortBy(out, func(f Flow) float64 { return -float64(f.BytesAcked + f.BytesReceived) })
+	if len(out) > maxFlows {
+		ev.Notes = append(ev.Notes, fmt.Sprintf("%d TCP sockets moved data; the %d busiest are judged", len(out), maxFlows))
+		out = out[:maxFlows]
+	}
+	return out
+}
+
+func (p *poller) notes(notes *[]string) {
+	for ns, err := range p.errs {
+		*notes = append(*notes, fmt.Sprintf("netns %s: reading tcp_info: %v (it may have disappeared during the observation)", ns, err))
+	}
+}

@@ -1,0 +1,974 @@
+package doctor
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Thresholds the rules share. A flow is "bulk" when it moves at least
+// bulkBps: below that, per-skb offload counts say little.
+const (
+	bulkBps        = 100e6
+	limitShare     = 0.3  // a send-limit reason holding the sender this share of the time
+	cpuBusy        = 0.9  // a CPU this busy is a bottleneck candidate
+	competingUser  = 0.25 // user time that is not the network path's
+	smallPacket    = 512  // bytes per socket call or packet
+	smallCallRate  = 20000
+	noCoalescing   = 1.5 // segments per skb below which offloads do nothing
+	minOffloadSkbs = 1000
+)
+
+// Offload features by the kernel's names, as the evidence holds them.
+const (
+	featTSO = "tx-tcp-segmentation"
+	featGSO = "tx-generic-segmentation"
+	featGRO = "rx-gro"
+)
+
+// Rule turns evidence into findings; each finding id of docs/findings.md has one.
+type Rule struct {
+	ID    string
+	Check func(*Evidence) []Finding
+}
+
+// Rules is every rule, in no particular order: Diagnose ranks the findings.
+var Rules = []Rule{
+	{"cpu-saturated", cpuSaturated},
+	{"sndbuf-limited", sndbufLimited},
+	{"nagle-delay", nagleDelay},
+	{"rwnd-limited", rwndLimited},
+	{"cwnd-limited", cwndLimited},
+	{"packet-loss", packetLoss},
+	{"app-limited", appLimited},
+	{"offload-disabled", offloadDisabled},
+	{"known-nic-issue", knownNICIssue},
+	{"mtu-mismatch", mtuMismatch},
+	{"small-packet-bound", smallPacketBound},
+	{"gro-blocked", groBlocked},
+	{"rate-shaped", rateShaped},
+	{"asymmetric-path", asymmetricPath},
+}
+
+// symptoms lists findings that another finding explains: when the cause is
+// present at warning or above, the symptom drops to info with a note, so the
+// root cause ranks first.
+var symptoms = map[string][]string{
+	"cwnd-limited":     {"packet-loss", "mtu-mismatch", "rate-shaped"},
+	"packet-loss":      {"mtu-mismatch", "rate-shaped", "known-nic-issue"},
+	"rwnd-limited":     {"cpu-saturated", "mtu-mismatch"},
+	"cpu-saturated":    {"small-packet-bound"},
+	"asymmetric-path":  {"known-nic-issue", "offload-disabled"},
+	"offload-disabled": {"known-nic-issue"},
+}
+
+// Diagnose applies every rule and ranks the findings.
+func Diagnose(ev *Evidence) *Report {
+	var fs []Finding
+	for _, r := range Rules {
+		fs = append(fs, r.Check(ev)...)
+	}
+	present := map[string]bool{}
+	for _, f := range fs {
+		if f.Severity >= Warning {
+			present[f.ID] = true
+		}
+	}
+	for i := range fs {
+		for _, cause := range symptoms[fs[i].ID] {
+			if present[cause] && fs[i].Severity >= Warning {
+				fs[i].Severity = Info
+				fs[i].Explanation += " This is a consequence of " + cause + ", reported above."
+				break
+			}
+		}
+	}
+	rank(fs)
+	rep := &Report{Findings: fs, Evidence: ev, Notes: ev.Notes}
+	if rep.Top(Warning) == nil {
+		rep.Healthy = healthy(ev)
+	}
+	if fs == nil {
+		rep.Findings = []Finding{}
+	}
+	return rep
+}
+
+// healthy says what limited a run with nothing to fix.
+func healthy(ev *Evidence) string {
+	s := ev.senders(0)
+	if len(s) == 0 {
+		return "no TCP flow moved data during the observation; nothing to judge (run a workload with -- COMMAND, or observe longer)"
+	}
+	f := s[0]
+	msg := fmt.Sprintf("no finding above info. The fastest flow, %s -> %s, moved %s", f.Local, f.Peer, bps(f.SendBps()))
+	if r, share := topLimit(f); r != "" {
+		msg += fmt.Sprintf(", its sender limited by %s %s of the time", r, pct(share))
+	}
+	if c := busiest(ev); c != nil && c.Busy() >= cpuBusy {
+		msg += fmt.Sprintf("; CPU %d was %s busy (%s)", c.CPU, pct(c.Busy()), cpuSplit(c))
+		if !physicalPath(ev, f) {
+			msg += ": CPU-bound copying over a virtual device, as expected on loopback or veth"
+		}
+	}
+	return msg + "."
+}
+
+func cpuSaturated(ev *Evidence) []Finding {
+	var out []Finding
+	fast := ev.senders(0)
+	for i := range ev.CPUs {
+		c := &ev.CPUs[i]
+		if c.Busy() < cpuBusy {
+			continue
+		}
+		var linkLimit string
+		var impact float64
+		evidence := []string{fmt.Sprintf("CPU %d busy %s of %.1f s: %s (/proc/stat)", c.CPU, pct(c.Busy()), ev.Seconds, cpuSplit(c))}
+		if c.NetRx+c.NetTx > 0 {
+			evidence = append(evidence, fmt.Sprintf("NET_RX softirq %s and NET_TX %s of CPU %d (softirq events)", pct(c.NetRx), pct(c.NetTx), c.CPU))
+		}
+		for _, f := range fast {
+			d := ev.device(f.Netns, f.Dev)
+			if d == nil || d.SpeedMbps == 0 {
+				continue
+			}
+			speed := float64(d.SpeedMbps) * 1e6
+			if tput := max(f.SendBps(), f.RecvBps()); tput < 0.9*speed {
+				linkLimit = fmt.Sprintf("%s moves %s on %s, a %d Mbit/s link: %s of line rate",
+					f.Local, bps(tput), d.Name, d.SpeedMbps, pct(tput/speed))
+				impact = 1 - tput/speed
+				break
+			}
+		}
+		competing := c.User >= competingUser
+		if linkLimit == "" && !competing {
+			continue // CPU-bound copying over virtual devices: the healthy limit
+		}
+		explanation := fmt.Sprintf("CPU %d has no idle time left, so packets and copies wait for it: the CPU, not the network, sets the rate.", c.CPU)
+		var remedy []string
+		if linkLimit != "" {
+			evidence = append(evidence, linkLimit)
+			for _, d := range physicalDevices(ev) {
+				if d.ErrorStatsClean() {
+					evidence = append(evidence, fmt.Sprintf("%s: no driver error or drop counter moved (ethtool -S)", d.Name))
+				}
+			}
+		}
+		if competing {
+			evidence = append(evidence, fmt.Sprintf("%s of CPU %d went to user-space work", pct(c.User), c.CPU))
+			explanation += " A large share of it runs user-space code, which competes with the network path for the CPU."
+			impact = max(impact, c.User)
+			remedy = append(remedy, fmt.Sprintf("find what runs on CPU %d: top -1, or perf top -C %d", c.CPU, c.CPU),
+				"move competing work to other CPUs (taskset -pc CPUS PID, cgroup cpusets) or give the network path its own CPU")
+		}
+		if ev.CPUCount == 1 {
+			explanation += " This host has one CPU: RPS, RFS and multiqueue only spread work across CPUs and cannot help; only a faster CPU, less work per byte (offloads, larger MTU) or fewer copies can."
+			remedy = append(remedy, "check that TSO/GSO/GRO are on (ethtool -k DEV): they cut per-packet CPU cost",
+				"a larger MTU on the whole path (ip link set DEV mtu 9000) halves-to-sixths the packets per byte")
+		} else if c.Softirq+c.NetRx >= 0.3 {
+			remedy = append(remedy, "spread receive processing: more queues (ethtool -L DEV combined N), RPS (echo MASK > /sys/class/net/DEV/queues/rx-0/rps_cpus), IRQ affinity")
+		}
+		out = append(out, Finding{ID: "cpu-saturated", Severity: Warning,
+			Title:    fmt.Sprintf("CPU %d is saturated (%s busy)", c.CPU, pct(c.Busy())),
+			Evidence: evidence, Explanation: explanation, Remedy: remedy, Scope: fmt.Sprintf("cpu %d", c.CPU),
+			Impact: impact, ImpactText: fmt.Sprintf("up to %s of throughput", pct(impact))})
+	}
+	return out
+}
+
+func sndbufLimited(ev *Evidence) []Finding {
+	var out []Finding
+	for _, f := range ev.senders(0) {
+		share, source := limitEvidence(f, "sndbuf", f.SndbufLimitedUs)
+		if share < limitShare {
+			continue
+		}
+		wmem := ev.sysctl(f.Netns, "net.ipv4.tcp_wmem")
+		want := bufferTarget(ev, f, wmem)
+		evidence := []string{
+			fmt.Sprintf("the sender waited for send-buffer space %s of the time (%s)", pct(share), source),
+			fmt.Sprintf("throughput %s, srtt %d us", bps(f.SendBps()), f.RTTus),
+		}
+		if wmem != "" {
+			evidence = append(evidence, fmt.Sprintf("net.ipv4.tcp_wmem = %s in netns %s", wmem, f.Netns))
+		}
+		out = append(out, Finding{ID: "sndbuf-limited", Severity: Warning,
+			Title:    fmt.Sprintf("the send buffer caps %s -> %s", f.Local, f.Peer),
+			Evidence: evidence,
+			Explanation: "TCP may only keep as many unacknowledged bytes in flight as the socket's send buffer holds; " +
+				"when the buffer is smaller than bandwidth x RTT the sender stops and waits for ACKs instead of sending.",
+			Remedy: []string{
+				nsPrefix(f.Netns) + fmt.Sprintf("sysctl -w net.ipv4.tcp_wmem=\"%s\"", tripleWithMax(wmem, want)),
+				fmt.Sprintf("or, in the application, setsockopt(SO_SNDBUF) of at least %d (capped by net.core.wmem_max)", want/2),
+			},
+			Scope: flowScope(f), Impact: share, ImpactText: fmt.Sprintf("%s of the sender's time", pct(share))})
+	}
+	return out
+}
+
+func rwndLimited(ev *Evidence) []Finding {
+	var out []Finding
+	for _, f := range ev.senders(0) {
+		share, source := limitEvidence(f, "swnd", f.RwndLimitedUs)
+		if share < limitShare {
+			continue
+		}
+		evidence := []string{
+			fmt.Sprintf("the sender waited for the receiver's window %s of the time (%s)", pct(share), source),
+			fmt.Sprintf("throughput %s, peer's advertised window %d bytes, srtt %d us", bps(f.SendBps()), f.SndWnd, f.RTTus),
+		}
+		remedy := []string{}
+		rmemNs := ""
+		if p := ev.peerFlow(f); p != nil {
+			rmemNs = p.Netns
+			evidence = append(evidence, fmt.Sprintf("the receiver (%s in netns %s) sized its buffer to %d bytes (tcp_info rcv_space)", p.Local, p.Netns, p.RcvSpace))
+		}
+		rmem := ev.sysctl(rmemNs, "net.ipv4.tcp_rmem")
+		if rmemNs != "" && rmem != "" {
+			evidence = append(evidence, fmt.Sprintf("net.ipv4.tcp_rmem = %s in the receiver's netns %s", rmem, rmemNs))
+		}
+		want := bufferTarget(ev, f, rmem)
+		severity := Warning
+		explanation := "The receiver advertises how many bytes it can still buffer; the sender may not exceed it. A small " +
+			"receive buffer (tcp_rmem) or an application that reads slowly keeps that window below bandwidth x RTT."
+		if c := busiest(ev); maxOf(rmem) >= 1<<20 && c != nil && c.Busy() >= cpuBusy && !physicalPath(ev, f) {
+			// A roomy buffer that still fills: the reader is CPU-bound, the
+			// expected limit over veth or loopback.
+			severity = Info
+			evidence = append(evidence, fmt.Sprintf("CPU %d was %s busy: the receiving application reads as fast as the CPU allows", c.CPU, pct(c.Busy())))
+			explanation += " Here the buffer is large and the CPU is saturated: the reader is CPU-bound, as expected over a virtual device."
+		}
+		remedy = append(remedy, "on the receiver: "+nsPrefix(rmemNs)+fmt.Sprintf("sysctl -w net.ipv4.tcp_rmem=\"%s\"", tripleWithMax(rmem, want)),
+			"if the receiving application reads slowly (check its CPU), make it read more often or in larger chunks")
+		out = append(out, Finding{ID: "rwnd-limited", Severity: severity,
+			Title:       fmt.Sprintf("the receiver's window caps %s -> %s", f.Local, f.Peer),
+			Evidence:    evidence,
+			Explanation: explanation,
+			Remedy:      remedy, Scope: flowScope(f), Impact: share, ImpactText: fmt.Sprintf("%s of the sender's time", pct(share))})
+	}
+	return out
+}
+
+func nagleDelay(ev *Evidence) []Finding {
+	var out []Finding
+	for i := range ev.Flows {
+		f := &ev.Flows[i]
+		// Decisions, not time: tcp_sendlim decides when a segment arrives,
+		// and a request/response flow's Nagle wait ends at the peer's
+		// delayed ACK, the moment the decision is taken.
+		n, share := f.LimitCounts["nagle"], decisionShare(f, "nagle")
+		if n < 10 || share < 0.1 {
+			continue
+		}
+		out = append(out, Finding{ID: "nagle-delay", Severity: Warning,
+			Title: fmt.Sprintf("Nagle's algorithm holds back small writes on %s -> %s", f.Local, f.Peer),
+			Evidence: []string{
+				fmt.Sprintf("%d send decisions (%.0f/s, %s of all) found a small segment held back by Nagle (tcp_sendlim [nagle])",
+					n, float64(n)/max(f.Seconds, 1e-9), pct(share)),
+				fmt.Sprintf("throughput %s, srtt %d us", bps(max(f.SendBps(), f.RecvBps())), f.RTTus),
+			},
+			Explanation: "With Nagle on, TCP sends a small segment only when all earlier data is acknowledged. An application " +
+				"that writes one message in several small writes waits for the peer's delayed ACK (up to 40 ms on Linux) on every message.",
+			Remedy: []string{
+				"in the application: setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, 1) on the socket",
+				"or write each message in one call (writev, or TCP_CORK around the writes and uncork after the last)",
+			},
+			Scope: flowScope(f), Impact: 0.9, ImpactText: "most of it: each message waits for a delayed ACK"})
+	}
+	return out
+}
+
+func decisionShare(f *Flow, reason string) float64 {
+	var total uint64
+	for _, n := range f.LimitCounts {
+		total += n
+	}
+	if total == 0 {
+		return 0
+	}
+	return float64(f.LimitCounts[reason]) / float64(total)
+}
+
+func cwndLimited(ev *Evidence) []Finding {
+	var out []Finding
+	for _, f := range ev.senders(0) {
+		share := f.LimitShares["cwnd"]
+		cong := f.CongStates["Recovery"] + f.CongStates["Loss"] + f.CongStates["CWR"]
+		lossy := f.SegsOut > 0 && float64(f.Retrans) >= 0.001*float64(f.SegsOut)
+		if share < 0.5 || !lossy && float64(cong) < max(3, f.Seconds) {
+			continue
+		}
+		out = append(out, Finding{ID: "cwnd-limited", Severity: Warning,
+			Title: fmt.Sprintf("the congestion window caps %s -> %s after losses", f.Local, f.Peer),
+			Evidence: []string{
+				fmt.Sprintf("the sender waited for its congestion window %s of the time (tcp_sendlim [cwnd])", pct(share)),
+				fmt.Sprintf("%d entries into Recovery/Loss/CWR (tcp_cong), %d segments retransmitted, cwnd now %d", cong, max(uint64(f.Retrans), f.TraceRetrans), f.Cwnd),
+			},
+			Explanation: "After a loss or an ECN mark TCP halves its congestion window and grows it back slowly; repeated losses keep it small.",
+			Remedy:      []string{"find and remove the loss (see packet-loss); with unavoidable random loss a loss-tolerant congestion control (bbr) helps"},
+			Scope:       flowScope(f), Impact: share / 2, ImpactText: fmt.Sprintf("%s of the sender's time", pct(share))})
+	}
+	return out
+}
+
+// benignDrops are drop reasons that follow from normal operation or from
+// another problem (a reset, a retransmission already received).
+var benignDrops = map[string]bool{
+	"SOCKET_CLOSE": true, "TCP_OLD_DATA": true, "TCP_OLD_SEQUENCE": true, "TCP_OLD_ACK": true, "TCP_TOO_OLD_ACK": true,
+	"TCP_CLOSE": true, "NO_SOCKET": true, "TCP_OFOMERGE": true, "TCP_RESET": true, "QUEUE_PURGE": true, "TCP_INVALID_SEQUENCE": true,
+}
+
+// dropRemedies say where to look for each drop reason.
+var dropRemedies = map[string]string{
+	"NETFILTER_DROP":  "a firewall rule drops packets: {ns}nft list ruleset (or iptables -L -v -n); look for statistic, limit or numgen rules",
+	"QDISC_DROP":      "a qdisc overflows: {ns}tc -s qdisc show dev {dev}; raise its limit or use fq_codel",
+	"QDISC_OVERLIMIT": "a qdisc overflows: {ns}tc -s qdisc show dev {dev}; raise its limit",
+	"CPU_BACKLOG":     "the per-CPU backlog overflows: sysctl -w net.core.netdev_max_backlog=10000, and spread receive work (RPS)",
+	"SOCKET_RCVBUFF":  "the receiving socket's buffer is full: raise net.core.rmem_max and the application's SO_RCVBUF, or read faster",
+	"PROTO_MEM":       "TCP/UDP memory pressure: raise net.ipv4.tcp_mem / udp_mem",
+	"FULL_RING":       "the device's ring is full: ethtool -G {dev} rx 4096 tx 4096 (up to the maximum ethtool -g shows)",
+	"TCP_CSUM":        "packets arrive with bad checksums: check cabling, the NIC and offload settings (ethtool -S {dev})",
+	"IP_CSUM":         "packets arrive with bad checksums: check cabling, the NIC and offload settings (ethtool -S {dev})",
+	"PKT_TOO_BIG":     "packets exceed the MTU: see mtu-mismatch",
+}
+
+func packetLoss(ev *Evidence) []Finding {
+	var retrans, segs int64
+	var packets uint64
+	var where []string
+	for _, ns := range ev.Namespaces {
+		r, n := ns.Counters["Tcp.RetransSegs"], ns.Counters["Tcp.OutSegs"]
+		if r > 0 {
+			where = append(where, fmt.Sprintf("%d of %d segments sent in netns %s were retransmissions (Tcp.RetransSegs)", r, n, ns.Name))
+		}
+		retrans, segs = retrans+r, segs+n
+		for _, d := range ns.Devices {
+			packets += d.Stats.RxPackets + d.Stats.TxPackets
+		}
+	}
+	var drops []Drop
+	var dropped uint64
+	for _, d := range ev.Drops {
+		if !benignDrops[d.Reason] {
+			drops = append(drops, d)
+			dropped += d.Count
+		}
+	}
+	ratio, dropRatio := 0.0, 0.0
+	if segs > 0 {
+		ratio = float64(retrans) / float64(segs)
+	}
+	if packets > 0 {
+		dropRatio = float64(dropped) / float64(packets)
+	}
+	// Relative thresholds: a busy host drops a few packets in any second.
+	if !(retrans >= 10 && ratio >= 0.001) && !(dropped >= 10 && dropRatio >= 0.001) {
+		return nil
+	}
+	sort.Slice(drops, func(i, j int) bool { return drops[i].Count > drops[j].Count })
+	evidence := where
+	var remedy []string
+	for i, d := range drops {
+		if i == 3 {
+			break
+		}
+		evidence = append(evidence, fmt.Sprintf("%d skb_drop [%s] at %s on %s", d.Count, d.Reason, d.Location, orNone(d.Dev)))
+		if r, ok := dropRemedies[d.Reason]; ok {
+			remedy = append(remedy, strings.NewReplacer("{ns}", nsPrefix(ev.deviceNetns(d.Dev)), "{dev}", orNone(d.Dev)).Replace(r))
+		}
+	}
+	if ev.Softnet.Dropped > 0 {
+		evidence = append(evidence, fmt.Sprintf("%d packets dropped by full per-CPU backlogs (/proc/net/softnet_stat)", ev.Softnet.Dropped))
+	}
+	for _, ns := range ev.Namespaces {
+		for _, d := range ns.Devices {
+			for k, v := range d.ErrorStats {
+				if v > 0 && (strings.Contains(k, "drop") || strings.Contains(k, "miss")) {
+					evidence = append(evidence, fmt.Sprintf("%s: ethtool -S %s moved by %d", d.Name, k, v))
+				}
+			}
+		}
+	}
+	if len(drops) == 0 {
+		remedy = append(remedy, "record where packets die: skbtrace record -e skb_drop,tcp_retrans -d 10s, then skbtrace stat")
+	}
+	impact := math.Min(0.9, math.Max(dropRatio, 5*math.Sqrt(ratio)))
+	title := "packets are lost on the path"
+	if len(drops) > 0 {
+		title = fmt.Sprintf("packets are dropped: %s at %s", drops[0].Reason, drops[0].Location)
+	}
+	return []Finding{{ID: "packet-loss", Severity: Warning, Title: title, Evidence: evidence,
+		Explanation: "Every lost segment is retransmitted and halves the congestion window; with loss p a Reno/CUBIC flow " +
+			"reaches at most about MSS/RTT x 1.2/sqrt(p). Lost UDP datagrams are simply gone.",
+		Remedy: remedy, Scope: "path", Impact: impact,
+		ImpactText: fmt.Sprintf("about %s (from the retransmission and drop rates)", pct(impact))}}
+}
+
+func appLimited(ev *Evidence) []Finding {
+	var out []Finding
+	for _, f := range ev.senders(0) {
+		share := f.LimitShares["app"]
+		if share < 0.5 {
+			continue
+		}
+		out = append(out, Finding{ID: "app-limited", Severity: Info,
+			Title:    fmt.Sprintf("the application on %s offered no more data %s of the time", f.Local, pct(share)),
+			Evidence: []string{fmt.Sprintf("tcp_sendlim [app] %s of the sender's time; throughput %s", pct(share), bps(f.SendBps()))},
+			Explanation: "TCP had room to send but nothing queued: the sending application, or what feeds it, sets the pace. " +
+				"On a CPU-bound host that is the application's copying; otherwise look at the application itself.",
+			Scope: flowScope(f), Impact: share / 4, ImpactText: "none that the network can recover"})
+	}
+	return out
+}
+
+func offloadDisabled(ev *Evidence) []Finding {
+	var out []Finding
+	for _, ns := range ev.Namespaces {
+		for i := range ns.Devices {
+			d := &ns.Devices[i]
+			tx, rx := ev.bulkThrough(ns.Name, d.Name)
+			if tx >= bulkBps && (d.Xmit.SegsPerSkb() > 0 && d.Xmit.SegsPerSkb() < noCoalescing && d.Xmit.Skbs >= minOffloadSkbs ||
+				d.Xmit == nil && !ev.KernelEvents && d.featureOff(featTSO, featGSO) && d.txBytesPerPacket() <= float64(d.MTU)) {
+				off := d.offList(featTSO, featGSO)
+				severity, title := Warning, fmt.Sprintf("segmentation offload is off on %s", d.Name)
+				explanation := "Without TSO/GSO the stack builds, queues and hands the driver one skb per MSS-sized packet " +
+					"instead of one per up to 64 KB: many times the per-packet CPU cost for the same bytes."
+				remedy := []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s tso on gso on", d.Name)}
+				if off == "" && d.Features != nil {
+					// On, yet skbs arrive one segment each: a shaper segmenting
+					// (tbf does above its burst), or the application writing small.
+					severity, title = Info, fmt.Sprintf("TSO/GSO are on but skbs reach %s as single segments", d.Name)
+					explanation = "Segmentation offload is enabled, but something upstream of the driver splits the skbs " +
+						"(a qdisc such as tbf segments skbs larger than its burst) or the application writes in small pieces."
+					remedy = []string{nsPrefix(ns.Name) + fmt.Sprintf("tc -s qdisc show dev %s", d.Name)}
+				}
+				ev := []string{fmt.Sprintf("%s sends %s of TCP", d.Name, bps(tx))}
+				if d.Xmit != nil {
+					ev = append(ev, fmt.Sprintf("%.2f segments per skb at transmit over %d skbs (dev_xmit)", d.Xmit.SegsPerSkb(), d.Xmit.Skbs))
+				} else {
+					ev = append(ev, fmt.Sprintf("%.0f bytes per transmitted packet (device counters)", d.txBytesPerPacket()))
+				}
+				if off != "" {
+					ev = append(ev, fmt.Sprintf("%s off (ethtool -k %s)", off, d.Name))
+				}
+				out = append(out, Finding{ID: "offload-disabled", Severity: severity,
+					Title: title, Evidence: ev, Explanation: explanation, Remedy: remedy,
+					Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.4,
+					ImpactText: "CPU per byte several times higher; throughput where the CPU is the limit"})
+			}
+			if rx >= bulkBps && d.Recv.SegsPerSkb() > 0 && d.Recv.SegsPerSkb() < noCoalescing && d.Recv.Skbs >= minOffloadSkbs &&
+				d.featureOff(featGRO) {
+				out = append(out, Finding{ID: "offload-disabled", Severity: Warning,
+					Title: fmt.Sprintf("GRO is off on %s", d.Name),
+					Evidence: []string{
+						fmt.Sprintf("%s receives %s of TCP", d.Name, bps(rx)),
+						fmt.Sprintf("%.2f segments per skb at receive over %d skbs (dev_recv)", d.Recv.SegsPerSkb(), d.Recv.Skbs),
+						fmt.Sprintf("rx-gro (generic-receive-offload) off (ethtool -k %s)", d.Name),
+					},
+					Explanation: "GRO merges consecutive segments of a flow into one large skb before the stack processes it; " +
+						"without it every MSS-sized packet pays the whole receive path.",
+					Remedy: []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s gro on", d.Name)},
+					Scope:  fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.4,
+					ImpactText: "receive CPU per byte several times higher"})
+			}
+		}
+	}
+	return out
+}
+
+func groBlocked(ev *Evidence) []Finding {
+	var out []Finding
+	for _, ns := range ev.Namespaces {
+		for i := range ns.Devices {
+			d := &ns.Devices[i]
+			_, rx := ev.bulkThrough(ns.Name, d.Name)
+			if rx < bulkBps || d.Recv == nil || d.Recv.Skbs < minOffloadSkbs || d.Recv.SegsPerSkb() >= noCoalescing ||
+				!d.Features[featGRO] {
+				continue
+			}
+			out = append(out, Finding{ID: "gro-blocked", Severity: Warning,
+				Title: fmt.Sprintf("GRO is on but merges nothing on %s", d.Name),
+				Evidence: []string{
+					fmt.Sprintf("%s receives %s of TCP", d.Name, bps(rx)),
+					fmt.Sprintf("%.2f segments per skb at receive over %d skbs (dev_recv), with rx-gro (generic-receive-offload) on", d.Recv.SegsPerSkb(), d.Recv.Skbs),
+				},
+				Explanation: "GRO only merges packets that could have come from one segmentation: same flow, consecutive sequence " +
+					"numbers and, for IPv4 with DF=0, consecutive IP IDs. Tunnels (VXLAN, Geneve) whose outer headers carry " +
+					"DF=0 with IP IDs that jump, or middleboxes that rewrite IDs, stop it.",
+				Remedy: []string{
+					"capture on the receiving device and check IP-ID continuity, outer and inner: skbtrace pcap FILE",
+					"make the encapsulating device set DF (for VXLAN: ip link set VXLAN type vxlan df set) or keep per-flow IP IDs",
+				},
+				Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.35,
+				ImpactText: "receive CPU per byte several times higher"})
+		}
+	}
+	return out
+}
+
+func knownNICIssue(ev *Evidence) []Finding {
+	var out []Finding
+	for _, ns := range ev.Namespaces {
+		for i := range ns.Devices {
+			d := &ns.Devices[i]
+			for k := range KnownIssues {
+				ki := &KnownIssues[k]
+				if !ki.matches(d, ev.Kernel) {
+					continue
+				}
+				evidence := []string{
+					fmt.Sprintf("%s: driver %s, PCI %s:%s (%s), firmware %s (ethtool -i, sysfs)", d.Name, d.Driver, d.Vendor, d.DeviceID, ki.Name, orNone(d.Firmware)),
+					fmt.Sprintf("kernel %s", ev.Kernel),
+				}
+				if ki.FeatureOn != "" {
+					evidence = append(evidence, fmt.Sprintf("%s is on", ki.FeatureOn))
+				}
+				if ki.MTUAbove > 0 {
+					evidence = append(evidence, fmt.Sprintf("MTU %d, above %d", d.MTU, ki.MTUAbove))
+				}
+				var remedy []string
+				for _, w := range ki.Workaround {
+					remedy = append(remedy, nsPrefix(ns.Name)+strings.ReplaceAll(w, "{dev}", d.Name))
+				}
+				if ki.Note != "" {
+					remedy = append(remedy, ki.Note)
+				}
+				out = append(out, Finding{ID: "known-nic-issue", Severity: Warning,
+					Title: fmt.Sprintf("%s matches known issue %s", d.Name, ki.ID), Evidence: evidence,
+					Explanation: fmt.Sprintf("%s. Cause: %s (source: %s).", ki.Symptom, ki.Cause, ki.Source),
+					Remedy:      remedy, Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.33,
+					ImpactText: "as measured where it was found: " + ki.Symptom})
+			}
+		}
+	}
+	return out
+}
+
+func mtuMismatch(ev *Evidence) []Finding {
+	var out []Finding
+	for i := range ev.Flows {
+		f := &ev.Flows[i]
+		p := ev.peerFlow(f)
+		if p == nil || f.SndMSS == 0 {
+			continue
+		}
+		pd := ev.device(p.Netns, p.Dev)
+		if pd == nil {
+			continue
+		}
+		packet := int(f.SndMSS) + headerBytes(f)
+		if packet <= pd.MTU {
+			continue
+		}
+		evidence := []string{
+			fmt.Sprintf("%s sends segments of MSS %d: %d-byte packets (tcp_info snd_mss)", f.Local, f.SndMSS, packet),
+			fmt.Sprintf("the receiving end's %s in netns %s has MTU %d", pd.Name, p.Netns, pd.MTU),
+			fmt.Sprintf("throughput %s, %d segments retransmitted", bps(f.SendBps()), max(uint64(f.Retrans), f.TraceRetrans)),
+		}
+		if sd := ev.device(f.Netns, f.Dev); sd != nil {
+			evidence = append(evidence, fmt.Sprintf("the sender's %s has MTU %d", sd.Name, sd.MTU))
+		}
+		for _, d := range ev.Drops {
+			if d.Dev == f.Dev {
+				evidence = append(evidence, fmt.Sprintf("%d skb_drop [%s] at %s on %s", d.Count, d.Reason, d.Location, d.Dev))
+			}
+		}
+		minMTU := pd.MTU
+		out = append(out, Finding{ID: "mtu-mismatch", Severity: Critical,
+			Title:    fmt.Sprintf("%s -> %s sends packets larger than the path's MTU %d", f.Local, f.Peer, minMTU),
+			Evidence: evidence,
+			Explanation: "The sender believes the path carries its large packets, but a link on the way has a smaller MTU and " +
+				"drops them without a \"fragmentation needed\" reply reaching the sender: a black hole where the connection " +
+				"opens but bulk data stalls in retransmissions.",
+			Remedy: []string{
+				nsPrefix(f.Netns) + fmt.Sprintf("ip link set %s mtu %d   (one MTU on the whole path)", orNone(f.Dev), minMTU),
+				"or remove what advertises the larger MSS (ip route ... advmss), or raise the MTU of every hop",
+				nsPrefix(f.Netns) + "sysctl -w net.ipv4.tcp_mtu_probing=1   (recovers from black holes by probing)",
+			},
+			Scope: flowScope(f), Impact: 0.99, ImpactText: "nearly all of it: bulk data stalls"})
+	}
+	out = append(out, mtuDiffers(ev, out)...)
+	return out
+}
+
+// mtuDiffers notes veth pairs whose ends disagree: it works while both ends
+// negotiate MSS from their own MTU, and breaks when anything advertises more.
+func mtuDiffers(ev *Evidence, already []Finding) []Finding {
+	if len(already) > 0 {
+		return nil
+	}
+	var out []Finding
+	seen := map[string]bool{}
+	for _, ns := range ev.Namespaces {
+		for _, d := range ns.Devices {
+			if d.Kind != "veth" {
+				continue
+			}
+			for _, ons := range ev.Namespaces {
+				for _, o := range ons.Devices {
+					key := ns.Name + d.Name + ons.Name + o.Name
+					if o.Kind != "veth" || o.Index != d.PeerIndex || o.PeerIndex != d.Index || o.MTU == d.MTU || seen[key] ||
+						(ons.Name == ns.Name && o.Name == d.Name) {
+						continue
+					}
+					seen[ons.Name+o.Name+ns.Name+d.Name] = true
+					out = append(out, Finding{ID: "mtu-mismatch", Severity: Info,
+						Title:    fmt.Sprintf("the ends of a link disagree on the MTU: %s %d, %s %d", d.Name, d.MTU, o.Name, o.MTU),
+						Evidence: []string{fmt.Sprintf("%s (netns %s) MTU %d; its peer %s (netns %s) MTU %d", d.Name, ns.Name, d.MTU, o.Name, ons.Name, o.MTU)},
+						Explanation: "TCP works across it because each end derives its MSS from its own MTU, but anything that " +
+							"advertises a larger MSS, or UDP larger than the smaller MTU, is dropped.",
+						Remedy: []string{nsPrefix(ns.Name) + fmt.Sprintf("ip link set %s mtu %d", d.Name, min(d.MTU, o.MTU))},
+						Scope:  "device " + d.Name, Impact: 0.05, ImpactText: "none measured"})
+				}
+			}
+		}
+	}
+	return out
+}
+
+func smallPacketBound(ev *Evidence) []Finding {
+	var out []Finding
+	for _, s := range ev.SockIO {
+		if s.Calls == 0 || ev.Seconds <= 0 {
+			continue
+		}
+		perCall := float64(s.Bytes) / float64(s.Calls)
+		callRate := float64(s.Calls) / ev.Seconds
+		if callRate < smallCallRate || perCall > smallPacket {
+			continue
+		}
+		evidence := []string{
+			fmt.Sprintf("%s (pid %d) made %.0f %s calls/s of %.0f bytes on average: %s of payload (sock_io)",
+				s.Comm, s.Pid, callRate, s.Dir, perCall, bps(float64(s.Bytes)*8/ev.Seconds)),
+		}
+		out = append(out, smallPacketFinding(ev, evidence, fmt.Sprintf("%s (pid %d)", s.Comm, s.Pid), perCall))
+	}
+	if len(out) > 0 || ev.KernelEvents {
+		return out
+	}
+	// Without the recording, the device counters show the same shape.
+	for _, ns := range ev.Namespaces {
+		for _, d := range ns.Devices {
+			pps := float64(d.Stats.TxPackets) / max(ev.Seconds, 1e-9)
+			if d.Name == "lo" || pps < 50000 || d.txBytesPerPacket() > smallPacket {
+				continue
+			}
+			evidence := []string{fmt.Sprintf("%s sent %.0f packets/s of %.0f bytes on average (device counters)", d.Name, pps, d.txBytesPerPacket())}
+			out = append(out, smallPacketFinding(ev, evidence, "device "+d.Name, d.txBytesPerPacket()))
+		}
+	}
+	return out
+}
+
+func smallPacketFinding(ev *Evidence, evidence []string, scope string, size float64) Finding {
+	if c := busiest(ev); c != nil {
+		evidence = append(evidence, fmt.Sprintf("busiest CPU %d: %s busy (%s)", c.CPU, pct(c.Busy()), cpuSplit(c)))
+	}
+	explanation := "Each packet pays a system call, the protocol stack and the driver whatever its size: with small " +
+		"packets that fixed cost, not the link, sets the rate, and bits per second fall with the packet size."
+	remedy := []string{
+		"send larger messages: batch into bigger writes or datagrams (iperf3 -l 1400 for a test)",
+		"amortize the system calls: sendmmsg/recvmmsg, UDP GSO (setsockopt UDP_SEGMENT) and UDP GRO on receive",
+	}
+	if len(ev.Mitigations) > 0 {
+		var names []string
+		for _, m := range ev.Mitigations {
+			names = append(names, m.Name+" ("+strings.TrimPrefix(m.State, "Mitigation: ")+")")
+		}
+		evidence = append(evidence, "CPU vulnerability mitigations in force: "+strings.Join(names, ", ")+" (/sys/devices/system/cpu/vulnerabilities)")
+		explanation += " The mitigations in force add to the cost of every system call and kernel entry, so they weigh most here."
+		remedy = append(remedy, "compare with the mitigations relaxed only where the threat model allows it (kernel parameter mitigations=off on an isolated test host) to measure their share")
+	}
+	return Finding{ID: "small-packet-bound", Severity: Warning,
+		Title: fmt.Sprintf("%.0f-byte packets: the per-packet cost sets the rate", size), Evidence: evidence,
+		Explanation: explanation, Remedy: remedy, Scope: scope,
+		Impact: 1 - size/1472, ImpactText: fmt.Sprintf("%s of what full-size packets would carry", pct(1-size/1472))}
+}
+
+func rateShaped(ev *Evidence) []Finding {
+	var out []Finding
+	for _, ns := range ev.Namespaces {
+		for i := range ns.Devices {
+			d := &ns.Devices[i]
+			tx, _ := ev.bulkThrough(ns.Name, d.Name)
+			for _, q := range d.Qdiscs {
+				if q.RateBps == 0 {
+					continue
+				}
+				limit := float64(q.RateBps) * 8
+				pressed := q.Overlimits > 0 || q.Drops > 0 || d.QdiscBacklogMax > 0
+				if tx < 0.7*limit || tx > 1.2*limit || !pressed {
+					continue
+				}
+				evidence := []string{
+					fmt.Sprintf("%s %s on %s shapes to %s (tc qdisc)", q.Kind, q.Handle, d.Name, bps(limit)),
+					fmt.Sprintf("TCP through %s: %s, %s of the configured rate", d.Name, bps(tx), pct(tx/limit)),
+					fmt.Sprintf("%d packets over the limit, %d dropped during the observation", q.Overlimits, q.Drops),
+				}
+				if d.QdiscBacklogMax > 0 {
+					evidence = append(evidence, fmt.Sprintf("backlog up to %d bytes (qdisc events)", d.QdiscBacklogMax))
+				}
+				impact := 0.5
+				if d.SpeedMbps > 0 {
+					impact = max(0, 1-limit/(float64(d.SpeedMbps)*1e6))
+				}
+				out = append(out, Finding{ID: "rate-shaped", Severity: Warning,
+					Title: fmt.Sprintf("a %s qdisc on %s caps the rate at %s", q.Kind, d.Name, bps(limit)), Evidence: evidence,
+					Explanation: "A shaper holds packets back to keep its rate: whatever the link could do, flows through it " +
+						"cannot exceed the configured rate.",
+					Remedy: []string{
+						nsPrefix(ns.Name) + fmt.Sprintf("tc qdisc show dev %s   (is the limit intended?)", d.Name),
+						nsPrefix(ns.Name) + fmt.Sprintf("tc qdisc change dev %s %s %s rate NEWRATE ...  or  tc qdisc del dev %s %s", d.Name, parentArg(q.Parent), q.Kind, d.Name, parentArg(q.Parent)),
+					},
+					Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: impact,
+					ImpactText: "everything above the configured rate"})
+			}
+		}
+	}
+	return out
+}
+
+func asymmetricPath(ev *Evidence) []Finding {
+	type dir struct{ from, to string }
+	rates := map[dir]float64{}
+	for _, f := range ev.senders(bulkBps / 10) {
+		k := dir{f.Local.Addr().String(), f.Peer.Addr().String()}
+		rates[k] = max(rates[k], f.SendBps())
+	}
+	var out []Finding
+	seen := map[dir]bool{}
+	for k, fwd := range rates {
+		back, ok := rates[dir{k.to, k.from}]
+		if !ok || seen[k] {
+			continue
+		}
+		seen[k], seen[dir{k.to, k.from}] = true, true
+		slow, fast, from, to := fwd, back, k.from, k.to
+		if back < fwd {
+			slow, fast, from, to = back, fwd, k.to, k.from
+		}
+		if slow >= 0.7*fast {
+			continue
+		}
+		out = append(out, Finding{ID: "asymmetric-path", Severity: Warning,
+			Title: fmt.Sprintf("%s -> %s is %s slower than the reverse direction", from, to, pct(1-slow/fast)),
+			Evidence: []string{
+				fmt.Sprintf("%s -> %s: %s", from, to, bps(slow)),
+				fmt.Sprintf("%s -> %s: %s", to, from, bps(fast)),
+			},
+			Explanation: "On a full-duplex path both directions should reach about the same rate; when one does not, the " +
+				"difference lies in what only that direction uses: the sender's transmit offloads and driver, or the " +
+				"receiver's receive path.",
+			Remedy: []string{fmt.Sprintf("on %s compare the transmit settings with the other host: ethtool -k DEV (tso/gso), ethtool -i DEV (driver), and try ethtool -K DEV tso off gso off", from)},
+			Scope:  fmt.Sprintf("%s -> %s", from, to), Impact: 1 - slow/fast,
+			ImpactText: fmt.Sprintf("%s in the slow direction", bps(fast-slow))})
+	}
+	return out
+}
+
+// --- helpers ---
+
+// limitEvidence is a send-limit reason's share of the sender's time: from the
+// recording when there is one, else from tcp_info's busy/limited times.
+func limitEvidence(f *Flow, reason string, limitedUs uint64) (float64, string) {
+	if share, ok := f.LimitShares[reason]; ok && len(f.LimitShares) > 0 {
+		return share, "tcp_sendlim [" + reason + "]"
+	}
+	if len(f.LimitShares) == 0 && f.BusyUs > 0 {
+		return float64(limitedUs) / float64(f.BusyUs+limitedUs), "tcp_info"
+	}
+	return 0, ""
+}
+
+func topLimit(f *Flow) (string, float64) {
+	best, share := "", 0.0
+	for r, s := range f.LimitShares {
+		if s > share {
+			best, share = r, s
+		}
+	}
+	return best, share
+}
+
+// bufferTarget is a buffer size that covers twice the bandwidth-delay product
+// of the flow's device, or four times the current maximum where the device
+// has no speed, and never less than Linux's 4 MiB default maximum.
+func bufferTarget(ev *Evidence, f *Flow, triple string) int {
+	want := 4 << 20
+	rtt := float64(max(f.MinRTTus, f.RTTus, 100)) / 1e6
+	if d := ev.device(f.Netns, f.Dev); d != nil && d.SpeedMbps > 0 {
+		want = max(want, int(2*float64(d.SpeedMbps)*1e6/8*rtt))
+	} else if fields := strings.Fields(triple); len(fields) == 3 {
+		if cur, err := strconv.Atoi(fields[2]); err == nil {
+			want = max(want, 4*cur)
+		}
+	}
+	return want
+}
+
+// maxOf is the maximum of a "min default max" buffer triple, 0 if unknown.
+func maxOf(triple string) int {
+	f := strings.Fields(triple)
+	if len(f) != 3 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[2])
+	return n
+}
+
+func tripleWithMax(triple string, maxBytes int) string {
+	f := strings.Fields(triple)
+	if len(f) != 3 {
+		return fmt.Sprintf("4096 131072 %d", maxBytes)
+	}
+	return fmt.Sprintf("%s %s %d", f[0], f[1], maxBytes)
+}
+
+func (e *Evidence) sysctl(netns, name string) string {
+	if ns := e.namespace(netns); ns != nil {
+		return ns.Sysctls[name]
+	}
+	return ""
+}
+
+// deviceNetns names the observed namespace that holds a device.
+func (e *Evidence) deviceNetns(dev string) string {
+	for _, ns := range e.Namespaces {
+		if e.device(ns.Name, dev) != nil {
+			return ns.Name
+		}
+	}
+	return ""
+}
+
+// bulkThrough sums the TCP rates sent and received through a device by the
+// observed flows whose local address it holds.
+func (e *Evidence) bulkThrough(netns, dev string) (tx, rx float64) {
+	for i := range e.Flows {
+		if f := &e.Flows[i]; f.Netns == netns && f.Dev == dev {
+			tx += f.SendBps()
+			rx += f.RecvBps()
+		}
+	}
+	return tx, rx
+}
+
+func (d *Device) featureOff(names ...string) bool {
+	for _, n := range names {
+		if on, ok := d.Features[n]; ok && !on {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *Device) offList(names ...string) string {
+	var off []string
+	for _, n := range names {
+		if on, ok := d.Features[n]; ok && !on {
+			off = append(off, n)
+		}
+	}
+	return strings.Join(off, " and ")
+}
+
+func (d *Device) txBytesPerPacket() float64 {
+	if d.Stats.TxPackets == 0 {
+		return 0
+	}
+	return float64(d.Stats.TxBytes) / float64(d.Stats.TxPackets)
+}
+
+// ErrorStatsClean says whether no driver trouble counter moved.
+func (d *Device) ErrorStatsClean() bool {
+	for _, v := range d.ErrorStats {
+		if v > 0 {
+			return false
+		}
+	}
+	return d.Stats.RxErrors == 0 && d.Stats.TxErrors == 0 && d.Stats.RxDropped == 0
+}
+
+func physicalDevices(ev *Evidence) []*Device {
+	var out []*Device
+	for i := range ev.Namespaces {
+		for j := range ev.Namespaces[i].Devices {
+			if d := &ev.Namespaces[i].Devices[j]; d.SpeedMbps > 0 {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+func physicalPath(ev *Evidence, f *Flow) bool {
+	d := ev.device(f.Netns, f.Dev)
+	return d != nil && d.SpeedMbps > 0
+}
+
+func busiest(ev *Evidence) *CPUUse {
+	var b *CPUUse
+	for i := range ev.CPUs {
+		if b == nil || ev.CPUs[i].Busy() > b.Busy() {
+			b = &ev.CPUs[i]
+		}
+	}
+	return b
+}
+
+func cpuSplit(c *CPUUse) string {
+	return fmt.Sprintf("user %s, system %s, softirq %s, irq %s", pct(c.User), pct(c.System), pct(c.Softirq), pct(c.IRQ))
+}
+
+func headerBytes(f *Flow) int {
+	if f.Local.Addr().Is6() {
+		return 60
+	}
+	return 40
+}
+
+func flowScope(f *Flow) string {
+	return fmt.Sprintf("socket %s -> %s (netns %s)", f.Local, f.Peer, f.Netns)
+}
+
+// nsPrefix runs a command in the namespace it concerns.
+func nsPrefix(netns string) string {
+	if netns == "" || netns == "host" || netns == "init" {
+		return ""
+	}
+	return "ip netns exec " + netns + " "
+}
+
+func parentArg(parent string) string {
+	if parent == "root" || parent == "" {
+		return "root"
+	}
+	return "parent " + parent
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func pct(v float64) string { return fmt.Sprintf("%.0f%%", v*100) }
+
+func bps(v float64) string {
+	switch {
+	case v >= 1e9:
+		return fmt.Sprintf("%.2f Gbit/s", v/1e9)
+	case v >= 1e6:
+		return fmt.Sprintf("%.1f Mbit/s", v/1e6)
+	default:
+		return fmt.Sprintf("%.1f kbit/s", v/1e3)
+	}
+}
+
+func sortBy[T any](s []T, key func(T) float64) {
+	sort.SliceStable(s, func(i, j int) bool { return key(s[i]) < key(s[j]) })
+}
