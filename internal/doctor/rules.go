@@ -61,7 +61,7 @@ var symptoms = map[string][]string{
 	"rwnd-limited":     {"cpu-saturated", "mtu-mismatch"},
 	"cpu-saturated":    {"small-packet-bound"},
 	"asymmetric-path":  {"known-nic-issue", "offload-disabled"},
-	"offload-disabled": {"known-nic-issue"},
+	"offload-disabled": {"known-nic-issue", "rate-shaped"},
 }
 
 // Diagnose applies every rule and ranks the findings.
@@ -118,7 +118,6 @@ func healthy(ev *Evidence) string {
 
 func cpuSaturated(ev *Evidence) []Finding {
 	var out []Finding
-	fast := ev.senders(0)
 	for i := range ev.CPUs {
 		c := &ev.CPUs[i]
 		if c.Busy() < cpuBusy {
@@ -130,7 +129,8 @@ func cpuSaturated(ev *Evidence) []Finding {
 		if c.NetRx+c.NetTx > 0 {
 			evidence = append(evidence, fmt.Sprintf("NET_RX softirq %s and NET_TX %s of CPU %d (softirq events)", pct(c.NetRx), pct(c.NetTx), c.CPU))
 		}
-		for _, f := range fast {
+		for i := range ev.Flows {
+			f := &ev.Flows[i]
 			d := ev.device(f.Netns, f.Dev)
 			if d == nil || d.SpeedMbps == 0 {
 				continue
@@ -445,6 +445,7 @@ func offloadDisabled(ev *Evidence) []Finding {
 						"(a qdisc such as tbf segments skbs larger than its burst) or the application writes in small pieces."
 					remedy = []string{nsPrefix(ns.Name) + fmt.Sprintf("tc -s qdisc show dev %s", d.Name)}
 				}
+				severity, explanation = cpuHeadroom(ev, severity, explanation)
 				ev := []string{fmt.Sprintf("%s sends %s of TCP", d.Name, bps(tx))}
 				if d.Xmit != nil {
 					ev = append(ev, fmt.Sprintf("%.2f segments per skb at transmit over %d skbs (dev_xmit)", d.Xmit.SegsPerSkb(), d.Xmit.Skbs))
@@ -461,22 +462,32 @@ func offloadDisabled(ev *Evidence) []Finding {
 			}
 			if rx >= bulkBps && d.Recv.SegsPerSkb() > 0 && d.Recv.SegsPerSkb() < noCoalescing && d.Recv.Skbs >= minOffloadSkbs &&
 				d.featureOff(featGRO) {
-				out = append(out, Finding{ID: "offload-disabled", Severity: Warning,
+				severity, explanation := cpuHeadroom(ev, Warning, "GRO merges consecutive segments of a flow into one large skb before the stack processes it; "+
+					"without it every MSS-sized packet pays the whole receive path.")
+				out = append(out, Finding{ID: "offload-disabled", Severity: severity,
 					Title: fmt.Sprintf("GRO is off on %s", d.Name),
 					Evidence: []string{
 						fmt.Sprintf("%s receives %s of TCP", d.Name, bps(rx)),
 						fmt.Sprintf("%.2f segments per skb at receive over %d skbs (dev_recv)", d.Recv.SegsPerSkb(), d.Recv.Skbs),
 						fmt.Sprintf("rx-gro (generic-receive-offload) off (ethtool -k %s)", d.Name),
 					},
-					Explanation: "GRO merges consecutive segments of a flow into one large skb before the stack processes it; " +
-						"without it every MSS-sized packet pays the whole receive path.",
-					Remedy: []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s gro on", d.Name)},
-					Scope:  fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.4,
+					Explanation: explanation,
+					Remedy:      []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s gro on", d.Name)},
+					Scope:       fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.4,
 					ImpactText: "receive CPU per byte several times higher"})
 			}
 		}
 	}
 	return out
+}
+
+// cpuHeadroom lowers an offload finding to info when no CPU is near busy:
+// offloads save CPU, and with CPU to spare they do not set the rate.
+func cpuHeadroom(ev *Evidence, severity Severity, explanation string) (Severity, string) {
+	if c := busiest(ev); c != nil && c.Busy() < 0.5 {
+		return Info, explanation + fmt.Sprintf(" No CPU was more than %s busy, so at this rate it costs CPU, not throughput.", pct(c.Busy()))
+	}
+	return severity, explanation
 }
 
 func groBlocked(ev *Evidence) []Finding {
@@ -732,11 +743,18 @@ func rateShaped(ev *Evidence) []Finding {
 }
 
 func asymmetricPath(ev *Evidence) []Finding {
+	// Each flow's data direction: out of a sender, into a receiver.
 	type dir struct{ from, to string }
 	rates := map[dir]float64{}
-	for _, f := range ev.senders(bulkBps / 10) {
-		k := dir{f.Local.Addr().String(), f.Peer.Addr().String()}
-		rates[k] = max(rates[k], f.SendBps())
+	for i := range ev.Flows {
+		f := &ev.Flows[i]
+		local, peer := f.Local.Addr().String(), f.Peer.Addr().String()
+		if r := f.SendBps(); r >= bulkBps/10 {
+			rates[dir{local, peer}] = max(rates[dir{local, peer}], r)
+		}
+		if r := f.RecvBps(); r >= bulkBps/10 {
+			rates[dir{peer, local}] = max(rates[dir{peer, local}], r)
+		}
 	}
 	var out []Finding
 	seen := map[dir]bool{}

@@ -1,0 +1,279 @@
+package doctor
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func load(t *testing.T, name string) *Evidence {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev Evidence
+	if err := json.Unmarshal(b, &ev); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return &ev
+}
+
+// The lab fixtures are the evidence the doctor gathered during each lab
+// scenario's fault run on this project's lab (skbtrace lab run all --doctor --json).
+var labExpect = map[string]string{
+	"baseline":           "",
+	"sndbuf-limited":     "sndbuf-limited",
+	"rwnd-limited":       "rwnd-limited",
+	"nagle-delay":        "nagle-delay",
+	"rate-shaped":        "rate-shaped",
+	"packet-loss":        "packet-loss",
+	"offload-disabled":   "offload-disabled",
+	"mtu-mismatch":       "mtu-mismatch",
+	"cpu-saturated":      "cpu-saturated",
+	"small-packet-bound": "small-packet-bound",
+	"gro-off":            "offload-disabled",
+}
+
+func TestLabEvidenceRanksTheExpectedFindingFirst(t *testing.T) {
+	for name, want := range labExpect {
+		rep := Diagnose(load(t, "lab/"+name+".json"))
+		got := ""
+		if top := rep.Top(Warning); top != nil {
+			got = top.ID
+		}
+		if got != want {
+			t.Errorf("%s: top finding %q, want %q; findings: %v", name, got, want, ids(rep.Findings))
+		}
+		if want == "" && rep.Healthy == "" {
+			t.Errorf("%s: no finding, but no statement of what limited the run either", name)
+		}
+	}
+}
+
+func ids(fs []Finding) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.ID+"/"+f.Severity.String())
+	}
+	return out
+}
+
+// withGROOn is the gro-off run's evidence with GRO reported on: what a
+// receiver whose GRO cannot merge looks like.
+func withGROOn(ev *Evidence) *Evidence {
+	for i := range ev.Namespaces {
+		for j := range ev.Namespaces[i].Devices {
+			if d := &ev.Namespaces[i].Devices[j]; d.Features != nil {
+				d.Features[featGRO] = true
+			}
+		}
+	}
+	return ev
+}
+
+// workaroundApplied is seed 002 after its fixes: TSO off and MTU 8500.
+func workaroundApplied(ev *Evidence) *Evidence {
+	d := &ev.Namespaces[0].Devices[0]
+	d.Features[featTSO], d.MTU = false, 8500
+	return ev
+}
+
+func otherDevice(ev *Evidence) *Evidence {
+	ev.Namespaces[0].Devices[0].DeviceID = "0x10d3" // an 82574L: same driver, not affected
+	return ev
+}
+
+// Each rule on its own, before ranking: fires on the evidence of its fault,
+// stays quiet on evidence without it. An info-level rule "fires" when it
+// reports at all; the others must reach warning.
+func TestEveryRuleFiresAndStaysQuiet(t *testing.T) {
+	type tc struct {
+		fixture string
+		adjust  func(*Evidence) *Evidence
+		fire    bool
+	}
+	cases := map[string][]tc{
+		"cpu-saturated":      {{"lab/cpu-saturated.json", nil, true}, {"seed/000-single-core.json", nil, true}, {"lab/baseline.json", nil, false}, {"lab/sndbuf-limited.json", nil, false}},
+		"sndbuf-limited":     {{"lab/sndbuf-limited.json", nil, true}, {"lab/baseline.json", nil, false}, {"lab/rwnd-limited.json", nil, false}},
+		"nagle-delay":        {{"lab/nagle-delay.json", nil, true}, {"lab/baseline.json", nil, false}},
+		"rwnd-limited":       {{"lab/rwnd-limited.json", nil, true}, {"lab/baseline.json", nil, false}, {"lab/sndbuf-limited.json", nil, false}},
+		"cwnd-limited":       {{"lab/packet-loss.json", nil, true}, {"lab/baseline.json", nil, false}, {"lab/offload-disabled.json", nil, false}},
+		"packet-loss":        {{"lab/packet-loss.json", nil, true}, {"lab/baseline.json", nil, false}, {"lab/gro-off.json", nil, false}},
+		"app-limited":        {{"lab/baseline.json", nil, true}, {"lab/sndbuf-limited.json", nil, false}},
+		"offload-disabled":   {{"lab/offload-disabled.json", nil, true}, {"lab/gro-off.json", nil, true}, {"lab/baseline.json", nil, false}, {"lab/small-packet-bound.json", nil, false}},
+		"known-nic-issue":    {{"seed/002-i219.json", nil, true}, {"seed/002-i219.json", workaroundApplied, false}, {"seed/002-i219.json", otherDevice, false}, {"lab/baseline.json", nil, false}},
+		"mtu-mismatch":       {{"lab/mtu-mismatch.json", nil, true}, {"lab/baseline.json", nil, false}},
+		"small-packet-bound": {{"lab/small-packet-bound.json", nil, true}, {"seed/003-small-udp.json", nil, true}, {"lab/baseline.json", nil, false}, {"seed/000-single-core.json", nil, false}},
+		"gro-blocked":        {{"lab/gro-off.json", withGROOn, true}, {"lab/gro-off.json", nil, false}, {"lab/baseline.json", nil, false}},
+		"rate-shaped":        {{"lab/rate-shaped.json", nil, true}, {"lab/baseline.json", nil, false}},
+		"asymmetric-path":    {{"seed/002-i219.json", nil, true}, {"lab/baseline.json", nil, false}, {"seed/000-single-core.json", nil, false}},
+	}
+	for _, r := range Rules {
+		tcs := cases[r.ID]
+		var fires, quiet bool
+		for _, c := range tcs {
+			fires, quiet = fires || c.fire, quiet || !c.fire
+		}
+		if !fires || !quiet {
+			t.Errorf("rule %s needs a firing and a quiet case", r.ID)
+		}
+		for _, c := range tcs {
+			ev := load(t, c.fixture)
+			if c.adjust != nil {
+				ev = c.adjust(ev)
+			}
+			fs := r.Check(ev)
+			got := false
+			for _, f := range fs {
+				if f.ID != r.ID {
+					t.Errorf("rule %s reported id %s", r.ID, f.ID)
+				}
+				if f.Severity >= Warning || r.ID == "app-limited" {
+					got = true
+				}
+				if len(f.Evidence) == 0 || f.Title == "" || f.Explanation == "" || f.Scope == "" {
+					t.Errorf("rule %s on %s: finding without title, evidence, explanation or scope: %+v", r.ID, c.fixture, f)
+				}
+			}
+			if got != c.fire {
+				t.Errorf("rule %s on %s (adjusted %v): fired %v, want %v: %v", r.ID, c.fixture, c.adjust != nil, got, c.fire, ids(fs))
+			}
+		}
+	}
+}
+
+func TestSeedSingleCoreIsCPUSaturatedAndRPSCannotHelp(t *testing.T) {
+	rep := Diagnose(load(t, "seed/000-single-core.json"))
+	top := rep.Top(Warning)
+	if top == nil || top.ID != "cpu-saturated" {
+		t.Fatalf("top finding %v, want cpu-saturated; all: %v", top, ids(rep.Findings))
+	}
+	if !strings.Contains(top.Explanation, "RPS") || !strings.Contains(top.Explanation, "one CPU") {
+		t.Errorf("explanation does not say RPS cannot help on one core: %s", top.Explanation)
+	}
+	text := strings.Join(top.Evidence, "\n")
+	for _, want := range []string{"system 63%", "softirq 36%", "439.0 Mbit/s", "no driver error or drop counter moved"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("evidence lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+func TestSeedI219IsAKnownNICIssueWithBothWorkarounds(t *testing.T) {
+	rep := Diagnose(load(t, "seed/002-i219.json"))
+	top := rep.Top(Warning)
+	if top == nil || top.ID != "known-nic-issue" {
+		t.Fatalf("top finding %v, want known-nic-issue; all: %v", top, ids(rep.Findings))
+	}
+	var remedies []string
+	for _, f := range rep.Findings {
+		if f.ID == "known-nic-issue" {
+			remedies = append(remedies, f.Remedy...)
+		}
+		if f.ID == "asymmetric-path" && f.Severity != Info {
+			t.Errorf("the asymmetry is the known issue's symptom, yet ranked %s", f.Severity)
+		}
+	}
+	all := strings.Join(remedies, "\n")
+	for _, want := range []string{"ethtool -K enp0s31f6 tso off gso off", "ip link set enp0s31f6 mtu 8500"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("remedies lack %q:\n%s", want, all)
+		}
+	}
+}
+
+func TestSeedSmallUDPIsSmallPacketBoundNamingTheMitigations(t *testing.T) {
+	rep := Diagnose(load(t, "seed/003-small-udp.json"))
+	top := rep.Top(Warning)
+	if top == nil || top.ID != "small-packet-bound" {
+		t.Fatalf("top finding %v, want small-packet-bound; all: %v", top, ids(rep.Findings))
+	}
+	text := strings.Join(top.Evidence, "\n")
+	for _, want := range []string{"280000 send calls/s of 64 bytes", "meltdown (PTI)", "spectre_v2 (IBRS (kernel))"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("evidence lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+func TestRemediesComputeValues(t *testing.T) {
+	rep := Diagnose(load(t, "lab/sndbuf-limited.json"))
+	top := rep.Top(Warning)
+	// The fixture's sender had tcp_wmem max 16384: four times that is below
+	// Linux's 4 MiB default maximum, which the remedy proposes instead.
+	if top == nil || !strings.Contains(top.Remedy[0], `net.ipv4.tcp_wmem="4096 8192 4194304"`) {
+		t.Fatalf("remedy %v", top)
+	}
+	if !strings.HasPrefix(top.Remedy[0], "ip netns exec skbtrace-") {
+		t.Errorf("remedy does not run in the sender's namespace: %s", top.Remedy[0])
+	}
+}
+
+func TestEmptyEvidenceSaysThereWasNothingToJudge(t *testing.T) {
+	rep := Diagnose(&Evidence{Seconds: 1})
+	if len(rep.Findings) != 0 || !strings.Contains(rep.Healthy, "no TCP flow moved data") {
+		t.Fatalf("findings %v, healthy %q", ids(rep.Findings), rep.Healthy)
+	}
+}
+
+func TestReportJSONHasTheDocumentedFields(t *testing.T) {
+	var buf bytes.Buffer
+	if err := Diagnose(load(t, "lab/packet-loss.json")).WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Findings []map[string]any `json:"findings"`
+		Evidence map[string]any   `json:"evidence"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Findings) == 0 || doc.Evidence == nil {
+		t.Fatalf("no findings or evidence: %s", buf.String())
+	}
+	for _, key := range []string{"id", "severity", "title", "evidence", "explanation", "remedy", "scope", "impact", "impact_text"} {
+		if _, ok := doc.Findings[0][key]; !ok {
+			t.Errorf("finding lacks %q", key)
+		}
+	}
+	if doc.Findings[0]["severity"] != "warning" {
+		t.Errorf("severity %v, want the name", doc.Findings[0]["severity"])
+	}
+}
+
+func TestTextReportPutsFindingsFirstWithEvidenceIndented(t *testing.T) {
+	var buf bytes.Buffer
+	if err := Diagnose(load(t, "lab/rate-shaped.json")).WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if !strings.HasPrefix(out, "1. [warning] rate-shaped: ") || !strings.Contains(out, "\n     - tbf ") || !strings.Contains(out, "   fix:\n") {
+		t.Fatalf("unexpected layout:\n%s", out)
+	}
+}
+
+func TestKnownIssueTableIsWellFormed(t *testing.T) {
+	if len(KnownIssues) < 2 {
+		t.Fatalf("%d known issues, want at least seed 002's two", len(KnownIssues))
+	}
+	for _, k := range KnownIssues {
+		if k.ID == "" || k.Driver == "" || len(k.Devices) == 0 || len(k.Workaround) == 0 || k.Source == "" {
+			t.Errorf("incomplete entry %+v", k)
+		}
+	}
+}
+
+func TestKernelVersionOrdersReleases(t *testing.T) {
+	for _, c := range []struct{ a, b string }{{"4.14.200", "4.15"}, {"4.15.0-55-generic", "4.16"}, {"4.9", "4.15"}, {"5.4", "6.18.0"}} {
+		if kernelVersion(c.a) >= kernelVersion(c.b) {
+			t.Errorf("%s not before %s", c.a, c.b)
+		}
+	}
+	if kernelVersion("4.15.0-55-generic") < kernelVersion("4.15") {
+		t.Error("4.15.0-55 before 4.15")
+	}
+}
