@@ -170,7 +170,7 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 		}
 		ev.Namespaces = append(ev.Namespaces, namespaceEvidence(w, b, after))
 	}
-	ev.Flows = poller.flows(seconds, ev)
+	ev.Flows = poller.flows(seconds, ev, &notes)
 	poller.notes(&notes)
 
 	obs := &Observation{Evidence: ev, WorkloadErr: workErr}
@@ -502,7 +502,7 @@ func (p *poller) poll() {
 // busiest flows carry the evidence.
 const maxFlows = 64
 
-func (p *poller) flows(seconds float64, ev *Evidence) []Flow {
+func (p *poller) flows(seconds float64, ev *Evidence, notes *[]string) []Flow {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []Flow
@@ -528,7 +528,7 @@ func (p *poller) flows(seconds float64, ev *Evidence) []Flow {
 	}
 	sortBy(out, func(f Flow) float64 { return -float64(f.BytesAcked + f.BytesReceived) })
 	if len(out) > maxFlows {
-		ev.Notes = append(ev.Notes, fmt.Sprintf("%d TCP sockets moved data; the %d busiest are judged", len(out), maxFlows))
+		*notes = append(*notes, fmt.Sprintf("%d TCP sockets moved data; the %d busiest are judged", len(out), maxFlows))
 		out = out[:maxFlows]
 	}
 	return out

@@ -430,7 +430,7 @@ func offloadDisabled(ev *Evidence) []Finding {
 		for i := range ns.Devices {
 			d := &ns.Devices[i]
 			tx, rx := ev.bulkThrough(ns.Name, d.Name)
-			if tx >= bulkBps && (d.Xmit.SegsPerSkb() > 0 && d.Xmit.SegsPerSkb() < noCoalescing && d.Xmit.Skbs >= minOffloadSkbs ||
+			if tx >= bulkBps && (d.Xmit.SegsPerSkb() > 0 && d.Xmit.SegsPerSkb() < noCoalescing && d.Xmit.Skbs >= minOffloadSkbs && d.Xmit.smallSkbs() ||
 				d.Xmit == nil && !ev.KernelEvents && d.featureOff(featTSO, featGSO) && d.txBytesPerPacket() <= float64(d.MTU)) {
 				off := d.offList(featTSO, featGSO)
 				severity, title := Warning, fmt.Sprintf("segmentation offload is off on %s", d.Name)
@@ -460,7 +460,7 @@ func offloadDisabled(ev *Evidence) []Finding {
 					Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.4,
 					ImpactText: "CPU per byte several times higher; throughput where the CPU is the limit"})
 			}
-			if rx >= bulkBps && d.Recv.SegsPerSkb() > 0 && d.Recv.SegsPerSkb() < noCoalescing && d.Recv.Skbs >= minOffloadSkbs &&
+			if rx >= bulkBps && d.Recv.SegsPerSkb() > 0 && d.Recv.SegsPerSkb() < noCoalescing && d.Recv.Skbs >= minOffloadSkbs && d.Recv.smallSkbs() &&
 				d.featureOff(featGRO) {
 				severity, explanation := cpuHeadroom(ev, Warning, "GRO merges consecutive segments of a flow into one large skb before the stack processes it; "+
 					"without it every MSS-sized packet pays the whole receive path.")
@@ -496,7 +496,7 @@ func groBlocked(ev *Evidence) []Finding {
 		for i := range ns.Devices {
 			d := &ns.Devices[i]
 			_, rx := ev.bulkThrough(ns.Name, d.Name)
-			if rx < bulkBps || d.Recv == nil || d.Recv.Skbs < minOffloadSkbs || d.Recv.SegsPerSkb() >= noCoalescing ||
+			if rx < bulkBps || d.Recv == nil || d.Recv.Skbs < minOffloadSkbs || d.Recv.SegsPerSkb() >= noCoalescing || !d.Recv.smallSkbs() ||
 				!d.Features[featGRO] {
 				continue
 			}
@@ -872,6 +872,12 @@ func (e *Evidence) bulkThrough(netns, dev string) (tx, rx float64) {
 		}
 	}
 	return tx, rx
+}
+
+// smallSkbs says whether skbs averaged less than 16 KB: one segment per skb
+// only costs where segments are small (not on loopback's 64 KB MTU).
+func (d *DirUse) smallSkbs() bool {
+	return d.Skbs > 0 && d.Bytes/d.Skbs < 16<<10
 }
 
 func (d *Device) featureOff(names ...string) bool {

@@ -36,11 +36,13 @@ func leftovers(t *testing.T, pid int) []string {
 	return left
 }
 
-func TestLabRunAllReproducesEveryFault(t *testing.T) {
+// The lab is the doctor's acceptance test: every fault must reproduce and
+// the doctor, watching the fault run, must rank the expected finding first.
+func TestLabRunAllReproducesEveryFaultAndTheDoctorNamesIt(t *testing.T) {
 	requireRoot(t)
 	requireTool(t, "ethtool")
 	requireTool(t, "nft")
-	cmd := exec.Command(binary, "lab", "run", "all", "--json")
+	cmd := exec.Command(binary, "lab", "run", "all", "--doctor", "--json")
 	var out, errs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errs
 	start := time.Now()
@@ -50,9 +52,21 @@ func TestLabRunAllReproducesEveryFault(t *testing.T) {
 		t.Fatalf("lab run all --json: %v (%v): %s", jerr, err, errs.String())
 	}
 	for _, r := range reports {
-		t.Logf("%-16s reproduced=%-5v %s", r.Name, r.Reproduced, r.Signal)
+		t.Logf("%-18s reproduced=%-5v %s", r.Name, r.Reproduced, r.Signal)
 		if !r.Reproduced {
 			t.Errorf("%s did not reproduce: %s", r.Name, r.Signal)
+		}
+		if r.Doctor == nil {
+			t.Errorf("%s: no doctor verdict", r.Name)
+			continue
+		}
+		t.Logf("%-18s expected=%-18q doctor top=%q", r.Name, r.Expect, r.Doctor.Top)
+		if !r.Doctor.Agrees {
+			var found []string
+			for _, f := range r.Doctor.Findings {
+				found = append(found, f.ID+"/"+f.Severity.String()+": "+strings.Join(f.Evidence, "; "))
+			}
+			t.Errorf("%s: doctor's top finding %q, want %q; findings:\n%s", r.Name, r.Doctor.Top, r.Expect, strings.Join(found, "\n"))
 		}
 	}
 	if len(reports) != len(lab.Scenarios) || err != nil {
