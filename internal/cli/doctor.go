@@ -21,6 +21,7 @@ func doctorCmd(e *env) *cobra.Command {
 		asJSON    bool
 		output    string
 		traceFile string
+		deep      bool
 	)
 	c := &cobra.Command{
 		Use:   "doctor [flags] [-- COMMAND ARGS...]",
@@ -54,7 +55,7 @@ an iperf3 client gets -J so its result joins the evidence.`,
 				defer f.Close()
 				out = f
 			}
-			opts := doctor.Options{Netns: netns}
+			opts := doctor.Options{Netns: netns, Deep: deep}
 			if traceFile != "" {
 				f, err := os.Create(traceFile)
 				if err != nil {
@@ -70,6 +71,7 @@ an iperf3 client gets -J so its result joins the evidence.`,
 	c.Flags().StringSliceVar(&netns, "netns", nil, "observe these network namespaces (`NAME`; default: this one and every named one)")
 	c.Flags().BoolVar(&asJSON, "json", false, "write the report as JSON")
 	c.Flags().StringVarP(&output, "output", "o", "", "write the report to `FILE` (default standard output)")
+	c.Flags().BoolVar(&deep, "deep", false, "also record per-packet events (segments per skb, softirq time, socket call sizes): more evidence, more cost")
 	c.Flags().StringVar(&traceFile, "trace", "", "keep the kernel-event recording in `FILE` for parse and stat")
 	c.Flags().SetInterspersed(false)
 	return c
@@ -94,7 +96,13 @@ func runDoctor(opts doctor.Options, d time.Duration, argv []string, asJSON bool,
 		cmd, err = doctor.RunCommand(ctx, argv, stderr)
 		return err
 	}
-	fmt.Fprintf(stderr, "skbtrace: doctor observing%s; stop with Ctrl-C\n", describeWindow(d, argv))
+	opts.Ready = func(kernelEvents bool) {
+		what := "counters and tcp_info only"
+		if kernelEvents {
+			what = "kernel events, counters and tcp_info"
+		}
+		fmt.Fprintf(stderr, "skbtrace: doctor observing%s (%s); stop with Ctrl-C\n", describeWindow(d, argv), what)
+	}
 	obs, err := doctor.Observe(ctx, opts)
 	if err != nil {
 		return err

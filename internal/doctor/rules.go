@@ -431,7 +431,7 @@ func offloadDisabled(ev *Evidence) []Finding {
 			d := &ns.Devices[i]
 			tx, rx := ev.bulkThrough(ns.Name, d.Name)
 			if tx >= bulkBps && (d.Xmit.SegsPerSkb() > 0 && d.Xmit.SegsPerSkb() < noCoalescing && d.Xmit.Skbs >= minOffloadSkbs && d.Xmit.smallSkbs() ||
-				d.Xmit == nil && !ev.KernelEvents && d.featureOff(featTSO, featGSO) && d.txBytesPerPacket() <= float64(d.MTU)) {
+				d.Xmit == nil && d.featureOff(featTSO, featGSO) && d.txBytesPerPacket() <= float64(d.MTU+l2Header)) {
 				off := d.offList(featTSO, featGSO)
 				severity, title := Warning, fmt.Sprintf("segmentation offload is off on %s", d.Name)
 				explanation := "Without TSO/GSO the stack builds, queues and hands the driver one skb per MSS-sized packet " +
@@ -460,15 +460,18 @@ func offloadDisabled(ev *Evidence) []Finding {
 					Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.4,
 					ImpactText: "CPU per byte several times higher; throughput where the CPU is the limit"})
 			}
-			if rx >= bulkBps && d.Recv.SegsPerSkb() > 0 && d.Recv.SegsPerSkb() < noCoalescing && d.Recv.Skbs >= minOffloadSkbs && d.Recv.smallSkbs() &&
-				d.featureOff(featGRO) {
+			// Without dev_recv, received packets no larger than the MTU show
+			// that nothing upstream (the peer's GSO over veth) made them large.
+			notMerged := d.Recv.SegsPerSkb() > 0 && d.Recv.SegsPerSkb() < noCoalescing && d.Recv.Skbs >= minOffloadSkbs && d.Recv.smallSkbs() ||
+				d.Recv == nil && d.rxBytesPerPacket() > 0 && d.rxBytesPerPacket() <= float64(d.MTU+l2Header)
+			if rx >= bulkBps && notMerged && d.featureOff(featGRO) {
 				severity, explanation := cpuHeadroom(ev, Warning, "GRO merges consecutive segments of a flow into one large skb before the stack processes it; "+
 					"without it every MSS-sized packet pays the whole receive path.")
 				out = append(out, Finding{ID: "offload-disabled", Severity: severity,
 					Title: fmt.Sprintf("GRO is off on %s", d.Name),
 					Evidence: []string{
 						fmt.Sprintf("%s receives %s of TCP", d.Name, bps(rx)),
-						fmt.Sprintf("%.2f segments per skb at receive over %d skbs (dev_recv)", d.Recv.SegsPerSkb(), d.Recv.Skbs),
+						recvShape(d),
 						fmt.Sprintf("rx-gro (generic-receive-offload) off (ethtool -k %s)", d.Name),
 					},
 					Explanation: explanation,
@@ -657,10 +660,10 @@ func smallPacketBound(ev *Evidence) []Finding {
 		}
 		out = append(out, smallPacketFinding(ev, evidence, fmt.Sprintf("%s (pid %d)", s.Comm, s.Pid), perCall))
 	}
-	if len(out) > 0 || ev.KernelEvents {
+	if len(ev.SockIO) > 0 {
 		return out
 	}
-	// Without the recording, the device counters show the same shape.
+	// Without sock_io, the device counters show the same shape.
 	for _, ns := range ev.Namespaces {
 		for _, d := range ns.Devices {
 			pps := float64(d.Stats.TxPackets) / max(ev.Seconds, 1e-9)
@@ -897,6 +900,23 @@ func (d *Device) offList(names ...string) string {
 		}
 	}
 	return strings.Join(off, " and ")
+}
+
+// l2Header allows for the Ethernet and VLAN headers device counters include.
+const l2Header = 18
+
+func recvShape(d *Device) string {
+	if d.Recv != nil {
+		return fmt.Sprintf("%.2f segments per skb at receive over %d skbs (dev_recv)", d.Recv.SegsPerSkb(), d.Recv.Skbs)
+	}
+	return fmt.Sprintf("%.0f bytes per received packet, MTU %d (device counters)", d.rxBytesPerPacket(), d.MTU)
+}
+
+func (d *Device) rxBytesPerPacket() float64 {
+	if d.Stats.RxPackets == 0 {
+		return 0
+	}
+	return float64(d.Stats.RxBytes) / float64(d.Stats.RxPackets)
 }
 
 func (d *Device) txBytesPerPacket() float64 {

@@ -277,3 +277,32 @@ func TestKernelVersionOrdersReleases(t *testing.T) {
 		t.Error("4.15.0-55 before 4.15")
 	}
 }
+
+// withoutPerPacketEvents is a fixture as the default doctor (no --deep)
+// would have gathered it: no dev_xmit, dev_recv, softirq or sock_io.
+func withoutPerPacketEvents(ev *Evidence) *Evidence {
+	for i := range ev.Namespaces {
+		for j := range ev.Namespaces[i].Devices {
+			d := &ev.Namespaces[i].Devices[j]
+			d.Xmit, d.Recv = nil, nil
+		}
+	}
+	for i := range ev.CPUs {
+		ev.CPUs[i].NetRx, ev.CPUs[i].NetTx = 0, 0
+	}
+	ev.SockIO = nil
+	return ev
+}
+
+func TestWithoutPerPacketEventsTheFaultsAreStillFound(t *testing.T) {
+	for name, want := range labExpect {
+		rep := Diagnose(withoutPerPacketEvents(load(t, "lab/"+name+".json")))
+		got := ""
+		if top := rep.Top(Warning); top != nil {
+			got = top.ID
+		}
+		if got != want {
+			t.Errorf("%s without per-packet events: top finding %q, want %q; findings: %v", name, got, want, ids(rep.Findings))
+		}
+	}
+}

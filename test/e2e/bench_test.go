@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"io"
 	"os"
+	"os/exec"
 	"regexp"
 	"sort"
 	"strconv"
@@ -107,4 +109,61 @@ func benchRecordArgs(families string) []string {
 		families = e
 	}
 	return []string{"-e", strings.TrimSpace(families)}
+}
+
+// BenchmarkDoctorOverhead is the doctor's target: on the baseline stream its
+// cost is at most 3 % of throughput (median ratio >= 0.97), and the verdict
+// comes within 1 s after the observed workload ends (here: SIGINT at the end
+// of the stream, the same path as a wrapped command exiting).
+func BenchmarkDoctorOverhead(b *testing.B) {
+	requireRoot(b)
+	pair, err := lab.NewPair()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pair.Close()
+	const length = 2 * time.Second
+	var ratios, latencies []float64
+	doctored := func() float64 {
+		cmd := exec.Command(binary, "doctor", "--json", "-d", "10m", "--netns", pair.Sender.Name+","+pair.Receiver.Name)
+		stderr := &syncBuffer{}
+		pipe, err := cmd.StderrPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd.Stdout = io.Discard
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		ready := make(chan struct{})
+		go collectLinesSignal(pipe, stderr, "skbtrace: doctor observing", ready)
+		select {
+		case <-ready:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			b.Fatalf("doctor did not start: %s", stderr)
+		}
+		rate := vethStream(b, pair, length, 0)
+		start := time.Now()
+		cmd.Process.Signal(syscall.SIGINT)
+		if err := cmd.Wait(); err != nil {
+			b.Fatalf("doctor: %v: %s", err, stderr)
+		}
+		latencies = append(latencies, time.Since(start).Seconds())
+		return rate
+	}
+	for i := 0; i < 12; i++ {
+		var p, d float64
+		if i%2 == 0 {
+			p, d = vethStream(b, pair, length, 0), doctored()
+		} else {
+			d, p = doctored(), vethStream(b, pair, length, 0)
+		}
+		ratios = append(ratios, d/p)
+	}
+	sort.Float64s(ratios)
+	sort.Float64s(latencies)
+	b.ReportMetric(ratios[len(ratios)/2], "doctored/plain")
+	b.ReportMetric(latencies[len(latencies)/2], "verdict-s-median")
+	b.ReportMetric(latencies[len(latencies)-1], "verdict-s-max")
 }
