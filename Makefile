@@ -20,6 +20,7 @@ build: deps
 
 generate: deps
 	cd internal/probe && $(GO) generate ./...
+	cd internal/lab && $(GO) generate ./...
 
 check-generate: deps
 	scripts/check-generated.sh

@@ -9,10 +9,13 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$tmp"
 (cd "$tmp/internal/probe" && go generate ./...)
+(cd "$tmp/internal/lab" && go generate ./...)
 
 status=0
 for f in internal/probe/skbtrace_bpfel.o internal/probe/skbtrace_bpfeb.o \
-	internal/probe/skbtrace_bpfel.go internal/probe/skbtrace_bpfeb.go; do
+	internal/probe/skbtrace_bpfel.go internal/probe/skbtrace_bpfeb.go \
+	internal/lab/outeripid_bpfel.o internal/lab/outeripid_bpfeb.o \
+	internal/lab/outeripid_bpfel.go internal/lab/outeripid_bpfeb.go; do
 	if ! cmp -s "$f" "$tmp/$f"; then
 		echo "check-generated: $f is stale; run 'make generate' and commit the result" >&2
 		status=1

@@ -150,6 +150,9 @@ func printLabReport(e *env, r *lab.Report) {
 	fmt.Fprintf(e.stdout, "  fault:    %s\n", r.Fault)
 	fmt.Fprintf(e.stdout, "  control:  %s  %.0f ops/s\n", strings.TrimSpace(bitsPerSecond(r.ControlBps)), r.ControlOps)
 	fmt.Fprintf(e.stdout, "  faulty:   %s  %.0f ops/s\n", strings.TrimSpace(bitsPerSecond(r.FaultBps)), r.FaultOps)
+	if r.ReverseBps > 0 {
+		fmt.Fprintf(e.stdout, "  reverse:  %s  (the fault's load from the receiver back)\n", strings.TrimSpace(bitsPerSecond(r.ReverseBps)))
+	}
 	fmt.Fprintf(e.stdout, "  signal:   %s\n", r.Signal)
 	if r.Expect != "" {
 		fmt.Fprintf(e.stdout, "  expected finding: %s\n", r.Expect)

@@ -57,7 +57,7 @@ var Rules = []Rule{
 // root cause ranks first.
 var symptoms = map[string][]string{
 	"cwnd-limited":     {"packet-loss", "mtu-mismatch", "rate-shaped"},
-	"packet-loss":      {"mtu-mismatch", "rate-shaped", "known-nic-issue"},
+	"packet-loss":      {"mtu-mismatch", "rate-shaped", "known-nic-issue", "gro-blocked"},
 	"rwnd-limited":     {"cpu-saturated", "mtu-mismatch"},
 	"cpu-saturated":    {"small-packet-bound"},
 	"asymmetric-path":  {"known-nic-issue", "offload-disabled"},
@@ -132,7 +132,7 @@ func cpuSaturated(ev *Evidence) []Finding {
 		for i := range ev.Flows {
 			f := &ev.Flows[i]
 			d := ev.device(f.Netns, f.Dev)
-			if d == nil || d.SpeedMbps == 0 {
+			if !d.physical() {
 				continue
 			}
 			speed := float64(d.SpeedMbps) * 1e6
@@ -234,12 +234,15 @@ func rwndLimited(ev *Evidence) []Finding {
 		severity := Warning
 		explanation := "The receiver advertises how many bytes it can still buffer; the sender may not exceed it. A small " +
 			"receive buffer (tcp_rmem) or an application that reads slowly keeps that window below bandwidth x RTT."
-		if c := busiest(ev); maxOf(rmem) >= 1<<20 && c != nil && c.Busy() >= cpuBusy && !physicalPath(ev, f) {
-			// A roomy buffer that still fills: the reader is CPU-bound, the
-			// expected limit over veth or loopback.
+		if maxOf(rmem) >= 1<<20 && !physicalPath(ev, f) {
+			// A roomy buffer that still fills over veth or loopback: the
+			// reader copies as fast as its CPU allows, the expected limit.
 			severity = Info
-			evidence = append(evidence, fmt.Sprintf("CPU %d was %s busy: the receiving application reads as fast as the CPU allows", c.CPU, pct(c.Busy())))
-			explanation += " Here the buffer is large and the CPU is saturated: the reader is CPU-bound, as expected over a virtual device."
+			if c := busiest(ev); c != nil {
+				evidence = append(evidence, fmt.Sprintf("busiest CPU %d: %s busy (%s)", c.CPU, pct(c.Busy()), cpuSplit(c)))
+			}
+			explanation += " Here the buffer may grow to " + fmt.Sprint(maxOf(rmem)) + " bytes and the path is a virtual device: " +
+				"the reader is CPU-bound, as expected."
 		}
 		remedy = append(remedy, "on the receiver: "+nsPrefix(rmemNs)+fmt.Sprintf("sysctl -w net.ipv4.tcp_rmem=\"%s\"", tripleWithMax(rmem, want)),
 			"if the receiving application reads slowly (check its CPU), make it read more often or in larger chunks")
@@ -499,28 +502,63 @@ func groBlocked(ev *Evidence) []Finding {
 		for i := range ns.Devices {
 			d := &ns.Devices[i]
 			_, rx := ev.bulkThrough(ns.Name, d.Name)
-			if rx < bulkBps || d.Recv == nil || d.Recv.Skbs < minOffloadSkbs || d.Recv.SegsPerSkb() >= noCoalescing || !d.Recv.smallSkbs() ||
-				!d.Features[featGRO] {
+			if rx < bulkBps {
 				continue
 			}
+			evidence := []string{fmt.Sprintf("%s receives %s of TCP", d.Name, bps(rx))}
+			blocked := d
+			if tunnel(d) {
+				// Over a tunnel, GRO on the underlay merges the outer packets;
+				// the tunnel's own GRO cells merge the inner ones afterwards,
+				// which outer headers do not stop.
+				blocked = ns.lowerOf(d)
+				if blocked == nil {
+					continue
+				}
+				evidence = append(evidence, fmt.Sprintf("it is a %s tunnel over %s", d.Kind, blocked.Name))
+				if d.Recv.SegsPerSkb() >= noCoalescing {
+					evidence = append(evidence, fmt.Sprintf("%.1f segments per skb on %s after decapsulation (dev_recv): the inner packets merge, the outer ones do not", d.Recv.SegsPerSkb(), d.Name))
+				}
+			}
+			r := blocked.Recv
+			if r == nil || r.Skbs < minOffloadSkbs || r.SegsPerSkb() >= noCoalescing || !r.smallSkbs() || !blocked.Features[featGRO] {
+				continue
+			}
+			evidence = append(evidence, fmt.Sprintf("%.2f segments per skb at receive on %s over %d skbs (dev_recv), with rx-gro (generic-receive-offload) on",
+				r.SegsPerSkb(), blocked.Name, r.Skbs))
 			out = append(out, Finding{ID: "gro-blocked", Severity: Warning,
-				Title: fmt.Sprintf("GRO is on but merges nothing on %s", d.Name),
-				Evidence: []string{
-					fmt.Sprintf("%s receives %s of TCP", d.Name, bps(rx)),
-					fmt.Sprintf("%.2f segments per skb at receive over %d skbs (dev_recv), with rx-gro (generic-receive-offload) on", d.Recv.SegsPerSkb(), d.Recv.Skbs),
-				},
+				Title:    fmt.Sprintf("GRO is on but merges nothing on %s", blocked.Name),
+				Evidence: evidence,
 				Explanation: "GRO only merges packets that could have come from one segmentation: same flow, consecutive sequence " +
 					"numbers and, for IPv4 with DF=0, consecutive IP IDs. Tunnels (VXLAN, Geneve) whose outer headers carry " +
-					"DF=0 with IP IDs that jump, or middleboxes that rewrite IDs, stop it.",
+					"DF=0 with IP IDs that jump, or middleboxes that rewrite IDs, stop it; every packet then pays the receive path alone.",
 				Remedy: []string{
 					"capture on the receiving device and check IP-ID continuity, outer and inner: skbtrace pcap FILE",
-					"make the encapsulating device set DF (for VXLAN: ip link set VXLAN type vxlan df set) or keep per-flow IP IDs",
+					"make the encapsulating side set DF on the outer header (ip link set VXLAN type vxlan ... df set) or keep per-flow IP IDs",
 				},
-				Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.35,
-				ImpactText: "receive CPU per byte several times higher"})
+				Scope: fmt.Sprintf("device %s (netns %s)", blocked.Name, ns.Name), Impact: 0.45,
+				ImpactText: "receive CPU per byte several times higher; drops where the receive path overflows"})
 		}
 	}
 	return out
+}
+
+func tunnel(d *Device) bool { return d.Kind == "vxlan" || d.Kind == "geneve" }
+
+// lowerOf finds a tunnel's underlay: the device it is bound to, or else the
+// one device of the namespace that received more packets than the tunnel.
+func (ns *Namespace) lowerOf(t *Device) *Device {
+	var best *Device
+	for i := range ns.Devices {
+		d := &ns.Devices[i]
+		if t.LowerIndex != 0 && d.Index == t.LowerIndex {
+			return d
+		}
+		if t.LowerIndex == 0 && !tunnel(d) && d.Name != "lo" && d.Recv != nil && (best == nil || d.Recv.Skbs > best.Recv.Skbs) {
+			best = d
+		}
+	}
+	return best
 }
 
 func knownNICIssue(ev *Evidence) []Finding {
@@ -726,7 +764,7 @@ func rateShaped(ev *Evidence) []Finding {
 					evidence = append(evidence, fmt.Sprintf("backlog up to %d bytes (qdisc events)", d.QdiscBacklogMax))
 				}
 				impact := 0.5
-				if d.SpeedMbps > 0 {
+				if d.physical() {
 					impact = max(0, 1-limit/(float64(d.SpeedMbps)*1e6))
 				}
 				out = append(out, Finding{ID: "rate-shaped", Severity: Warning,
@@ -820,7 +858,7 @@ func topLimit(f *Flow) (string, float64) {
 func bufferTarget(ev *Evidence, f *Flow, triple string) int {
 	want := 4 << 20
 	rtt := float64(max(f.MinRTTus, f.RTTus, 100)) / 1e6
-	if d := ev.device(f.Netns, f.Dev); d != nil && d.SpeedMbps > 0 {
+	if d := ev.device(f.Netns, f.Dev); d.physical() {
 		want = max(want, int(2*float64(d.SpeedMbps)*1e6/8*rtt))
 	} else if fields := strings.Fields(triple); len(fields) == 3 {
 		if cur, err := strconv.Atoi(fields[2]); err == nil {
@@ -940,7 +978,7 @@ func physicalDevices(ev *Evidence) []*Device {
 	var out []*Device
 	for i := range ev.Namespaces {
 		for j := range ev.Namespaces[i].Devices {
-			if d := &ev.Namespaces[i].Devices[j]; d.SpeedMbps > 0 {
+			if d := &ev.Namespaces[i].Devices[j]; d.physical() {
 				out = append(out, d)
 			}
 		}
@@ -949,8 +987,13 @@ func physicalDevices(ev *Evidence) []*Device {
 }
 
 func physicalPath(ev *Evidence, f *Flow) bool {
-	d := ev.device(f.Netns, f.Dev)
-	return d != nil && d.SpeedMbps > 0
+	return ev.device(f.Netns, f.Dev).physical()
+}
+
+// physical says whether the device is a NIC with a link speed: veth reports
+// a nominal 10000 Mbit/s that limits nothing.
+func (d *Device) physical() bool {
+	return d != nil && d.Kind == "device" && d.SpeedMbps > 0
 }
 
 func busiest(ev *Evidence) *CPUUse {

@@ -36,6 +36,7 @@ var labExpect = map[string]string{
 	"cpu-saturated":      "cpu-saturated",
 	"small-packet-bound": "small-packet-bound",
 	"gro-off":            "offload-disabled",
+	"gro-blocked":        "gro-blocked",
 }
 
 func TestLabEvidenceRanksTheExpectedFindingFirst(t *testing.T) {
@@ -108,7 +109,7 @@ func TestEveryRuleFiresAndStaysQuiet(t *testing.T) {
 		"known-nic-issue":    {{"seed/002-i219.json", nil, true}, {"seed/002-i219.json", workaroundApplied, false}, {"seed/002-i219.json", otherDevice, false}, {"lab/baseline.json", nil, false}},
 		"mtu-mismatch":       {{"lab/mtu-mismatch.json", nil, true}, {"lab/baseline.json", nil, false}},
 		"small-packet-bound": {{"lab/small-packet-bound.json", nil, true}, {"seed/003-small-udp.json", nil, true}, {"lab/baseline.json", nil, false}, {"seed/000-single-core.json", nil, false}},
-		"gro-blocked":        {{"lab/gro-off.json", withGROOn, true}, {"lab/gro-off.json", nil, false}, {"lab/baseline.json", nil, false}},
+		"gro-blocked":        {{"lab/gro-blocked.json", nil, true}, {"lab/gro-off.json", withGROOn, true}, {"lab/gro-off.json", nil, false}, {"lab/baseline.json", nil, false}},
 		"rate-shaped":        {{"lab/rate-shaped.json", nil, true}, {"lab/baseline.json", nil, false}},
 		"asymmetric-path":    {{"seed/002-i219.json", nil, true}, {"lab/baseline.json", nil, false}, {"seed/000-single-core.json", nil, false}},
 	}
@@ -296,6 +297,10 @@ func withoutPerPacketEvents(ev *Evidence) *Evidence {
 
 func TestWithoutPerPacketEventsTheFaultsAreStillFound(t *testing.T) {
 	for name, want := range labExpect {
+		if name == "gro-blocked" {
+			// GRO that is on but does not merge shows only in dev_recv (or a capture).
+			continue
+		}
 		rep := Diagnose(withoutPerPacketEvents(load(t, "lab/"+name+".json")))
 		got := ""
 		if top := rep.Top(Warning); top != nil {

@@ -21,13 +21,15 @@ type Device struct {
 	MTU   int    `json:"mtu"`
 	// PeerIndex is a veth's peer (IFLA_LINK) and PeerNetnsID the peer's
 	// namespace id as this namespace knows it (-1 when in the same one).
-	PeerIndex   int            `json:"peer_index,omitempty"`
-	PeerNetnsID int            `json:"peer_netns_id,omitempty"`
-	Addrs       []netip.Prefix `json:"addrs,omitempty"`
-	Stats       LinkStats      `json:"stats"`
-	Driver      string         `json:"driver,omitempty"`
-	Firmware    string         `json:"firmware,omitempty"`
-	BusInfo     string         `json:"bus_info,omitempty"`
+	PeerIndex   int `json:"peer_index,omitempty"`
+	PeerNetnsID int `json:"peer_netns_id,omitempty"`
+	// LowerIndex is a VXLAN device's underlay device, 0 when unbound.
+	LowerIndex int            `json:"lower_index,omitempty"`
+	Addrs      []netip.Prefix `json:"addrs,omitempty"`
+	Stats      LinkStats      `json:"stats"`
+	Driver     string         `json:"driver,omitempty"`
+	Firmware   string         `json:"firmware,omitempty"`
+	BusInfo    string         `json:"bus_info,omitempty"`
 	// PCI ids from sysfs when the bus is PCI ("0x8086", "0x15b9").
 	Vendor   string `json:"vendor,omitempty"`
 	DeviceID string `json:"device_id,omitempty"`
@@ -103,6 +105,9 @@ func ReadDevices() ([]Device, error) {
 		d := Device{Name: a.Name, Index: a.Index, Kind: l.Type(), MTU: a.MTU}
 		if l.Type() == "veth" {
 			d.PeerIndex, d.PeerNetnsID = a.ParentIndex, a.NetNsID
+		}
+		if v, ok := l.(*netlink.Vxlan); ok {
+			d.LowerIndex = v.VtepDevIndex
 		}
 		if s := a.Statistics; s != nil {
 			d.Stats = LinkStats{s.RxPackets, s.TxPackets, s.RxBytes, s.TxBytes, s.RxDropped, s.TxDropped, s.RxErrors, s.TxErrors}

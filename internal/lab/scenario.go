@@ -38,6 +38,11 @@ type Scenario struct {
 	Inject  func(*Pair) error
 	// During runs alongside the fault run's traffic until its context ends (a CPU hog).
 	During func(ctx context.Context)
+	// Tunnel sends the load over the VXLAN overlay (Pair.AddVXLAN, set up by Prepare).
+	Tunnel bool
+	// Reverse also measures the fault's load in the other direction, from
+	// the receiver to the sender, to show an asymmetry.
+	Reverse bool
 	// Verdict compares the runs: the signal that shows the fault, and whether it did.
 	Verdict func(control, fault *Measurement, p *Pair) (signal string, reproduced bool)
 }
@@ -50,6 +55,8 @@ type Measurement struct {
 	Summary *analyze.Summary
 	Trace   []byte
 	CPU     []doctor.CPUUse
+	// ReverseBps is the load's throughput in the other direction (Scenario.Reverse).
+	ReverseBps float64
 	// Doctor is the doctor's verdict on the run, when asked for.
 	Doctor *doctor.Report
 }
@@ -79,6 +86,8 @@ type Report struct {
 	FaultBps   float64 `json:"fault_bits_per_second"`
 	ControlOps float64 `json:"control_ops_per_second"`
 	FaultOps   float64 `json:"fault_ops_per_second"`
+	// ReverseBps is the fault's load from the receiver back to the sender (Scenario.Reverse).
+	ReverseBps float64 `json:"fault_reverse_bits_per_second,omitempty"`
 	Signal     string  `json:"signal"`
 	Reproduced bool    `json:"reproduced"`
 	Seconds    float64 `json:"seconds"`
@@ -146,8 +155,13 @@ func (s *Scenario) Run(ctx context.Context, opts RunOptions) (rep *Report, err e
 	if err != nil {
 		return nil, fmt.Errorf("%s: fault run: %w", s.Name, err)
 	}
+	if s.Reverse {
+		if fault.ReverseBps, err = reverse(ctx, pair, faultLoad); err != nil {
+			return nil, fmt.Errorf("%s: reverse run: %w", s.Name, err)
+		}
+	}
 	signal, ok := s.Verdict(control, fault, pair)
-	rep = &Report{
+	rep = &Report{ReverseBps: fault.ReverseBps,
 		Name: s.Name, Fault: s.Fault, Expect: s.Expect,
 		ControlBps: control.Load.Bps, FaultBps: fault.Load.Bps,
 		ControlOps: control.Load.OpsPerSec, FaultOps: fault.Load.OpsPerSec,
@@ -191,16 +205,22 @@ func setUp(ctx context.Context) (p *Pair, done func(keep bool) error, err error)
 // startServer runs the load server in the receiver namespace until the
 // returned stop is called; pinned to CPU 1 for the two-hosts emulation.
 func startServer(ctx context.Context, p *Pair, pin bool) (stop func(), err error) {
+	return serveIn(ctx, p.Receiver, pin, 1)
+}
+
+// serveIn runs a load server on every address of a namespace (its veth's
+// and a tunnel's), pinned to cpu for the two-hosts emulation.
+func serveIn(ctx context.Context, ns *host.Netns, pin bool, cpu int) (stop func(), err error) {
 	var srv *load.Server
-	addr := fmt.Sprintf("%s:%d", ReceiverAddr.Addr(), Port)
-	if err := p.Receiver.Do(func() (err error) {
+	addr := fmt.Sprintf("0.0.0.0:%d", Port)
+	if err := ns.Do(func() (err error) {
 		srv, err = load.Listen(addr)
 		return err
 	}); err != nil {
 		return nil, err
 	}
 	if pin {
-		srv.PinTo(1)
+		srv.PinTo(cpu)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -208,10 +228,32 @@ func startServer(ctx context.Context, p *Pair, pin bool) (stop func(), err error
 	return func() { cancel(); <-done }, nil
 }
 
+// reverse runs the load from the receiver namespace to a server in the
+// sender namespace, CPUs swapped, and returns its throughput.
+func reverse(ctx context.Context, p *Pair, o load.Options) (float64, error) {
+	pin := runtime.NumCPU() >= 2
+	stop, err := serveIn(ctx, p.Sender, pin, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer stop()
+	o.Addr = fmt.Sprintf("%s:%d", SenderAddr.Addr(), Port)
+	o.DialNetns = p.Receiver.Name
+	o.PinCPU, o.CPU = pin, 1
+	res, err := load.Run(ctx, o, nil)
+	if err != nil {
+		return 0, err
+	}
+	return res.Bps, nil
+}
+
 // measure records the families while the load runs from the sender
 // namespace; withDoctor observes the run with the doctor as well.
 func (s *Scenario) measure(ctx context.Context, p *Pair, o load.Options, withDoctor bool) (*Measurement, error) {
 	o.Addr = fmt.Sprintf("%s:%d", ReceiverAddr.Addr(), Port)
+	if s.Tunnel {
+		o.Addr = fmt.Sprintf("%s:%d", ReceiverTunnelAddr.Addr(), Port)
+	}
 	o.DialNetns = p.Sender.Name
 	if runtime.NumCPU() >= 2 {
 		o.PinCPU, o.CPU = true, 0 // the sending host's CPU, see Pair.TwoHosts
@@ -301,9 +343,9 @@ func (s *Scenario) measureWithDoctor(ctx context.Context, p *Pair, o load.Option
 // sender finds the load's data connection as its sender saw it.
 func (m *Measurement) sender() *analyze.ConnStat {
 	var best *analyze.ConnStat
-	peer := fmt.Sprintf("%s:%d", ReceiverAddr.Addr(), Port)
+	peers := []string{fmt.Sprintf("%s:%d", ReceiverAddr.Addr(), Port), fmt.Sprintf("%s:%d", ReceiverTunnelAddr.Addr(), Port)}
 	for _, c := range m.Stat.Connections {
-		if c.Peer != peer {
+		if !slices.Contains(peers, c.Peer) {
 			continue
 		}
 		if best == nil || sum(c.LimitCount) > sum(best.LimitCount) {

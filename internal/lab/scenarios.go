@@ -127,18 +127,20 @@ var Scenarios = []*Scenario{
 	},
 	{
 		Name:     "offload-disabled",
-		Fault:    "TSO and GSO off on the sender's veth",
+		Fault:    "TSO and GSO off on the sender's veth; the fault's load also runs back from the receiver, whose TSO is on",
 		Expect:   "offload-disabled",
 		Families: []string{"tcp_conn", "dev_xmit"},
 		Load:     bulk,
+		Reverse:  true,
 		Inject: func(p *Pair) error {
 			_, err := p.Sender.Run("ethtool", "-K", p.SenderDev, "tso", "off", "gso", "off")
 			return err
 		},
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			on, off := c.device(p.SenderDev).Xmit.SegsPerSkb(), f.device(p.SenderDev).Xmit.SegsPerSkb()
-			return fmt.Sprintf("dev_xmit %.1f segments per skb, against %.1f with TSO/GSO; throughput %s", off, on, change(c, f)),
-				on > 4 && off < 1.1
+			return fmt.Sprintf("dev_xmit %.1f segments per skb, against %.1f with TSO/GSO; throughput %s; the reverse direction, "+
+					"TSO on, %s (%.1fx)", off, on, change(c, f), rate(f.ReverseBps), f.ReverseBps/f.Load.Bps),
+				on > 4 && off < 1.1 && f.ReverseBps > 2*f.Load.Bps
 		},
 	},
 	{
@@ -218,6 +220,37 @@ var Scenarios = []*Scenario{
 			on, off := c.device(p.ReceiverDev).Recv.SegsPerSkb(), f.device(p.ReceiverDev).Recv.SegsPerSkb()
 			return fmt.Sprintf("dev_recv %.1f segments per skb, against %.1f with GRO; throughput %s", off, on, change(c, f)),
 				on > 1.5 && off < 1.1
+		},
+	},
+	{
+		Name: "gro-blocked",
+		Fault: "VXLAN over the veth with outer DF=0, and the receiving veth gives each outer packet a random IP ID " +
+			"(an XDP program, as a device without per-flow IDs would); control: the IDs as sent, incrementing",
+		Expect:   "gro-blocked",
+		Families: []string{"tcp_conn", "dev_recv"},
+		Load:     bulk,
+		Tunnel:   true,
+		Prepare: func(p *Pair) error {
+			if err := p.AddVXLAN(); err != nil {
+				return err
+			}
+			// Segment at the sender, so that the receiver's GRO has packets to
+			// merge; veth hands skbs to GRO only when the sending side has
+			// TSO off.
+			if _, err := p.Sender.Run("ethtool", "-K", p.SenderDev, "tso", "off", "tx-udp_tnl-segmentation", "off",
+				"tx-udp_tnl-csum-segmentation", "off"); err != nil {
+				return err
+			}
+			_, err := p.Receiver.Run("ethtool", "-K", p.ReceiverDev, "gro", "on")
+			return err
+		},
+		Inject: func(p *Pair) error { return p.ScrambleOuterIPIDs() },
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			// Outer GRO on the receiving veth is what the IDs stop; the
+			// overlay's own GRO cells merge the inner segments again after.
+			on, off := c.device(p.ReceiverDev).Recv.SegsPerSkb(), f.device(p.ReceiverDev).Recv.SegsPerSkb()
+			return fmt.Sprintf("dev_recv %.1f segments per skb on %s with jumping outer IP IDs, against %.1f; throughput %s",
+				off, p.ReceiverDev, on, change(c, f)), on > 1.5 && off < 1.2
 		},
 	},
 }

@@ -25,6 +25,9 @@ var pairCount atomic.Uint32
 type Pair struct {
 	Sender, Receiver       *host.Netns
 	SenderDev, ReceiverDev string
+	// undo releases what a scenario attached outside the namespaces' own
+	// lifetime (an XDP link's file descriptor), before they are deleted.
+	undo []func() error
 }
 
 // NewPair creates the namespaces and the veth pair with addresses and
@@ -112,10 +115,48 @@ func (p *Pair) TwoHosts() error {
 // Close deletes both namespaces (and with them the veth pair).
 func (p *Pair) Close() error {
 	var errs []error
+	for _, u := range p.undo {
+		errs = append(errs, u())
+	}
+	p.undo = nil
 	for _, ns := range []*host.Netns{p.Sender, p.Receiver} {
 		if ns != nil {
 			errs = append(errs, ns.Delete())
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Tunnel addresses: the inner network a VXLAN overlay carries over the pair.
+var (
+	SenderTunnelAddr   = netip.MustParsePrefix("10.201.0.1/24")
+	ReceiverTunnelAddr = netip.MustParsePrefix("10.201.0.2/24")
+)
+
+// TunnelDev is the VXLAN device's name on both sides.
+const TunnelDev = "skbvx0"
+
+// AddVXLAN joins the two namespaces by a VXLAN overlay (VNI 42, port 4789)
+// over the veth pair, with the outer DF bit unset as on seed 004's device.
+func (p *Pair) AddVXLAN() error {
+	for _, side := range []struct {
+		ns                 *host.Netns
+		dev                string
+		local, remote, tun netip.Prefix
+	}{
+		{p.Sender, p.SenderDev, SenderAddr, ReceiverAddr, SenderTunnelAddr},
+		{p.Receiver, p.ReceiverDev, ReceiverAddr, SenderAddr, ReceiverTunnelAddr},
+	} {
+		for _, args := range [][]string{
+			{"link", "add", TunnelDev, "type", "vxlan", "id", "42", "dstport", "4789", "dev", side.dev,
+				"local", side.local.Addr().String(), "remote", side.remote.Addr().String(), "df", "unset"},
+			{"addr", "add", side.tun.String(), "dev", TunnelDev},
+			{"link", "set", TunnelDev, "up"},
+		} {
+			if _, err := side.ns.Run("ip", args...); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

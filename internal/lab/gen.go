@@ -1,0 +1,5 @@
+package lab
+
+// The XDP program of the gro-blocked scenario; the objects are committed like
+// internal/probe's, and `make check-generate` checks both.
+//go:generate go tool bpf2go -cc clang -strip llvm-strip -cflags "-O2 -g -Wall -Werror" -target bpfel,bpfeb OuterIPID ../../bpf/lab/outer_ipid.bpf.c -- -I../../bpf/include
