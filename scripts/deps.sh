@@ -13,6 +13,8 @@ command -v tc >/dev/null || need+=(iproute2)
 command -v ethtool >/dev/null || need+=(ethtool)
 command -v iperf3 >/dev/null || need+=(iperf3)
 command -v nft >/dev/null || need+=(nftables)
+command -v tcpdump >/dev/null || need+=(tcpdump)
+command -v chromium >/dev/null || need+=(chromium)
 
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then

@@ -1,0 +1,417 @@
+// Package packet decodes captured frames into the header fields capture
+// analysis needs: link layer, IPv4/IPv6 (with extension headers), TCP and
+// UDP, and VXLAN or Geneve with the encapsulated frame's headers too. It
+// decodes into a caller-owned Packet and never allocates.
+package packet
+
+import (
+	"encoding/binary"
+	"errors"
+	"net/netip"
+)
+
+// Link types (the pcap LINKTYPE_ values) the decoder understands.
+const (
+	LinkEthernet = 1
+	LinkRaw      = 101 // raw IPv4 or IPv6
+	LinkSLL      = 113 // Linux cooked capture v1
+	LinkSLL2     = 276 // Linux cooked capture v2
+	LinkIPv4     = 228
+	LinkIPv6     = 229
+)
+
+// Encapsulations.
+const (
+	EncapNone = iota
+	EncapVXLAN
+	EncapGeneve
+)
+
+// Well-known UDP ports of the tunnels.
+const (
+	VXLANPort  = 4789
+	GenevePort = 6081
+)
+
+// IP is one IP header.
+type IP struct {
+	Version  uint8
+	Src, Dst netip.Addr
+	// TotalLen is the IP datagram length from the header (the payload
+	// length plus headers for IPv6), so sizes stay right under a short snaplen.
+	TotalLen uint32
+	HdrLen   uint16 // including IPv6 extension headers
+	ID       uint16
+	DF       bool
+	TTL      uint8
+	Proto    uint8
+}
+
+// TCP is a TCP header with the options analysis uses.
+type TCP struct {
+	SrcPort, DstPort uint16
+	Seq, Ack         uint32
+	Flags            uint8
+	Window           uint16
+	HdrLen           uint16
+	PayloadLen       uint32 // from the IP length fields
+	// Options; MSS and WScale only on SYNs, as sent.
+	MSS          uint16
+	WScale       int8 // -1 when absent
+	SACKOK       bool
+	SACKBlocks   uint8
+	SACK         [4][2]uint32
+	HasTimestamp bool
+}
+
+// TCP flags.
+const (
+	FIN = 1 << iota
+	SYN
+	RST
+	PSH
+	ACK
+	URG
+	ECE
+	CWR
+)
+
+// UDP is a UDP header.
+type UDP struct {
+	SrcPort, DstPort uint16
+	Len              uint16
+}
+
+// Packet is one decoded frame. Outer is the frame's own IP header; when the
+// frame carries a tunnel, Inner is the encapsulated IP header and TCP/UDP
+// belong to it; otherwise Inner is unused and TCP/UDP belong to Outer.
+type Packet struct {
+	Encap        uint8
+	VNI          uint32
+	Outer        IP
+	OuterUDP     UDP // the tunnel's UDP header
+	Inner        IP
+	HasTCP       bool
+	HasUDP       bool
+	TCP          TCP
+	UDP          UDP
+	ICMPTooBig   bool   // ICMP fragmentation needed or ICMPv6 packet too big
+	ICMPMTU      uint16 // the MTU it announces
+	NotIP        bool   // a frame without IP (ARP, LLDP ...): nothing to analyze
+	Truncated    bool   // the snaplen cut a header the analysis wanted
+	LinkHdrBytes uint16
+}
+
+// L3 is the IP header the transport belongs to.
+func (p *Packet) L3() *IP {
+	if p.Encap != EncapNone {
+		return &p.Inner
+	}
+	return &p.Outer
+}
+
+// ErrMalformed marks a frame whose headers contradict themselves.
+var ErrMalformed = errors.New("malformed")
+
+type decodeError struct{ what string }
+
+func (e decodeError) Error() string { return e.what }
+func (e decodeError) Unwrap() error { return ErrMalformed }
+
+var (
+	errShortLink = decodeError{"frame shorter than its link-layer header"}
+	errBadIP     = decodeError{"IP header length or version invalid"}
+	errBadTCP    = decodeError{"TCP header length invalid"}
+	errLinkType  = decodeError{"unsupported link type"}
+)
+
+// Decode fills p from one frame of the given link type. A frame cut short by
+// the snaplen decodes as far as it goes and sets Truncated; only headers
+// that contradict themselves are errors.
+func Decode(linkType int, data []byte, p *Packet) error {
+	*p = Packet{}
+	p.TCP.WScale = -1
+	etherType, off, err := link(linkType, data)
+	if err != nil {
+		return err
+	}
+	p.LinkHdrBytes = uint16(off)
+	if etherType == 0 {
+		p.NotIP = true
+		return nil
+	}
+	return p.network(etherType, data[off:], false)
+}
+
+// link finds the network protocol and where it starts.
+func link(linkType int, data []byte) (etherType uint16, off int, err error) {
+	switch linkType {
+	case LinkEthernet:
+		return ethernet(data)
+	case LinkRaw:
+		if len(data) == 0 {
+			return 0, 0, errShortLink
+		}
+		switch data[0] >> 4 {
+		case 4:
+			return 0x0800, 0, nil
+		case 6:
+			return 0x86DD, 0, nil
+		}
+		return 0, 0, nil
+	case LinkIPv4:
+		return 0x0800, 0, nil
+	case LinkIPv6:
+		return 0x86DD, 0, nil
+	case LinkSLL:
+		if len(data) < 16 {
+			return 0, 0, errShortLink
+		}
+		return ipEtherType(binary.BigEndian.Uint16(data[14:])), 16, nil
+	case LinkSLL2:
+		if len(data) < 20 {
+			return 0, 0, errShortLink
+		}
+		return ipEtherType(binary.BigEndian.Uint16(data[0:])), 20, nil
+	}
+	return 0, 0, errLinkType
+}
+
+func ipEtherType(t uint16) uint16 {
+	if t == 0x0800 || t == 0x86DD {
+		return t
+	}
+	return 0
+}
+
+// ethernet skips VLAN and QinQ tags.
+func ethernet(data []byte) (uint16, int, error) {
+	if len(data) < 14 {
+		return 0, 0, errShortLink
+	}
+	t, off := binary.BigEndian.Uint16(data[12:]), 14
+	for t == 0x8100 || t == 0x88A8 || t == 0x9100 {
+		if len(data) < off+4 {
+			return 0, 0, errShortLink
+		}
+		t, off = binary.BigEndian.Uint16(data[off+2:]), off+4
+	}
+	return ipEtherType(t), off, nil
+}
+
+func (p *Packet) network(etherType uint16, data []byte, inner bool) error {
+	ip := &p.Outer
+	if inner {
+		ip = &p.Inner
+	}
+	var payload []byte
+	var err error
+	if etherType == 0x0800 {
+		payload, err = ipv4(data, ip)
+	} else {
+		payload, err = ipv6(data, ip)
+	}
+	if err != nil || payload == nil {
+		p.Truncated = payload == nil && err == nil
+		return err
+	}
+	// The transport's length comes from the IP header, not the capture.
+	l4Len := ip.TotalLen - uint32(ip.HdrLen)
+	switch ip.Proto {
+	case 6:
+		return p.tcp(payload, l4Len)
+	case 17:
+		return p.udp(payload, inner)
+	case 1, 58:
+		p.icmp(payload, ip.Proto)
+	}
+	return nil
+}
+
+func ipv4(data []byte, ip *IP) ([]byte, error) {
+	if len(data) < 20 {
+		return nil, nil
+	}
+	if data[0]>>4 != 4 {
+		return nil, errBadIP
+	}
+	hl := int(data[0]&0x0f) * 4
+	total := binary.BigEndian.Uint16(data[2:])
+	if hl < 20 || int(total) < hl {
+		return nil, errBadIP
+	}
+	ip.Version, ip.HdrLen, ip.TotalLen = 4, uint16(hl), uint32(total)
+	ip.ID = binary.BigEndian.Uint16(data[4:])
+	ip.DF = data[6]&0x40 != 0
+	ip.TTL, ip.Proto = data[8], data[9]
+	ip.Src = netip.AddrFrom4([4]byte(data[12:16]))
+	ip.Dst = netip.AddrFrom4([4]byte(data[16:20]))
+	if frag := binary.BigEndian.Uint16(data[6:]) & 0x1fff; frag != 0 {
+		return nil, nil // a later fragment: no transport header
+	}
+	if len(data) < hl {
+		return nil, nil
+	}
+	return data[hl:], nil
+}
+
+func ipv6(data []byte, ip *IP) ([]byte, error) {
+	if len(data) < 40 {
+		return nil, nil
+	}
+	if data[0]>>4 != 6 {
+		return nil, errBadIP
+	}
+	ip.Version = 6
+	payloadLen := uint32(binary.BigEndian.Uint16(data[4:]))
+	ip.TotalLen = 40 + payloadLen
+	ip.TTL = data[7]
+	ip.Src = netip.AddrFrom16([16]byte(data[8:24]))
+	ip.Dst = netip.AddrFrom16([16]byte(data[24:40]))
+	next, off := data[6], 40
+	for {
+		switch next {
+		case 0, 43, 60: // hop-by-hop, routing, destination options
+			if len(data) < off+2 {
+				return nil, nil
+			}
+			next, off = data[off], off+(int(data[off+1])+1)*8
+		case 44: // fragment
+			if len(data) < off+8 {
+				return nil, nil
+			}
+			ip.ID = uint16(binary.BigEndian.Uint32(data[off+4:]))
+			frag := binary.BigEndian.Uint16(data[off+2:]) &^ 7
+			next, off = data[off], off+8
+			if frag != 0 {
+				ip.Proto, ip.HdrLen = next, uint16(off)
+				return nil, nil
+			}
+		default:
+			if uint32(off) > ip.TotalLen {
+				return nil, errBadIP
+			}
+			ip.Proto, ip.HdrLen = next, uint16(off)
+			if len(data) < off {
+				return nil, nil
+			}
+			return data[off:], nil
+		}
+	}
+}
+
+func (p *Packet) tcp(data []byte, l4Len uint32) error {
+	if len(data) < 20 {
+		p.Truncated = true
+		return nil
+	}
+	t := &p.TCP
+	hl := int(data[12]>>4) * 4
+	if hl < 20 || uint32(hl) > l4Len {
+		return errBadTCP
+	}
+	p.HasTCP = true
+	t.SrcPort, t.DstPort = binary.BigEndian.Uint16(data[0:]), binary.BigEndian.Uint16(data[2:])
+	t.Seq, t.Ack = binary.BigEndian.Uint32(data[4:]), binary.BigEndian.Uint32(data[8:])
+	t.Flags = data[13]
+	t.Window = binary.BigEndian.Uint16(data[14:])
+	t.HdrLen, t.PayloadLen = uint16(hl), l4Len-uint32(hl)
+	if len(data) < hl {
+		p.Truncated = true
+		return nil
+	}
+	tcpOptions(data[20:hl], t)
+	return nil
+}
+
+func tcpOptions(opts []byte, t *TCP) {
+	for len(opts) > 0 {
+		kind := opts[0]
+		if kind == 0 {
+			return
+		}
+		if kind == 1 {
+			opts = opts[1:]
+			continue
+		}
+		if len(opts) < 2 || int(opts[1]) < 2 || int(opts[1]) > len(opts) {
+			return
+		}
+		body := opts[2:opts[1]]
+		switch {
+		case kind == 2 && len(body) == 2:
+			t.MSS = binary.BigEndian.Uint16(body)
+		case kind == 3 && len(body) == 1:
+			t.WScale = int8(min(body[0], 14))
+		case kind == 4:
+			t.SACKOK = true
+		case kind == 5:
+			for i := 0; i+8 <= len(body) && t.SACKBlocks < 4; i += 8 {
+				t.SACK[t.SACKBlocks] = [2]uint32{binary.BigEndian.Uint32(body[i:]), binary.BigEndian.Uint32(body[i+4:])}
+				t.SACKBlocks++
+			}
+		case kind == 8:
+			t.HasTimestamp = true
+		}
+		opts = opts[opts[1]:]
+	}
+}
+
+func (p *Packet) udp(data []byte, inner bool) error {
+	if len(data) < 8 {
+		p.Truncated = true
+		return nil
+	}
+	u := UDP{SrcPort: binary.BigEndian.Uint16(data[0:]), DstPort: binary.BigEndian.Uint16(data[2:]), Len: binary.BigEndian.Uint16(data[4:])}
+	if !inner {
+		switch u.DstPort {
+		case VXLANPort:
+			if len(data) >= 16 && data[8]&0x08 != 0 {
+				p.Encap, p.OuterUDP = EncapVXLAN, u
+				p.VNI = binary.BigEndian.Uint32(data[12:]) >> 8
+				return p.encapsulated(data[16:], 0x6558)
+			}
+		case GenevePort:
+			if len(data) >= 16 {
+				optLen := int(data[8]&0x3f) * 4
+				proto := binary.BigEndian.Uint16(data[10:])
+				if len(data) >= 16+optLen {
+					p.Encap, p.OuterUDP = EncapGeneve, u
+					p.VNI = binary.BigEndian.Uint32(data[12:]) >> 8
+					return p.encapsulated(data[16+optLen:], proto)
+				}
+			}
+		}
+	}
+	p.HasUDP, p.UDP = true, u
+	return nil
+}
+
+// encapsulated decodes a tunnel's payload: an Ethernet frame (0x6558) or an
+// IP packet.
+func (p *Packet) encapsulated(data []byte, proto uint16) error {
+	if proto == 0x6558 {
+		t, off, err := ethernet(data)
+		if err != nil {
+			p.Truncated = true
+			return nil
+		}
+		proto, data = t, data[off:]
+	}
+	if ipEtherType(proto) == 0 {
+		return nil
+	}
+	return p.network(proto, data, true)
+}
+
+func (p *Packet) icmp(data []byte, proto uint8) {
+	if len(data) < 8 {
+		return
+	}
+	if proto == 1 && data[0] == 3 && data[1] == 4 {
+		p.ICMPTooBig, p.ICMPMTU = true, binary.BigEndian.Uint16(data[6:])
+	}
+	if proto == 58 && data[0] == 2 {
+		p.ICMPTooBig, p.ICMPMTU = true, uint16(min(binary.BigEndian.Uint32(data[4:]), 65535))
+	}
+}
