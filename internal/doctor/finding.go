@@ -64,8 +64,8 @@ type Report struct {
 	Evidence *Evidence `json:"evidence"`
 }
 
-// rank orders findings: severity first, then the throughput at stake.
-func rank(fs []Finding) {
+// Rank orders findings: severity first, then the throughput at stake.
+func Rank(fs []Finding) {
 	sort.SliceStable(fs, func(i, j int) bool {
 		if fs[i].Severity != fs[j].Severity {
 			return fs[i].Severity > fs[j].Severity

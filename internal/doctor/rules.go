@@ -85,7 +85,7 @@ func Diagnose(ev *Evidence) *Report {
 			}
 		}
 	}
-	rank(fs)
+	Rank(fs)
 	rep := &Report{Findings: fs, Evidence: ev, Notes: ev.Notes}
 	if rep.Top(Warning) == nil {
 		rep.Healthy = healthy(ev)

@@ -1,0 +1,357 @@
+package pcap
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/skbtrace/skbtrace/internal/capture"
+	"github.com/skbtrace/skbtrace/internal/packet"
+)
+
+// Options tune the analysis.
+type Options struct {
+	// MTU is the path's MTU; 0 infers it from the handshake's MSS (+40/+60),
+	// else 1500.
+	MTU int
+	// Flow keeps only flows with an endpoint matching it (see ParseFilter).
+	Flow *Filter
+	// Graphs keeps downsampled time series for the busiest flows.
+	Graphs bool
+}
+
+// Analyzer takes frames in capture order and keeps per-flow state; memory
+// grows with the number of flows, not with the capture's size.
+type Analyzer struct {
+	opts  Options
+	dirs  map[FlowKey]*Dir
+	order []*Dir
+	// Outer IP-ID continuity per tunnel flow (outer addresses and UDP ports).
+	outer      map[FlowKey]*outerFlow
+	outerOrder []*outerFlow
+
+	Frames, NonIP, Truncated, Filtered uint64
+	First, Last                        int64
+	ICMPTooBig                         uint64
+	ICMPMTU                            uint16
+	handshakes                         map[FlowKey]*handshake
+	series                             int
+	pkt                                packet.Packet
+}
+
+type outerFlow struct {
+	Key  FlowKey
+	VNI  uint32
+	IPID idTrack
+}
+
+// handshake times the three packets that open a connection, to tell where
+// the capture was taken.
+type handshake struct {
+	syn, synAck, ack int64
+}
+
+// maxSeries bounds the graphs' memory: the first flows to carry 256 KB
+// get series, the busiest of which are drawn.
+const maxSeries = 64
+
+// New returns an analyzer.
+func New(opts Options) *Analyzer {
+	return &Analyzer{opts: opts, dirs: map[FlowKey]*Dir{}, outer: map[FlowKey]*outerFlow{}, handshakes: map[FlowKey]*handshake{}}
+}
+
+// Run reads every frame of a capture. On a damaged or truncated capture it
+// returns the error (naming the packet) after analyzing everything before it.
+func (a *Analyzer) Run(r *capture.Reader) error {
+	for {
+		f, err := r.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := a.Add(f); err != nil {
+			return err
+		}
+	}
+}
+
+// Add analyzes one frame.
+func (a *Analyzer) Add(f capture.Frame) error {
+	a.Frames++
+	p := &a.pkt
+	if err := packet.Decode(f.LinkType, f.Data, p); err != nil {
+		if errors.Is(err, packet.ErrMalformed) {
+			return fmt.Errorf("packet %d: %w", f.Number, err)
+		}
+		return fmt.Errorf("packet %d: link type %d: %w", f.Number, f.LinkType, err)
+	}
+	if a.First == 0 || f.TimeNs < a.First {
+		a.First = f.TimeNs
+	}
+	a.Last = max(a.Last, f.TimeNs)
+	if p.Truncated {
+		a.Truncated++
+	}
+	if p.ICMPTooBig {
+		a.ICMPTooBig++
+		a.ICMPMTU = p.ICMPMTU
+	}
+	if p.NotIP || (!p.HasTCP && !p.HasUDP) {
+		a.NonIP++
+		return nil
+	}
+	ip := p.L3()
+	key := FlowKey{Proto: ip.Proto}
+	if p.HasTCP {
+		key.Src, key.Dst = netip.AddrPortFrom(ip.Src, p.TCP.SrcPort), netip.AddrPortFrom(ip.Dst, p.TCP.DstPort)
+	} else {
+		key.Src, key.Dst = netip.AddrPortFrom(ip.Src, p.UDP.SrcPort), netip.AddrPortFrom(ip.Dst, p.UDP.DstPort)
+	}
+	if a.opts.Flow != nil && !a.opts.Flow.Match(key) {
+		a.Filtered++
+		return nil
+	}
+	d := a.dir(key)
+	d.Packets++
+	d.Last = f.TimeNs
+	d.Encap = p.Encap
+	d.Sizes[sizeBucket(ip.TotalLen)]++
+	mtu := a.mtu(d)
+	if int(ip.TotalLen) > mtu {
+		d.OverMTU++
+	}
+	if p.HasTCP {
+		a.tcp(d, p, f.TimeNs, mtu)
+	} else {
+		payload := uint32(max(int(p.UDP.Len)-8, 0))
+		if payload > 0 {
+			d.DataPackets++
+			d.PayloadBytes += uint64(payload)
+			if !ip.DF && ip.Version == 4 {
+				d.IPID.add(ip.ID, 1)
+			}
+			d.graph(f.TimeNs, 0, payload, false, a)
+		}
+	}
+	if p.Encap != packet.EncapNone && p.Outer.Version == 4 && !p.Outer.DF {
+		ok := FlowKey{netip.AddrPortFrom(p.Outer.Src, p.OuterUDP.SrcPort), netip.AddrPortFrom(p.Outer.Dst, p.OuterUDP.DstPort), 17}
+		of := a.outer[ok]
+		if of == nil {
+			of = &outerFlow{Key: ok, VNI: p.VNI}
+			a.outer[ok] = of
+			a.outerOrder = append(a.outerOrder, of)
+		}
+		if p.HasTCP && p.TCP.PayloadLen > 0 || p.HasUDP {
+			of.IPID.add(p.Outer.ID, segsIn(p.TCP.PayloadLen, a.segSize(d)))
+		}
+	}
+	return nil
+}
+
+func (a *Analyzer) dir(k FlowKey) *Dir {
+	d := a.dirs[k]
+	if d == nil {
+		d = &Dir{Key: k, WScale: -1, First: a.Last}
+		a.dirs[k] = d
+		a.order = append(a.order, d)
+	}
+	return d
+}
+
+func (a *Analyzer) tcp(d *Dir, p *packet.Packet, ts int64, mtu int) {
+	t := &p.TCP
+	ip := p.L3()
+	rev := a.dir(d.Key.Reverse())
+	if t.Flags&packet.SYN != 0 {
+		d.sawSYN, d.SYNTime, d.isn = true, ts, t.Seq
+		d.MSS, d.WScale, d.SACKOK = t.MSS, t.WScale, t.SACKOK
+		hk := d.Key
+		if t.Flags&packet.ACK != 0 {
+			hk = d.Key.Reverse()
+		}
+		h := a.handshakes[hk]
+		if h == nil {
+			h = &handshake{}
+			a.handshakes[hk] = h
+		}
+		if t.Flags&packet.ACK != 0 {
+			h.synAck = ts
+		} else {
+			h.syn = ts
+		}
+	} else if h := a.handshakes[d.Key]; h != nil && h.synAck != 0 && h.ack == 0 && t.Flags&packet.ACK != 0 {
+		h.ack = ts
+	}
+	segSize := a.segSize(d)
+	if !d.sawSYN && !d.haveData && t.PayloadLen > 0 {
+		d.isn = t.Seq // no handshake: sequence numbers relative to the first data
+	}
+	if t.PayloadLen > 0 {
+		d.DataPackets++
+		d.PayloadBytes += uint64(t.PayloadLen)
+		segs := segsIn(t.PayloadLen, segSize)
+		if int(ip.TotalLen) > mtu {
+			d.OverMTUSegs += uint64(segs)
+		}
+		retrans := d.tcpData(t.Seq, t.PayloadLen, ts, segSize)
+		if !retrans {
+			d.remember(t.Seq+t.PayloadLen, ts)
+		}
+		if ip.Version == 4 && !ip.DF {
+			d.IPID.add(ip.ID, segs)
+		}
+		a.windowLimited(d, rev, ts, segSize)
+		d.graph(ts, t.Seq+t.PayloadLen-d.isn, t.PayloadLen, retrans, a)
+	}
+	if t.Flags&packet.ACK != 0 {
+		d.ack(t.Ack, t.Window, t.PayloadLen > 0 || t.Flags&(packet.SYN|packet.FIN|packet.RST) != 0, ts, rev)
+		if rev.series != nil {
+			rev.series.ackAt(ts, t.Ack-rev.isn, uint32(t.Window)<<a.scale(d), t.SACKBlocks > 0)
+		}
+	}
+}
+
+// windowLimited counts the time this direction's unacknowledged data fills
+// the window the peer last advertised.
+func (a *Analyzer) windowLimited(d, peer *Dir, ts int64, mss uint32) {
+	if d.limitedSince != 0 {
+		d.WindowLimitedNs += min(ts-d.limitedSince, int64(1e9))
+		d.limitedSince = 0
+	}
+	if !peer.haveAck {
+		return
+	}
+	window := uint32(peer.lastWin) << a.scale(peer)
+	inFlight := d.maxEnd - peer.lastAck
+	if window > 0 && inFlight+mss >= window {
+		d.limitedSince = ts
+	}
+}
+
+// scale is the window scale a direction's advertised windows carry: only
+// when both SYNs offered it.
+func (a *Analyzer) scale(d *Dir) uint8 {
+	rev := a.dirs[d.Key.Reverse()]
+	if d.WScale < 0 || rev == nil || rev.WScale < 0 {
+		return 0
+	}
+	return uint8(d.WScale)
+}
+
+// segSize is the payload of one wire segment in a direction: the peer's
+// MSS from its SYN, less the timestamp option's 12 bytes that Linux sends.
+func (a *Analyzer) segSize(d *Dir) uint32 {
+	if rev := a.dirs[d.Key.Reverse()]; rev != nil && rev.MSS > 0 {
+		return uint32(rev.MSS) - 12
+	}
+	hdr := 40
+	if d.Key.Src.Addr().Is6() {
+		hdr = 60
+	}
+	return uint32(a.mtu(d) - hdr - 12)
+}
+
+// mtu is the MTU frames are judged against.
+func (a *Analyzer) mtu(d *Dir) int {
+	if a.opts.MTU > 0 {
+		return a.opts.MTU
+	}
+	hdr := 40
+	if d.Key.Src.Addr().Is6() {
+		hdr = 60
+	}
+	if d.MSS > 0 {
+		return int(d.MSS) + hdr
+	}
+	if rev := a.dirs[d.Key.Reverse()]; rev != nil && rev.MSS > 0 {
+		return int(rev.MSS) + hdr
+	}
+	return 1500
+}
+
+// Location says where a connection was captured from its handshake: the
+// side whose packet is answered at once is the one near the capture.
+func (a *Analyzer) location(d *Dir) string {
+	client := d.Key
+	h := a.handshakes[client]
+	if h == nil {
+		client = d.Key.Reverse()
+		h = a.handshakes[client]
+	}
+	if h == nil || h.syn == 0 || h.synAck == 0 || h.ack == 0 {
+		return ""
+	}
+	toServer, toClient := h.synAck-h.syn, h.ack-h.synAck
+	near := ""
+	switch {
+	case toServer > 2*toClient:
+		near = "client"
+	case toClient > 2*toServer:
+		near = "server"
+	default:
+		return LocationBetween
+	}
+	senderIsClient := d.Key == client
+	if (near == "client") == senderIsClient {
+		return LocationSender
+	}
+	return LocationReceiver
+}
+
+// Where a capture was taken, for one direction's data.
+const (
+	LocationSender   = "near the sender"
+	LocationReceiver = "near the receiver"
+	LocationBetween  = "between the ends, or both ends on one host"
+)
+
+// Filter selects flows by an endpoint: ADDR, ADDR:PORT, [V6]:PORT or :PORT.
+type Filter struct {
+	addr netip.Addr
+	port uint16
+}
+
+// ParseFilter reads a --flow value.
+func ParseFilter(s string) (*Filter, error) {
+	if strings.HasPrefix(s, ":") {
+		p, err := strconv.ParseUint(s[1:], 10, 16)
+		if err != nil {
+			return nil, fmt.Errorf("flow filter %q: bad port", s)
+		}
+		return &Filter{port: uint16(p)}, nil
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return &Filter{addr: ap.Addr(), port: ap.Port()}, nil
+	}
+	if ad, err := netip.ParseAddr(s); err == nil {
+		return &Filter{addr: ad}, nil
+	}
+	return nil, fmt.Errorf("flow filter %q: want ADDR, ADDR:PORT or :PORT", s)
+}
+
+// Match says whether either endpoint matches.
+func (f *Filter) Match(k FlowKey) bool {
+	return f.end(k.Src) || f.end(k.Dst)
+}
+
+func (f *Filter) end(ap netip.AddrPort) bool {
+	return (!f.addr.IsValid() || ap.Addr() == f.addr) && (f.port == 0 || ap.Port() == f.port)
+}
+
+// Flows returns the directions that carried data, busiest first.
+func (a *Analyzer) Flows() []*Dir {
+	var out []*Dir
+	for _, d := range a.order {
+		if d.Packets > 0 {
+			out = append(out, d)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].PayloadBytes > out[j].PayloadBytes })
+	return out
+}

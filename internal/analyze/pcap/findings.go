@@ -1,0 +1,135 @@
+package pcap
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/skbtrace/skbtrace/internal/doctor"
+)
+
+// Thresholds of the capture findings.
+const (
+	minIDPairs      = 100 // consecutive DF=0 packets before IP-ID continuity is judged
+	unmergeableBad  = 0.5
+	retransBad      = 0.001
+	windowLimitBad  = 0.3
+	smallPacketRate = 10000 // data packets per second
+	smallPayload    = 256
+)
+
+func (a *Analyzer) findings(r *Report) []doctor.Finding {
+	var out []doctor.Finding
+	for _, t := range r.Tunnels {
+		if t.IPID.Pairs >= minIDPairs && t.IPID.Share >= unmergeableBad {
+			out = append(out, groBlocked(fmt.Sprintf("tunnel %s -> %s (VNI %d), outer header", t.Src, t.Dst, t.VNI), &t.IPID))
+		}
+	}
+	for i := range r.Flows {
+		f := &r.Flows[i]
+		scope := fmt.Sprintf("%s %s -> %s", f.Proto, f.Src, f.Dst)
+		if id := f.IPID; id != nil && id.Pairs >= minIDPairs && id.Share >= unmergeableBad {
+			layer := "IP header"
+			if f.Encap != "" {
+				layer = "inner header"
+			}
+			out = append(out, groBlocked(scope+", "+layer, id))
+		}
+		if t := f.TCP; t != nil {
+			out = append(out, tcpFindings(f, t, scope)...)
+		}
+		if f.Seconds > 0 {
+			rate := float64(f.DataPackets) / f.Seconds
+			if f.DataPackets > 0 && rate >= smallPacketRate && f.PayloadBytes/f.DataPackets <= smallPayload {
+				avg := float64(f.PayloadBytes) / float64(f.DataPackets)
+				out = append(out, doctor.Finding{ID: "small-packet-bound", Severity: doctor.Warning,
+					Title:    fmt.Sprintf("%.0f packets/s of %.0f bytes on %s", rate, avg, scope),
+					Evidence: []string{fmt.Sprintf("%d data packets in %.3f s, %.0f bytes of payload each on average: %s", f.DataPackets, f.Seconds, avg, bpsText(f.Bps))},
+					Explanation: "Every packet costs a system call, the stack and the driver whatever its size: small packets " +
+						"make the per-packet cost, not the link, the limit.",
+					Remedy: []string{"send larger messages, or batch them (sendmmsg, UDP GSO); run skbtrace doctor on the sender to see the CPU and mitigations"},
+					Scope:  scope, Impact: 1 - avg/1472, ImpactText: "most of the link, at this packet size"})
+			}
+		}
+	}
+	if a.ICMPTooBig > 0 {
+		out = append(out, doctor.Finding{ID: "mtu-mismatch", Severity: doctor.Warning,
+			Title:    fmt.Sprintf("the path announces a smaller MTU (%d)", a.ICMPMTU),
+			Evidence: []string{fmt.Sprintf("%d ICMP \"fragmentation needed\" / \"packet too big\" messages, the last announcing MTU %d", a.ICMPTooBig, a.ICMPMTU)},
+			Explanation: "A hop cannot forward packets of the size sent. Path MTU discovery recovers when these messages reach " +
+				"the sender; where a firewall drops them, large packets vanish (a black hole).",
+			Remedy: []string{fmt.Sprintf("ip link set DEV mtu %d on the sending side, or sysctl -w net.ipv4.tcp_mtu_probing=1", a.ICMPMTU)},
+			Scope:  "path", Impact: 0.5, ImpactText: "large packets are dropped until the sender adapts"})
+	}
+	if a.opts.MTU > 0 {
+		for i := range r.Flows {
+			f := &r.Flows[i]
+			if t := f.TCP; t != nil && t.MSS > 0 && int(t.MSS)+40 > a.opts.MTU {
+				out = append(out, doctor.Finding{ID: "mtu-mismatch", Severity: doctor.Critical,
+					Title:    fmt.Sprintf("%s announced MSS %d, more than MTU %d carries", f.Src, t.MSS, a.opts.MTU),
+					Evidence: []string{fmt.Sprintf("SYN from %s: MSS %d, so packets of %d bytes; --mtu %d", f.Src, t.MSS, int(t.MSS)+40, a.opts.MTU)},
+					Explanation: "The end announces segments larger than the path carries; unless ICMP reaches the sender, " +
+						"full-size segments are dropped and the transfer stalls.",
+					Remedy: []string{fmt.Sprintf("ip link set DEV mtu %d on %s, or clamp the MSS (iptables -t mangle -A FORWARD -p tcp --tcp-flags SYN,RST SYN -j TCPMSS --clamp-mss-to-pmtu)", a.opts.MTU, f.Src)},
+					Scope:  "tcp " + f.Src + " -> " + f.Dst, Impact: 0.99, ImpactText: "bulk data stalls"})
+			}
+		}
+	}
+	return out
+}
+
+func groBlocked(scope string, id *IPIDReport) doctor.Finding {
+	ev := []string{fmt.Sprintf("%d of %d consecutive DF=0 packets (%.0f%%) have IP IDs that neither increment nor repeat: GRO cannot merge them",
+		id.Unmergeable, id.Pairs, id.Share*100)}
+	if len(id.Examples) > 0 {
+		jumps := ""
+		for _, e := range id.Examples {
+			jumps += fmt.Sprintf(" %d->%d", e[0], e[1])
+		}
+		ev = append(ev, "jumps:"+jumps)
+	}
+	ev = append(ev, fmt.Sprintf("%d incrementing, %d fixed", id.Incrementing, id.Fixed))
+	return doctor.Finding{ID: "gro-blocked", Severity: doctor.Warning,
+		Title:    fmt.Sprintf("GRO cannot merge %.0f%% of the DF=0 packets of %s", id.Share*100, scope),
+		Evidence: ev,
+		Explanation: "For IPv4 packets without DF, GRO merges a packet into the previous one only if its IP ID follows on " +
+			"(or stays fixed). A device that takes IDs from a counter shared by several flows, or rewrites them, makes " +
+			"them jump, and the receiver processes every packet alone.",
+		Remedy: []string{"set DF on the encapsulating device (for VXLAN: ip link set DEV type vxlan ... df set) or make it keep per-flow IP IDs",
+			"confirm on the receiver: skbtrace doctor --deep shows segments per skb at receive"},
+		Scope: scope, Impact: 0.45 * id.Share, ImpactText: "receive CPU per byte several times higher"}
+}
+
+func tcpFindings(f *FlowReport, t *TCPReport, scope string) []doctor.Finding {
+	var out []doctor.Finding
+	if f.DataPackets > 0 {
+		ratio := float64(t.Retransmissions) / float64(f.DataPackets)
+		if t.RetransmittedSegs >= 10 && ratio >= retransBad {
+			where := "captured near the sender: these are segments the sender resent"
+			if f.Location == LocationReceiver {
+				where = "captured near the receiver: packets lost before the capture point show as out-of-order arrivals instead"
+			}
+			impact := math.Min(0.9, 5*math.Sqrt(ratio))
+			out = append(out, doctor.Finding{ID: "packet-loss", Severity: doctor.Warning,
+				Title: fmt.Sprintf("%.2f%% of the data packets of %s were retransmitted", ratio*100, scope),
+				Evidence: []string{
+					fmt.Sprintf("%d retransmitted packets (%d segments) of %d data packets, %d out of order, %d duplicate ACKs", t.Retransmissions, t.RetransmittedSegs, f.DataPackets, t.OutOfOrder, t.DupAcks),
+					where,
+				},
+				Explanation: "Every loss is resent and halves the congestion window: with loss p, TCP reaches at most about MSS/RTT x 1.2/sqrt(p).",
+				Remedy:      []string{"find where packets die: skbtrace record -e skb_drop,tcp_retrans on the hosts, or captures on both sides"},
+				Scope:       scope, Impact: impact, ImpactText: fmt.Sprintf("about %.0f%%", impact*100)})
+		}
+	}
+	if t.WindowLimitedShare >= windowLimitBad || f.Seconds > 0 && t.ZeroWindowSeconds >= 0.1*f.Seconds {
+		out = append(out, doctor.Finding{ID: "rwnd-limited", Severity: doctor.Warning,
+			Title: fmt.Sprintf("the receiver's window limits %s", scope),
+			Evidence: []string{
+				fmt.Sprintf("unacknowledged data filled the advertised window %.0f%% of the time", t.WindowLimitedShare*100),
+				fmt.Sprintf("%d zero windows advertised, %.3f s in all", t.ZeroWindows, t.ZeroWindowSeconds),
+			},
+			Explanation: "The receiver's advertised window caps the bytes in flight: a small receive buffer or a slow reader.",
+			Remedy:      []string{"raise net.ipv4.tcp_rmem's maximum on the receiver; check that the receiving application keeps up"},
+			Scope:       scope, Impact: t.WindowLimitedShare, ImpactText: fmt.Sprintf("%.0f%% of the time", t.WindowLimitedShare*100)})
+	}
+	return out
+}

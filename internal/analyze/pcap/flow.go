@@ -1,0 +1,312 @@
+// Package pcap analyzes packet captures per flow: throughput, retransmissions
+// counted the way tcptrace counts them, out-of-order segments, duplicate
+// ACKs, zero-window and window-limited time, RTT at the capture point, the
+// handshake's options, where the capture was taken, and the offload
+// evidence Wireshark leaves to the reader: frames larger than the MTU and
+// who made them (sender TSO or receiver GRO), and the IP-ID continuity that
+// decides whether GRO can merge DF=0 packets, outer and inner.
+package pcap
+
+import (
+	"math"
+	"net/netip"
+)
+
+// FlowKey is one direction of a flow.
+type FlowKey struct {
+	Src, Dst netip.AddrPort
+	Proto    uint8
+}
+
+// Reverse is the other direction.
+func (k FlowKey) Reverse() FlowKey { return FlowKey{k.Dst, k.Src, k.Proto} }
+
+// sizeBounds are the upper bounds of the packet-size histogram (IP bytes).
+var sizeBounds = [...]uint32{64, 128, 256, 512, 1024, 1500, 9000, 16384, 32768, 65535, math.MaxUint32}
+
+// Dir is one direction of a flow.
+type Dir struct {
+	Key                  FlowKey
+	Packets, DataPackets uint64
+	PayloadBytes         uint64
+	First, Last          int64 // ns
+	Sizes                [len(sizeBounds)]uint64
+	OverMTU              uint64 // frames larger than the MTU
+	OverMTUSegs          uint64 // segments those frames carry
+	Encap                uint8
+
+	// TCP, from this direction's SYN.
+	SYNTime   int64
+	MSS       uint16
+	WScale    int8
+	SACKOK    bool
+	sawSYN    bool
+	isn       uint32
+	maxEnd    uint32
+	haveData  bool
+	holes     []hole
+	Retrans   uint64 // retransmitted packets
+	RetransSg uint64 // retransmitted segments (MSS units, as the kernel counts them)
+	OutOfOrd  uint64
+	DupAcks   uint64
+	lastAck   uint32
+	lastWin   uint16
+	haveAck   bool
+	// Zero-window episodes this direction advertised.
+	ZeroWindows  uint64
+	ZeroWindowNs int64
+	zeroSince    int64
+	// Window-limited: time this direction's data filled the peer's window.
+	WindowLimitedNs int64
+	limitedSince    int64
+	// RTT samples measured from this direction's data to the peer's ACKs.
+	RTT     histogram
+	pending []sent
+	// IP-ID continuity of this direction's DF=0 data packets (the innermost header).
+	IPID idTrack
+
+	series *series
+}
+
+type hole struct{ from, to uint32 }
+
+type sent struct {
+	end uint32
+	ts  int64
+}
+
+// maxHoles and maxPending bound a flow's memory whatever the capture holds.
+const (
+	maxHoles   = 64
+	maxPending = 256
+)
+
+// Duration is from the first to the last packet, in seconds.
+func (d *Dir) Duration() float64 { return float64(d.Last-d.First) / 1e9 }
+
+// Throughput is payload bits per second over the direction's duration.
+func (d *Dir) Throughput() float64 {
+	if d.Last <= d.First {
+		return 0
+	}
+	return float64(d.PayloadBytes) * 8 / d.Duration()
+}
+
+// seqLess compares sequence numbers modulo 2^32.
+func seqLess(a, b uint32) bool { return int32(a-b) < 0 }
+
+// tcpData follows the sequence space of this direction's data.
+func (d *Dir) tcpData(seq uint32, length uint32, ts int64, mss uint32) (retransmitted bool) {
+	end := seq + length
+	if !d.haveData {
+		d.haveData, d.maxEnd = true, end
+		return false
+	}
+	switch {
+	case !seqLess(seq, d.maxEnd): // new data, maybe past a gap
+		if seqLess(d.maxEnd, seq) {
+			d.addHole(d.maxEnd, seq)
+		}
+		d.maxEnd = end
+		return false
+	case d.fillsHole(seq, end):
+		d.OutOfOrd++
+		if seqLess(d.maxEnd, end) {
+			d.maxEnd = end
+		}
+		return false
+	}
+	d.Retrans++
+	d.RetransSg += uint64((length + mss - 1) / mss)
+	if seqLess(d.maxEnd, end) {
+		d.maxEnd = end
+	}
+	d.pending = d.pending[:0] // Karn: no RTT samples across a retransmission
+	return true
+}
+
+func (d *Dir) addHole(from, to uint32) {
+	if len(d.holes) == maxHoles {
+		copy(d.holes, d.holes[1:])
+		d.holes = d.holes[:maxHoles-1]
+	}
+	d.holes = append(d.holes, hole{from, to})
+}
+
+// fillsHole says whether [seq, end) lies in a gap never seen before, and
+// shrinks the gap.
+func (d *Dir) fillsHole(seq, end uint32) bool {
+	for i, h := range d.holes {
+		if seqLess(seq, h.from) || seqLess(h.to, end) {
+			continue
+		}
+		switch {
+		case seq == h.from && end == h.to:
+			d.holes = append(d.holes[:i], d.holes[i+1:]...)
+		case seq == h.from:
+			d.holes[i].from = end
+		case end == h.to:
+			d.holes[i].to = seq
+		default:
+			d.holes[i].to = seq
+			d.addHole(end, h.to)
+		}
+		return true
+	}
+	return false
+}
+
+// ackFrom takes an ACK this direction sends about the peer's data.
+func (d *Dir) ack(ack uint32, win uint16, hasData bool, ts int64, peer *Dir) {
+	if d.haveAck && ack == d.lastAck && win == d.lastWin && !hasData {
+		d.DupAcks++
+	}
+	if win == 0 && d.zeroSince == 0 {
+		d.ZeroWindows++
+		d.zeroSince = ts
+	} else if win != 0 && d.zeroSince != 0 {
+		d.ZeroWindowNs += ts - d.zeroSince
+		d.zeroSince = 0
+	}
+	if !d.haveAck || seqLess(d.lastAck, ack) {
+		peer.sample(ack, ts)
+	}
+	d.haveAck, d.lastAck, d.lastWin = true, ack, win
+}
+
+// sample takes an RTT sample from the newest of this direction's segments
+// the ACK covers.
+func (d *Dir) sample(ack uint32, ts int64) {
+	n := 0
+	var newest int64
+	for n < len(d.pending) && !seqLess(ack, d.pending[n].end) {
+		newest = d.pending[n].ts
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	us := float64(ts-newest) / 1e3
+	d.RTT.add(us)
+	if d.series != nil {
+		b := d.series.at(ts)
+		b.rttSum += us
+		b.rttN++
+	}
+	d.pending = d.pending[:copy(d.pending, d.pending[n:])]
+}
+
+func (d *Dir) remember(end uint32, ts int64) {
+	if len(d.pending) == maxPending {
+		return // a window of samples is enough; the rest wait for ACKs
+	}
+	d.pending = append(d.pending, sent{end, ts})
+}
+
+// idTrack follows the IP IDs of DF=0 data packets in one flow: GRO merges a
+// packet with the previous one only if its ID continues the sequence (the
+// previous ID plus the segments that frame carried) or repeats a fixed ID.
+type idTrack struct {
+	Packets             uint64 // DF=0 data packets
+	Pairs               uint64 // consecutive pairs of them
+	Unmergeable         uint64
+	Incrementing, Fixed uint64
+	have                bool
+	last, lastSegs      uint16
+	Examples            [4][2]uint16 // first jumps seen: previous ID, this ID
+	examples            int
+}
+
+func (t *idTrack) add(id uint16, segs uint16) {
+	t.Packets++
+	if t.have {
+		t.Pairs++
+		switch id {
+		case t.last + t.lastSegs:
+			t.Incrementing++
+		case t.last:
+			t.Fixed++
+		default:
+			t.Unmergeable++
+			if t.examples < len(t.Examples) {
+				t.Examples[t.examples] = [2]uint16{t.last, id}
+				t.examples++
+			}
+		}
+	}
+	t.have, t.last, t.lastSegs = true, id, segs
+}
+
+// UnmergeableShare is the share of consecutive pairs GRO could not merge.
+func (t *idTrack) UnmergeableShare() float64 {
+	if t.Pairs == 0 {
+		return 0
+	}
+	return float64(t.Unmergeable) / float64(t.Pairs)
+}
+
+// histogram keeps RTT samples in logarithmic buckets (a quarter octave
+// each), for percentiles within about 19 % in constant memory.
+type histogram struct {
+	Count         uint64
+	Min, Max, Sum float64 // microseconds
+	buckets       [128]uint64
+}
+
+func (h *histogram) add(us float64) {
+	if us < 0 {
+		return
+	}
+	if h.Count == 0 || us < h.Min {
+		h.Min = us
+	}
+	h.Max = max(h.Max, us)
+	h.Count++
+	h.Sum += us
+	h.buckets[bucket(us)]++
+}
+
+func bucket(us float64) int {
+	return min(int(4*math.Log2(us+1)), 127)
+}
+
+// Quantile is the upper bound of the bucket holding the q-th sample.
+func (h *histogram) Quantile(q float64) float64 {
+	if h.Count == 0 {
+		return 0
+	}
+	rank := uint64(math.Ceil(q * float64(h.Count)))
+	var seen uint64
+	for i, n := range h.buckets {
+		seen += n
+		if seen >= rank {
+			return min(math.Exp2(float64(i+1)/4)-1, h.Max)
+		}
+	}
+	return h.Max
+}
+
+// Avg is the mean sample.
+func (h *histogram) Avg() float64 {
+	if h.Count == 0 {
+		return 0
+	}
+	return h.Sum / float64(h.Count)
+}
+
+func sizeBucket(n uint32) int {
+	for i, b := range sizeBounds {
+		if n <= b {
+			return i
+		}
+	}
+	return len(sizeBounds) - 1
+}
+
+// segsIn estimates how many wire segments a frame's payload carries.
+func segsIn(payload, mss uint32) uint16 {
+	if mss == 0 || payload <= mss {
+		return 1
+	}
+	return uint16(min((payload+mss-1)/mss, 65535))
+}

@@ -1,0 +1,304 @@
+package pcap
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/skbtrace/skbtrace/internal/doctor"
+)
+
+// Report is the analysis of one capture.
+type Report struct {
+	Capture  CaptureInfo      `json:"capture"`
+	Flows    []FlowReport     `json:"flows"`
+	Tunnels  []TunnelReport   `json:"tunnels,omitempty"`
+	Findings []doctor.Finding `json:"findings"`
+	Notes    []string         `json:"notes,omitempty"`
+}
+
+// CaptureInfo describes the capture as a whole.
+type CaptureInfo struct {
+	File       string  `json:"file"`
+	Format     string  `json:"format"`
+	Frames     uint64  `json:"frames"`
+	NonIP      uint64  `json:"frames_without_tcp_or_udp"`
+	Truncated  uint64  `json:"frames_cut_by_snaplen"`
+	Filtered   uint64  `json:"frames_filtered_out,omitempty"`
+	Seconds    float64 `json:"seconds"`
+	ICMPTooBig uint64  `json:"icmp_too_big,omitempty"`
+	// Error is set when the capture is damaged: everything before it was analyzed.
+	Error string `json:"error,omitempty"`
+}
+
+// FlowReport is one direction of a flow.
+type FlowReport struct {
+	Proto        string      `json:"proto"`
+	Src          string      `json:"src"`
+	Dst          string      `json:"dst"`
+	Encap        string      `json:"encapsulation,omitempty"`
+	Packets      uint64      `json:"packets"`
+	DataPackets  uint64      `json:"data_packets"`
+	PayloadBytes uint64      `json:"payload_bytes"`
+	Seconds      float64     `json:"seconds"`
+	Bps          float64     `json:"bits_per_second"`
+	Location     string      `json:"capture_point,omitempty"` // Location* constants
+	TCP          *TCPReport  `json:"tcp,omitempty"`
+	Sizes        []SizeCount `json:"sizes"`
+	OverMTU      *OverMTU    `json:"over_mtu,omitempty"`
+	IPID         *IPIDReport `json:"ip_id,omitempty"`
+	MTU          int         `json:"mtu"`
+}
+
+// TCPReport is what TCP's headers tell about a direction.
+type TCPReport struct {
+	Retransmissions    uint64    `json:"retransmissions"`
+	RetransmittedSegs  uint64    `json:"retransmitted_segments"`
+	OutOfOrder         uint64    `json:"out_of_order"`
+	DupAcks            uint64    `json:"duplicate_acks_sent"`
+	ZeroWindows        uint64    `json:"zero_windows_advertised"`
+	ZeroWindowSeconds  float64   `json:"zero_window_seconds"`
+	WindowLimitedShare float64   `json:"window_limited_share"`
+	RTT                RTTReport `json:"rtt_at_capture_point"`
+	MSS                uint16    `json:"mss,omitempty"`
+	WScale             int8      `json:"window_scale"`
+	SACK               bool      `json:"sack_permitted"`
+	Handshake          bool      `json:"handshake_seen"`
+}
+
+// RTTReport summarizes RTT samples: data to the ACK that covers it, as seen
+// at the capture point (the whole RTT near the sender, little near the receiver).
+type RTTReport struct {
+	Samples uint64  `json:"samples"`
+	MinUs   float64 `json:"min_us"`
+	AvgUs   float64 `json:"avg_us"`
+	P50Us   float64 `json:"p50_us"`
+	P99Us   float64 `json:"p99_us"`
+}
+
+// SizeCount is one bucket of the packet-size distribution (IP bytes).
+type SizeCount struct {
+	UpTo    uint32 `json:"up_to"`
+	Packets uint64 `json:"packets"`
+}
+
+// OverMTU describes frames larger than the MTU: coalesced or not yet segmented.
+type OverMTU struct {
+	Frames      uint64  `json:"frames"`
+	Share       float64 `json:"share_of_data_packets"`
+	AvgSegments float64 `json:"average_segments"`
+	MadeBy      string  `json:"made_by"`
+}
+
+// IPIDReport is the IP-ID continuity of a flow's DF=0 packets.
+type IPIDReport struct {
+	Packets      uint64      `json:"df0_packets"`
+	Pairs        uint64      `json:"consecutive_pairs"`
+	Incrementing uint64      `json:"incrementing"`
+	Fixed        uint64      `json:"fixed"`
+	Unmergeable  uint64      `json:"unmergeable"`
+	Share        float64     `json:"unmergeable_share"`
+	Examples     [][2]uint16 `json:"jumps,omitempty"`
+}
+
+// TunnelReport is the outer IP-ID continuity of one tunnel flow.
+type TunnelReport struct {
+	Src  string     `json:"outer_src"`
+	Dst  string     `json:"outer_dst"`
+	VNI  uint32     `json:"vni"`
+	IPID IPIDReport `json:"outer_ip_id"`
+}
+
+// Report summarizes what the analyzer saw.
+func (a *Analyzer) Report(file, format string, readErr error) *Report {
+	r := &Report{Capture: CaptureInfo{File: file, Format: format, Frames: a.Frames, NonIP: a.NonIP, Truncated: a.Truncated,
+		Filtered: a.Filtered, ICMPTooBig: a.ICMPTooBig}}
+	if a.Last > a.First {
+		r.Capture.Seconds = float64(a.Last-a.First) / 1e9
+	}
+	if readErr != nil {
+		r.Capture.Error = readErr.Error()
+		r.Notes = append(r.Notes, "the capture is damaged: "+readErr.Error()+"; everything before it was analyzed")
+	}
+	for _, d := range a.Flows() {
+		r.Flows = append(r.Flows, a.flowReport(d))
+	}
+	for _, o := range a.outerOrder {
+		if o.IPID.Packets > 0 {
+			r.Tunnels = append(r.Tunnels, TunnelReport{Src: o.Key.Src.String(), Dst: o.Key.Dst.String(), VNI: o.VNI, IPID: ipidReport(&o.IPID)})
+		}
+	}
+	if a.Truncated > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d frames were cut by the snaplen inside a header the analysis reads; sizes still come from the IP length fields", a.Truncated))
+	}
+	r.Findings = a.findings(r)
+	doctor.Rank(r.Findings)
+	if r.Findings == nil {
+		r.Findings = []doctor.Finding{}
+	}
+	return r
+}
+
+func (a *Analyzer) flowReport(d *Dir) FlowReport {
+	f := FlowReport{Proto: "udp", Src: d.Key.Src.String(), Dst: d.Key.Dst.String(), Packets: d.Packets, DataPackets: d.DataPackets,
+		PayloadBytes: d.PayloadBytes, Seconds: d.Duration(), Bps: d.Throughput(), MTU: a.mtu(d)}
+	switch d.Encap {
+	case 1:
+		f.Encap = "vxlan"
+	case 2:
+		f.Encap = "geneve"
+	}
+	for i, n := range d.Sizes {
+		if n > 0 {
+			f.Sizes = append(f.Sizes, SizeCount{UpTo: sizeBounds[i], Packets: n})
+		}
+	}
+	if d.Key.Proto == 6 {
+		f.Proto = "tcp"
+		rev := a.dirs[d.Key.Reverse()]
+		f.Location = a.location(d)
+		t := &TCPReport{Retransmissions: d.Retrans, RetransmittedSegs: d.RetransSg, OutOfOrder: d.OutOfOrd, MSS: d.MSS,
+			WScale: d.WScale, SACK: d.SACKOK, Handshake: d.sawSYN,
+			RTT: RTTReport{Samples: d.RTT.Count, MinUs: d.RTT.Min, AvgUs: d.RTT.Avg(), P50Us: d.RTT.Quantile(0.5), P99Us: d.RTT.Quantile(0.99)}}
+		if rev != nil {
+			t.DupAcks = rev.DupAcks
+			t.ZeroWindows, t.ZeroWindowSeconds = rev.ZeroWindows, float64(rev.ZeroWindowNs)/1e9
+		}
+		if d.Last > d.First {
+			t.WindowLimitedShare = float64(d.WindowLimitedNs) / float64(d.Last-d.First)
+		}
+		f.TCP = t
+	}
+	if d.OverMTU > 0 && d.DataPackets > 0 {
+		o := &OverMTU{Frames: d.OverMTU, Share: float64(d.OverMTU) / float64(d.DataPackets)}
+		o.AvgSegments = float64(d.OverMTUSegs) / float64(d.OverMTU)
+		switch f.Location {
+		case LocationSender:
+			o.MadeBy = "sender TSO/GSO (captured before segmentation)"
+		case LocationReceiver:
+			o.MadeBy = "receiver GRO/LRO (captured after coalescing)"
+		default:
+			o.MadeBy = "offload, at an unknown end (no handshake in the capture to place it)"
+		}
+		f.OverMTU = o
+	}
+	if d.IPID.Packets > 0 {
+		r := ipidReport(&d.IPID)
+		f.IPID = &r
+	}
+	return f
+}
+
+func ipidReport(t *idTrack) IPIDReport {
+	r := IPIDReport{Packets: t.Packets, Pairs: t.Pairs, Incrementing: t.Incrementing, Fixed: t.Fixed, Unmergeable: t.Unmergeable,
+		Share: t.UnmergeableShare()}
+	for i := 0; i < t.examples; i++ {
+		r.Examples = append(r.Examples, t.Examples[i])
+	}
+	return r
+}
+
+// WriteJSON writes the report for machines.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// maxTextFlows keeps the text report readable: the busiest directions.
+const maxTextFlows = 20
+
+// WriteText writes the report for people: findings first, then the flows.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	c := r.Capture
+	fmt.Fprintf(&b, "capture %s (%s): %d frames in %.3f s, %d without TCP or UDP", c.File, c.Format, c.Frames, c.Seconds, c.NonIP)
+	if c.Filtered > 0 {
+		fmt.Fprintf(&b, ", %d filtered out", c.Filtered)
+	}
+	b.WriteString("\n\n")
+	if len(r.Findings) > 0 {
+		if err := (&doctor.Report{Findings: r.Findings}).WriteText(&b); err != nil {
+			return err
+		}
+	} else {
+		b.WriteString("no findings\n\n")
+	}
+	for i, f := range r.Flows {
+		if i == maxTextFlows {
+			fmt.Fprintf(&b, "... %d more flow directions (--json lists all)\n", len(r.Flows)-i)
+			break
+		}
+		fmt.Fprintf(&b, "%s %s -> %s%s: %d packets (%d with data), %s in %.3f s = %s\n", f.Proto, f.Src, f.Dst, encapSuffix(f.Encap),
+			f.Packets, f.DataPackets, bytesText(f.PayloadBytes), f.Seconds, bpsText(f.Bps))
+		if t := f.TCP; t != nil {
+			fmt.Fprintf(&b, "  retransmitted %d packets (%d segments), %d out of order, %d duplicate ACKs back, window-limited %.0f%%",
+				t.Retransmissions, t.RetransmittedSegs, t.OutOfOrder, t.DupAcks, t.WindowLimitedShare*100)
+			if t.ZeroWindows > 0 {
+				fmt.Fprintf(&b, ", %d zero windows back (%.3f s)", t.ZeroWindows, t.ZeroWindowSeconds)
+			}
+			b.WriteString("\n")
+			if t.RTT.Samples > 0 {
+				fmt.Fprintf(&b, "  rtt at the capture point: min %.0f avg %.0f p50 %.0f p99 %.0f us (%d samples)\n",
+					t.RTT.MinUs, t.RTT.AvgUs, t.RTT.P50Us, t.RTT.P99Us, t.RTT.Samples)
+			}
+			if t.Handshake {
+				fmt.Fprintf(&b, "  handshake: mss %d, window scale %d, sack %v\n", t.MSS, t.WScale, t.SACK)
+			}
+		}
+		if f.Location != "" {
+			fmt.Fprintf(&b, "  captured %s\n", f.Location)
+		}
+		var sizes []string
+		for _, s := range f.Sizes {
+			sizes = append(sizes, fmt.Sprintf("<=%d:%d", s.UpTo, s.Packets))
+		}
+		fmt.Fprintf(&b, "  sizes (IP bytes): %s\n", strings.Join(sizes, " "))
+		if o := f.OverMTU; o != nil {
+			fmt.Fprintf(&b, "  %d frames above MTU %d (%.0f%% of data packets), %.1f segments each: %s\n", o.Frames, f.MTU, o.Share*100, o.AvgSegments, o.MadeBy)
+		}
+		if id := f.IPID; id != nil {
+			fmt.Fprintf(&b, "  DF=0 IP IDs: %d pairs, %d incrementing, %d fixed, %d jumps (%.0f%% unmergeable)\n",
+				id.Pairs, id.Incrementing, id.Fixed, id.Unmergeable, id.Share*100)
+		}
+	}
+	for _, t := range r.Tunnels {
+		fmt.Fprintf(&b, "tunnel %s -> %s vni %d: outer DF=0 IP IDs: %d pairs, %d incrementing, %d fixed, %d jumps (%.0f%% unmergeable)\n",
+			t.Src, t.Dst, t.VNI, t.IPID.Pairs, t.IPID.Incrementing, t.IPID.Fixed, t.IPID.Unmergeable, t.IPID.Share*100)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func encapSuffix(e string) string {
+	if e == "" {
+		return ""
+	}
+	return " (inside " + e + ")"
+}
+
+func bytesText(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2f MB", float64(n)/1e6)
+	default:
+		return fmt.Sprintf("%d B", n)
+	}
+}
+
+func bpsText(v float64) string {
+	switch {
+	case v >= 1e9:
+		return fmt.Sprintf("%.2f Gbit/s", v/1e9)
+	case v >= 1e6:
+		return fmt.Sprintf("%.1f Mbit/s", v/1e6)
+	default:
+		return fmt.Sprintf("%.1f kbit/s", v/1e3)
+	}
+}

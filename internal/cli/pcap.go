@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/skbtrace/skbtrace/internal/analyze/pcap"
+	"github.com/skbtrace/skbtrace/internal/capture"
+	"github.com/skbtrace/skbtrace/internal/report"
+)
+
+// graphFlows is how many flow directions get graphs.
+const graphFlows = 8
+
+func pcapCmd(e *env) *cobra.Command {
+	var (
+		asJSON bool
+		graphs string
+		flow   string
+		mtu    int
+	)
+	c := &cobra.Command{
+		Use:   "pcap FILE|-",
+		Short: "analyze a packet capture: per-flow throughput, RTT, retransmits, offload and GRO evidence",
+		Long: `pcap reads a capture (pcap or pcapng, gzip-compressed or not, a file or -
+for standard input) and reports per flow direction: throughput, retransmissions
+counted as tcptrace does, out-of-order segments, duplicate ACKs, zero-window and
+window-limited time, RTT at the capture point, the handshake's options and
+where the capture was taken; the packet-size distribution, frames larger than
+the MTU and whether sender TSO or receiver GRO made them, and for DF=0 packets
+the IP-ID continuity GRO needs, outer and inner headers of VXLAN and Geneve.
+Findings use skbtrace doctor's ids and format (docs/findings.md).`,
+		Example: `  skbtrace pcap receiver.pcapng
+  tcpdump -i eth0 -s 128 -w - | skbtrace pcap - --json
+  skbtrace pcap vxlan.pcap.gz --graphs out/ --flow :5201`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("name one capture file, or - for standard input")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			opts := pcap.Options{MTU: mtu, Graphs: graphs != ""}
+			if mtu < 0 || mtu > 65535 {
+				return usagef("--mtu %d is not an MTU", mtu)
+			}
+			if flow != "" {
+				f, err := pcap.ParseFilter(flow)
+				if err != nil {
+					return usageError{err}
+				}
+				opts.Flow = f
+			}
+			in, name := io.Reader(e.stdin), "standard input"
+			if args[0] != "-" {
+				f, err := os.Open(args[0])
+				if err != nil {
+					return fmt.Errorf("opening the capture: %w", err)
+				}
+				defer f.Close()
+				in, name = f, args[0]
+			}
+			r, err := capture.Open(in)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			a := pcap.New(opts)
+			readErr := a.Run(r)
+			rep := a.Report(name, r.Format, readErr)
+			if asJSON {
+				err = rep.WriteJSON(e.stdout)
+			} else {
+				err = rep.WriteText(e.stdout)
+			}
+			if err != nil {
+				return err
+			}
+			if graphs != "" {
+				if err := report.WriteGraphs(graphs, a.Graphs(graphFlows)); err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stderr, "skbtrace: graphs in %s/index.html\n", graphs)
+			}
+			if readErr != nil {
+				return fmt.Errorf("%s: %w (the report covers everything before it)", name, readErr)
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "write the report as JSON")
+	c.Flags().StringVar(&graphs, "graphs", "", "write SVG graphs and an HTML page showing them into `DIR`")
+	c.Flags().StringVar(&flow, "flow", "", "only flows with an endpoint matching `FILTER`: ADDR, ADDR:PORT or :PORT")
+	c.Flags().IntVar(&mtu, "mtu", 0, "judge frames against this MTU (default: from the handshake's MSS, else 1500)")
+	return c
+}
