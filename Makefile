@@ -41,6 +41,8 @@ fuzz:
 	$(GO) test ./internal/trace -run '^$$' -fuzz FuzzReader -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/event -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/trace -run '^$$' -fuzz FuzzMetaRecords -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/packet -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/analyze/pcap -run '^$$' -fuzz FuzzCapture -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf bin

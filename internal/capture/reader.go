@@ -14,6 +14,8 @@ import (
 
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/skbtrace/skbtrace/internal/packet"
 )
 
 // Frame is one captured frame. Data is only valid until the next call to Next.
@@ -21,13 +23,14 @@ type Frame struct {
 	Number   uint64 // 1-based, as Wireshark counts
 	TimeNs   int64  // Unix time in nanoseconds
 	LinkType int
-	WireLen  int // the frame's length on the wire; len(Data) may be shorter (snaplen)
+	WireLen  int   // the frame's length on the wire; len(Data) may be shorter (snaplen)
+	Dir      uint8 // packet.DirIn or DirOut when pcapng's epb_flags say, else 0
 	Data     []byte
 }
 
 // Reader streams frames from a capture.
 type Reader struct {
-	next   func() ([]byte, int, int64, int, error)
+	next   func() ([]byte, int, int64, int, uint8, error)
 	number uint64
 	Format string // "pcap" or "pcapng", with " (gzip)" when compressed
 }
@@ -56,15 +59,24 @@ func Open(r io.Reader) (*Reader, error) {
 			return nil, fmt.Errorf("reading the pcapng header: %w", noEOF(err))
 		}
 		rd.Format = "pcapng" + format
-		rd.next = func() ([]byte, int, int64, int, error) {
-			data, ci, err := ng.ZeroCopyReadPacketData()
+		rd.next = func() ([]byte, int, int64, int, uint8, error) {
+			data, ci, opts, err := ng.ZeroCopyReadPacketDataWithOptions()
 			link := 0
 			if len(ci.AncillaryData) > 0 {
 				if lt, ok := ci.AncillaryData[0].(layers.LinkType); ok {
 					link = int(lt)
 				}
 			}
-			return data, link, ci.Timestamp.UnixNano(), ci.Length, err
+			var dir uint8
+			if opts.Flags != nil {
+				switch opts.Flags.Direction & pcapgo.NgEpbFlagDirectionMask {
+				case pcapgo.NgEpbFlagDirectionInbound:
+					dir = packet.DirIn
+				case pcapgo.NgEpbFlagDirectionOutbound:
+					dir = packet.DirOut
+				}
+			}
+			return data, link, ci.Timestamp.UnixNano(), ci.Length, dir, err
 		}
 		return rd, nil
 	}
@@ -74,9 +86,9 @@ func Open(r io.Reader) (*Reader, error) {
 	}
 	rd.Format = "pcap" + format
 	link := int(pr.LinkType())
-	rd.next = func() ([]byte, int, int64, int, error) {
+	rd.next = func() ([]byte, int, int64, int, uint8, error) {
 		data, ci, err := pr.ZeroCopyReadPacketData()
-		return data, link, ci.Timestamp.UnixNano(), ci.Length, err
+		return data, link, ci.Timestamp.UnixNano(), ci.Length, 0, err
 	}
 	return rd, nil
 }
@@ -84,7 +96,7 @@ func Open(r io.Reader) (*Reader, error) {
 // Next returns the next frame, io.EOF at a clean end, or an error naming the
 // packet that could not be read (a truncated or damaged capture).
 func (r *Reader) Next() (Frame, error) {
-	data, link, ts, wire, err := r.next()
+	data, link, ts, wire, dir, err := r.next()
 	if err == io.EOF {
 		return Frame{}, io.EOF
 	}
@@ -95,12 +107,12 @@ func (r *Reader) Next() (Frame, error) {
 	if wire < len(data) {
 		wire = len(data)
 	}
-	return Frame{Number: r.number, TimeNs: ts, LinkType: link, WireLen: wire, Data: data}, nil
+	return Frame{Number: r.number, TimeNs: ts, LinkType: link, WireLen: wire, Dir: dir, Data: data}, nil
 }
 
 // noEOF turns an end of input inside a structure into a truncation.
 func noEOF(err error) error {
-	if errors.Is(err, io.EOF) {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return fmt.Errorf("capture truncated: %w", io.ErrUnexpectedEOF)
 	}
 	return err

@@ -98,6 +98,7 @@ type Packet struct {
 	ICMPTooBig   bool   // ICMP fragmentation needed or ICMPv6 packet too big
 	ICMPMTU      uint16 // the MTU it announces
 	NotIP        bool   // a frame without IP (ARP, LLDP ...): nothing to analyze
+	Direction    uint8  // DirIn or DirOut where the link header says (Linux cooked), else 0
 	Truncated    bool   // the snaplen cut a header the analysis wanted
 	LinkHdrBytes uint16
 }
@@ -109,6 +110,13 @@ func (p *Packet) L3() *IP {
 	}
 	return &p.Outer
 }
+
+// Directions of a frame relative to the capturing host.
+const (
+	DirUnknown = iota
+	DirIn
+	DirOut
+)
 
 // ErrMalformed marks a frame whose headers contradict themselves.
 var ErrMalformed = errors.New("malformed")
@@ -135,6 +143,7 @@ func Decode(linkType int, data []byte, p *Packet) error {
 	if err != nil {
 		return err
 	}
+	p.Direction = cookedDirection(linkType, data)
 	p.LinkHdrBytes = uint16(off)
 	if etherType == 0 {
 		p.NotIP = true
@@ -175,6 +184,24 @@ func link(linkType int, data []byte) (etherType uint16, off int, err error) {
 		return ipEtherType(binary.BigEndian.Uint16(data[0:])), 20, nil
 	}
 	return 0, 0, errLinkType
+}
+
+// cookedDirection reads the packet type of Linux cooked captures (tcpdump -i
+// any): 4 is a frame this host sent.
+func cookedDirection(linkType int, data []byte) uint8 {
+	var pktType byte
+	switch linkType {
+	case LinkSLL:
+		pktType = data[1]
+	case LinkSLL2:
+		pktType = data[10]
+	default:
+		return DirUnknown
+	}
+	if pktType == 4 {
+		return DirOut
+	}
+	return DirIn
 }
 
 func ipEtherType(t uint16) uint16 {

@@ -126,6 +126,18 @@ func (a *Analyzer) Add(f capture.Frame) error {
 	if int(ip.TotalLen) > mtu {
 		d.OverMTU++
 	}
+	dir := f.Dir
+	if dir == packet.DirUnknown {
+		dir = p.Direction
+	}
+	if p.HasTCP && p.TCP.PayloadLen > 0 || p.HasUDP {
+		switch dir {
+		case packet.DirOut:
+			d.DataOut++
+		case packet.DirIn:
+			d.DataIn++
+		}
+	}
 	if p.HasTCP {
 		a.tcp(d, p, f.TimeNs, mtu)
 	} else {
@@ -199,9 +211,13 @@ func (a *Analyzer) tcp(d *Dir, p *packet.Packet, ts int64, mtu int) {
 		if int(ip.TotalLen) > mtu {
 			d.OverMTUSegs += uint64(segs)
 		}
+		if d.ackSeen != 0 {
+			d.AckToData.add(float64(ts-d.ackSeen) / 1e3)
+			d.ackSeen = 0
+		}
 		retrans := d.tcpData(t.Seq, t.PayloadLen, ts, segSize)
 		if !retrans {
-			d.remember(t.Seq+t.PayloadLen, ts)
+			d.remember(t.Seq, t.Seq+t.PayloadLen, ts)
 		}
 		if ip.Version == 4 && !ip.DF {
 			d.IPID.add(ip.ID, segs)
@@ -275,30 +291,52 @@ func (a *Analyzer) mtu(d *Dir) int {
 	return 1500
 }
 
-// Location says where a connection was captured from its handshake: the
-// side whose packet is answered at once is the one near the capture.
+// location says where a direction's data was captured. From the frames'
+// direction when the capture records it (Linux cooked, pcapng flags); from the handshake
+// when it is in the capture: the side whose packet is answered at once is
+// near. Else from the data: near the sender, data waits a whole RTT for its
+// ACK and new data follows an ACK at once; near the receiver, the reverse.
 func (a *Analyzer) location(d *Dir) string {
+	// Best of all, the capture says which way each frame went.
+	if known := d.DataOut + d.DataIn; known >= 10 {
+		switch {
+		case d.DataOut*10 >= known*9:
+			return LocationSender
+		case d.DataIn*10 >= known*9:
+			return LocationReceiver
+		}
+	}
 	client := d.Key
 	h := a.handshakes[client]
 	if h == nil {
 		client = d.Key.Reverse()
 		h = a.handshakes[client]
 	}
-	if h == nil || h.syn == 0 || h.synAck == 0 || h.ack == 0 {
-		return ""
+	if h != nil && h.syn != 0 && h.synAck != 0 && h.ack != 0 {
+		toServer, toClient := h.synAck-h.syn, h.ack-h.synAck
+		senderIsClient := d.Key == client
+		switch {
+		case toServer > 2*toClient:
+			return nearIf(senderIsClient)
+		case toClient > 2*toServer:
+			return nearIf(!senderIsClient)
+		}
 	}
-	toServer, toClient := h.synAck-h.syn, h.ack-h.synAck
-	near := ""
-	switch {
-	case toServer > 2*toClient:
-		near = "client"
-	case toClient > 2*toServer:
-		near = "server"
-	default:
+	if d.RTT.Count < 10 || d.AckToData.Count < 10 {
 		return LocationBetween
 	}
-	senderIsClient := d.Key == client
-	if (near == "client") == senderIsClient {
+	dataToAck, ackToData := d.RTT.Quantile(0.5), d.AckToData.Quantile(0.5)
+	switch {
+	case dataToAck > 2*ackToData:
+		return LocationSender
+	case ackToData > 2*dataToAck:
+		return LocationReceiver
+	}
+	return LocationBetween
+}
+
+func nearIf(sender bool) string {
+	if sender {
 		return LocationSender
 	}
 	return LocationReceiver

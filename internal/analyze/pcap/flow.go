@@ -59,9 +59,21 @@ type Dir struct {
 	// Window-limited: time this direction's data filled the peer's window.
 	WindowLimitedNs int64
 	limitedSince    int64
-	// RTT samples measured from this direction's data to the peer's ACKs.
-	RTT     histogram
-	pending []sent
+	// RTT samples measured from this direction's data to the peer's ACKs,
+	// and the time from a peer's ACK to the next data this direction sends:
+	// near the sender the first is the whole RTT and the second tiny, near
+	// the receiver the other way round.
+	RTT       histogram
+	AckToData histogram
+	ackSeen   int64 // when the peer's last new ACK passed, until data follows
+	// ACKs from the peer that end exactly at a captured segment's end, and
+	// ACKs that fall inside one: segments split after the capture point
+	// (TSO/GSO at the sender) draw ACKs inside the captured frames;
+	// frames merged before it (GRO at the receiver) are acknowledged whole.
+	AcksAligned, AcksInside uint64
+	// Data frames the capture marks as sent by or received at the capturing host.
+	DataOut, DataIn uint64
+	pending         []sent
 	// IP-ID continuity of this direction's DF=0 data packets (the innermost header).
 	IPID idTrack
 
@@ -71,8 +83,8 @@ type Dir struct {
 type hole struct{ from, to uint32 }
 
 type sent struct {
-	end uint32
-	ts  int64
+	start, end uint32
+	ts         int64
 }
 
 // maxHoles and maxPending bound a flow's memory whatever the capture holds.
@@ -170,6 +182,7 @@ func (d *Dir) ack(ack uint32, win uint16, hasData bool, ts int64, peer *Dir) {
 	}
 	if !d.haveAck || seqLess(d.lastAck, ack) {
 		peer.sample(ack, ts)
+		peer.ackSeen = ts
 	}
 	d.haveAck, d.lastAck, d.lastWin = true, ack, win
 }
@@ -182,6 +195,12 @@ func (d *Dir) sample(ack uint32, ts int64) {
 	for n < len(d.pending) && !seqLess(ack, d.pending[n].end) {
 		newest = d.pending[n].ts
 		n++
+	}
+	switch {
+	case n < len(d.pending) && seqLess(d.pending[n].start, ack):
+		d.AcksInside++
+	case n > 0 && d.pending[n-1].end == ack:
+		d.AcksAligned++
 	}
 	if n == 0 {
 		return
@@ -196,11 +215,26 @@ func (d *Dir) sample(ack uint32, ts int64) {
 	d.pending = d.pending[:copy(d.pending, d.pending[n:])]
 }
 
-func (d *Dir) remember(end uint32, ts int64) {
+func (d *Dir) remember(start, end uint32, ts int64) {
 	if len(d.pending) == maxPending {
 		return // a window of samples is enough; the rest wait for ACKs
 	}
-	d.pending = append(d.pending, sent{end, ts})
+	d.pending = append(d.pending, sent{start, end, ts})
+}
+
+// splitAfterCapture says whether the captured frames were segmented after
+// the capture point; ok is false when the ACKs cannot tell.
+func (d *Dir) splitAfterCapture() (split, ok bool) {
+	total := d.AcksAligned + d.AcksInside
+	if total < 20 {
+		return false, false
+	}
+	// ACKs aligned with the frames prove nothing: a path that never
+	// segments (veth, loopback) draws them too.
+	if float64(d.AcksInside) >= 0.2*float64(total) {
+		return true, true
+	}
+	return false, false
 }
 
 // idTrack follows the IP IDs of DF=0 data packets in one flow: GRO merges a

@@ -61,10 +61,13 @@ type TCPReport struct {
 	ZeroWindowSeconds  float64   `json:"zero_window_seconds"`
 	WindowLimitedShare float64   `json:"window_limited_share"`
 	RTT                RTTReport `json:"rtt_at_capture_point"`
-	MSS                uint16    `json:"mss,omitempty"`
-	WScale             int8      `json:"window_scale"`
-	SACK               bool      `json:"sack_permitted"`
-	Handshake          bool      `json:"handshake_seen"`
+	// AckToDataP50us is the median time from the peer's ACK to the next
+	// data sent: with the RTT, where the capture point lies.
+	AckToDataP50us float64 `json:"ack_to_data_p50_us"`
+	MSS            uint16  `json:"mss,omitempty"`
+	WScale         int8    `json:"window_scale"`
+	SACK           bool    `json:"sack_permitted"`
+	Handshake      bool    `json:"handshake_seen"`
 }
 
 // RTTReport summarizes RTT samples: data to the ACK that covers it, as seen
@@ -161,6 +164,7 @@ func (a *Analyzer) flowReport(d *Dir) FlowReport {
 		t := &TCPReport{Retransmissions: d.Retrans, RetransmittedSegs: d.RetransSg, OutOfOrder: d.OutOfOrd, MSS: d.MSS,
 			WScale: d.WScale, SACK: d.SACKOK, Handshake: d.sawSYN,
 			RTT: RTTReport{Samples: d.RTT.Count, MinUs: d.RTT.Min, AvgUs: d.RTT.Avg(), P50Us: d.RTT.Quantile(0.5), P99Us: d.RTT.Quantile(0.99)}}
+		t.AckToDataP50us = d.AckToData.Quantile(0.5)
 		if rev != nil {
 			t.DupAcks = rev.DupAcks
 			t.ZeroWindows, t.ZeroWindowSeconds = rev.ZeroWindows, float64(rev.ZeroWindowNs)/1e9
@@ -173,13 +177,24 @@ func (a *Analyzer) flowReport(d *Dir) FlowReport {
 	if d.OverMTU > 0 && d.DataPackets > 0 {
 		o := &OverMTU{Frames: d.OverMTU, Share: float64(d.OverMTU) / float64(d.DataPackets)}
 		o.AvgSegments = float64(d.OverMTUSegs) / float64(d.OverMTU)
-		switch f.Location {
-		case LocationSender:
+		split, known := d.splitAfterCapture()
+		if d.DataOut+d.DataIn > 0 {
+			// The frames' direction settles it: sent frames are before
+			// segmentation, received ones after coalescing.
+			split, known = f.Location == LocationSender, f.Location != LocationBetween
+		}
+		switch {
+		case known && split || !known && f.Location == LocationSender:
 			o.MadeBy = "sender TSO/GSO (captured before segmentation)"
-		case LocationReceiver:
+		case known || f.Location == LocationReceiver:
 			o.MadeBy = "receiver GRO/LRO (captured after coalescing)"
 		default:
-			o.MadeBy = "offload, at an unknown end (no handshake in the capture to place it)"
+			o.MadeBy = "offload, at an unknown end (too few ACKs or no handshake to place the capture)"
+		}
+		if d.DataOut+d.DataIn > 0 {
+			o.MadeBy += fmt.Sprintf("; the capture marks %d data frames sent and %d received here", d.DataOut, d.DataIn)
+		} else if known {
+			o.MadeBy += fmt.Sprintf("; %d of %d ACKs fell inside a captured frame", d.AcksInside, d.AcksAligned+d.AcksInside)
 		}
 		f.OverMTU = o
 	}

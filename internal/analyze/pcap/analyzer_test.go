@@ -1,0 +1,302 @@
+package pcap
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/skbtrace/skbtrace/internal/capture"
+)
+
+// analyzeFile runs the analyzer over a committed capture.
+func analyzeFile(t *testing.T, name string, opts Options) (*Analyzer, *Report) {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := capture.Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := New(opts)
+	if err := a.Run(r); err != nil {
+		t.Fatal(err)
+	}
+	return a, a.Report(name, r.Format, nil)
+}
+
+func busiest(t *testing.T, r *Report) *FlowReport {
+	t.Helper()
+	if len(r.Flows) == 0 || r.Flows[0].PayloadBytes == 0 {
+		t.Fatalf("no data flow: %+v", r.Flows)
+	}
+	return &r.Flows[0]
+}
+
+func ids(r *Report) []string {
+	var out []string
+	for _, f := range r.Findings {
+		out = append(out, f.ID)
+	}
+	return out
+}
+
+// The fixtures were captured on the project's lab (test/e2e/pcap_test.go)
+// with tcpdump -i any, whose Linux cooked header records each frame's direction.
+func TestReceiverCaptureAttributesLargeFramesToGRO(t *testing.T) {
+	_, r := analyzeFile(t, "gro-receiver.pcap.gz", Options{})
+	f := busiest(t, r)
+	if f.Location != LocationReceiver || f.OverMTU == nil || f.OverMTU.AvgSegments < 2 || !strings.HasPrefix(f.OverMTU.MadeBy, "receiver GRO") {
+		t.Fatalf("location %q, over MTU %+v", f.Location, f.OverMTU)
+	}
+}
+
+func TestSenderCaptureAttributesLargeFramesToTSO(t *testing.T) {
+	_, r := analyzeFile(t, "tso-sender.pcap.gz", Options{})
+	f := busiest(t, r)
+	if f.Location != LocationSender || f.OverMTU == nil || !strings.HasPrefix(f.OverMTU.MadeBy, "sender TSO") {
+		t.Fatalf("location %q, over MTU %+v", f.Location, f.OverMTU)
+	}
+	if f.TCP.MSS != 1460 || !f.TCP.SACK || f.TCP.WScale < 0 || f.TCP.RTT.Samples == 0 || f.TCP.RTT.P99Us < f.TCP.RTT.P50Us {
+		t.Fatalf("tcp %+v", f.TCP)
+	}
+}
+
+func TestJumpingOuterIPIDsAreGROBlockedAndTheInnerCaptureIsNot(t *testing.T) {
+	_, r := analyzeFile(t, "vxlan-outer-jumping.pcap.gz", Options{})
+	if len(r.Tunnels) == 0 || r.Tunnels[0].VNI != 42 || r.Tunnels[0].IPID.Share < 0.9 {
+		t.Fatalf("tunnels %+v", r.Tunnels)
+	}
+	top := r.Findings[0]
+	if top.ID != "gro-blocked" || !strings.Contains(top.Scope, "outer header") || !strings.Contains(top.Evidence[0], "GRO cannot merge") {
+		t.Fatalf("findings %+v", r.Findings)
+	}
+	if f := busiest(t, r); f.Encap != "vxlan" || f.Proto != "tcp" {
+		t.Fatalf("inner flow %+v", f)
+	}
+	_, inner := analyzeFile(t, "vxlan-inner.pcap.gz", Options{})
+	for _, f := range inner.Findings {
+		if f.ID == "gro-blocked" {
+			t.Fatalf("the inner device's capture gave %+v", f)
+		}
+	}
+}
+
+func TestRetransmissionsMatchTheKernelCounterOfThatRun(t *testing.T) {
+	b, err := os.ReadFile("testdata/loss-sender.kernel.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kernel struct {
+		Delta float64 `json:"tcp_retrans_segs_delta"`
+	}
+	if err := json.Unmarshal(b, &kernel); err != nil {
+		t.Fatal(err)
+	}
+	_, r := analyzeFile(t, "loss-sender.pcap.gz", Options{})
+	f := busiest(t, r)
+	if got := float64(f.TCP.RetransmittedSegs); math.Abs(got-kernel.Delta) > 0.05*kernel.Delta {
+		t.Fatalf("%v retransmitted segments, the kernel counted %v", got, kernel.Delta)
+	}
+	if ids(r)[0] != "packet-loss" {
+		t.Fatalf("findings %v", ids(r))
+	}
+}
+
+func TestFilterKeepsMatchingFlows(t *testing.T) {
+	flt, err := ParseFilter(":5301")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, r := analyzeFile(t, "tso-sender.pcap.gz", Options{Flow: flt})
+	if len(r.Flows) != 2 || a.Filtered != 0 {
+		t.Fatalf("%d flows, %d filtered", len(r.Flows), a.Filtered)
+	}
+	flt, _ = ParseFilter("10.9.9.9")
+	a, r = analyzeFile(t, "tso-sender.pcap.gz", Options{Flow: flt})
+	if len(r.Flows) != 0 || a.Filtered != a.Frames {
+		t.Fatalf("%d flows, %d of %d filtered", len(r.Flows), a.Filtered, a.Frames)
+	}
+	for _, bad := range []string{"5301", ":x", "host"} {
+		if _, err := ParseFilter(bad); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}
+
+func TestGraphsStayBoundedWhateverTheFlowLength(t *testing.T) {
+	a := New(Options{Graphs: true})
+	base := int64(1e18)
+	var seq uint32 = 1000
+	for i := 0; i < 300000; i++ {
+		addTCP(t, a, base+int64(i)*int64(10*time.Microsecond), "10.0.0.1", "10.0.0.2", 1, 2, seq, 0, 1448, false, uint64(i+1))
+		addTCP(t, a, base+int64(i)*int64(10*time.Microsecond)+500, "10.0.0.2", "10.0.0.1", 2, 1, 1, seq+1448, 0, true, uint64(i+1))
+		seq += 1448
+	}
+	g := a.Graphs(8)
+	if len(g) != 1 || len(g[0].Points) > maxBins || len(g[0].Points) < maxBins/2 {
+		t.Fatalf("%d graphs, %d points", len(g), len(g[0].Points))
+	}
+	if f := busiest(t, a.Report("synthetic", "pcap", nil)); f.TCP.Retransmissions != 0 || f.TCP.RTT.Samples == 0 {
+		t.Fatalf("%+v", f.TCP)
+	}
+}
+
+// addTCP feeds a synthetic Ethernet/IPv4/TCP frame.
+func addTCP(t *testing.T, a *Analyzer, ts int64, src, dst string, sport, dport uint16, seq, ack, payload uint32, isAck bool, n uint64) {
+	t.Helper()
+	data := tcpFrame(t, src, dst, sport, dport, seq, ack, payload, isAck)
+	if err := a.Add(capture.Frame{Number: n, TimeNs: ts, LinkType: 1, WireLen: len(data), Data: data}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func tcpFrame(t testing.TB, src, dst string, sport, dport uint16, seq, ack, payload uint32, isAck bool) []byte {
+	ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Flags: layers.IPv4DontFragment, Protocol: layers.IPProtocolTCP,
+		SrcIP: net.ParseIP(src).To4(), DstIP: net.ParseIP(dst).To4()}
+	tcp := &layers.TCP{SrcPort: layers.TCPPort(sport), DstPort: layers.TCPPort(dport), Seq: seq, Ack: ack, ACK: isAck || ack != 0, Window: 1000}
+	buf := gopacket.NewSerializeBuffer()
+	eth := &layers.Ethernet{SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, EthernetType: layers.EthernetTypeIPv4}
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true}, eth, ip, tcp, gopacket.Payload(make([]byte, payload))); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// pcapOf writes frames into a classic pcap with the given byte order and
+// timestamp resolution, by hand, so both byte orders are covered.
+func pcapOf(order binary.ByteOrder, nanos bool, link uint32, frames ...[]byte) []byte {
+	var b bytes.Buffer
+	magic := uint32(0xa1b2c3d4)
+	if nanos {
+		magic = 0xa1b23c4d
+	}
+	hdr := make([]byte, 24)
+	order.PutUint32(hdr[0:], magic)
+	order.PutUint16(hdr[4:], 2)
+	order.PutUint16(hdr[6:], 4)
+	order.PutUint32(hdr[16:], 65535)
+	order.PutUint32(hdr[20:], link)
+	b.Write(hdr)
+	for i, f := range frames {
+		rec := make([]byte, 16)
+		order.PutUint32(rec[0:], uint32(1700000000+i))
+		order.PutUint32(rec[4:], 500)
+		order.PutUint32(rec[8:], uint32(len(f)))
+		order.PutUint32(rec[12:], uint32(len(f)))
+		b.Write(rec)
+		b.Write(f)
+	}
+	return b.Bytes()
+}
+
+func TestReaderHandlesByteOrdersResolutionsPcapngAndGzip(t *testing.T) {
+	f1 := tcpFrame(t, "10.0.0.1", "10.0.0.2", 1, 2, 100, 0, 1000, false)
+	f2 := tcpFrame(t, "10.0.0.1", "10.0.0.2", 1, 2, 1100, 0, 1000, false)
+	var ng bytes.Buffer
+	w, err := pcapgo.NewNgWriterInterface(&ng, pcapgo.NgInterface{LinkType: layers.LinkTypeEthernet, SnapLength: 65535}, pcapgo.DefaultNgWriterOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := w.AddInterface(pcapgo.NgInterface{LinkType: layers.LinkTypeRaw, SnapLength: 65535})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.WritePacket(gopacket.CaptureInfo{Timestamp: time.Unix(1700000000, 0), CaptureLength: len(f1), Length: len(f1)}, f1)
+	w.WritePacket(gopacket.CaptureInfo{Timestamp: time.Unix(1700000001, 0), CaptureLength: len(f2) - 14, Length: len(f2) - 14, InterfaceIndex: raw}, f2[14:])
+	w.Flush()
+	var gz bytes.Buffer
+	zw := newGzip(&gz)
+	zw.Write(pcapOf(binary.BigEndian, true, 1, f1, f2))
+	zw.Close()
+	for name, data := range map[string][]byte{
+		"little-endian µs":       pcapOf(binary.LittleEndian, false, 1, f1, f2),
+		"big-endian ns":          pcapOf(binary.BigEndian, true, 1, f1, f2),
+		"pcapng, two link types": ng.Bytes(),
+		"gzip":                   gz.Bytes(),
+	} {
+		r, err := capture.Open(bytes.NewReader(data))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		a := New(Options{})
+		if err := a.Run(r); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		rep := a.Report(name, r.Format, nil)
+		if len(rep.Flows) != 1 || rep.Flows[0].PayloadBytes != 2000 || rep.Capture.Seconds != 1 {
+			t.Fatalf("%s (%s): %+v %+v", name, r.Format, rep.Capture, rep.Flows)
+		}
+	}
+}
+
+func TestTruncatedCaptureIsAnalyzedUpToTheDamage(t *testing.T) {
+	f := tcpFrame(t, "10.0.0.1", "10.0.0.2", 1, 2, 100, 0, 1000, false)
+	data := pcapOf(binary.LittleEndian, false, 1, f, f, f)
+	data = data[:len(data)-100]
+	r, err := capture.Open(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := New(Options{})
+	runErr := a.Run(r)
+	if runErr == nil || !strings.Contains(runErr.Error(), "reading packet 3") || !strings.Contains(runErr.Error(), "truncated") {
+		t.Fatalf("err %v", runErr)
+	}
+	rep := a.Report("cut", r.Format, runErr)
+	if rep.Capture.Frames != 2 || rep.Capture.Error == "" || rep.Flows[0].DataPackets != 2 {
+		t.Fatalf("%+v", rep.Capture)
+	}
+}
+
+func TestMalformedFrameNamesThePacket(t *testing.T) {
+	good := tcpFrame(t, "10.0.0.1", "10.0.0.2", 1, 2, 100, 0, 10, false)
+	bad := append([]byte(nil), good...)
+	bad[14] = 0x41 // IHL of one word
+	r, _ := capture.Open(bytes.NewReader(pcapOf(binary.LittleEndian, false, 1, good, bad)))
+	a := New(Options{})
+	if err := a.Run(r); err == nil || !strings.HasPrefix(err.Error(), "packet 2: ") {
+		t.Fatalf("err %v", err)
+	}
+	if _, err := capture.Open(bytes.NewReader([]byte("not a capture at all"))); err == nil || !strings.Contains(err.Error(), "not a pcap") {
+		t.Fatalf("err %v", err)
+	}
+	if _, err := capture.Open(bytes.NewReader(nil)); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func FuzzCapture(f *testing.F) {
+	fr := tcpFrame(f, "10.0.0.1", "10.0.0.2", 1, 2, 100, 0, 100, false)
+	f.Add(pcapOf(binary.LittleEndian, false, 1, fr, fr))
+	f.Add(pcapOf(binary.BigEndian, true, 101, fr[14:]))
+	f.Add([]byte{0x0a, 0x0d, 0x0d, 0x0a, 0x1c, 0, 0, 0, 0x4d, 0x3c, 0x2b, 0x1a})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := capture.Open(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		a := New(Options{Graphs: true})
+		runErr := a.Run(r)
+		rep := a.Report("fuzz", r.Format, runErr)
+		if err := rep.WriteText(&bytes.Buffer{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func newGzip(w *bytes.Buffer) *gzip.Writer { return gzip.NewWriter(w) }

@@ -1,0 +1,320 @@
+package e2e
+
+import (
+	"bufio"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"image/png"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skbtrace/skbtrace/internal/analyze/pcap"
+	"github.com/skbtrace/skbtrace/internal/host"
+	"github.com/skbtrace/skbtrace/internal/lab"
+)
+
+// The live capture tests make the captures that internal/analyze/pcap's
+// fixtures are copies of; SKBTRACE_UPDATE_PCAP_FIXTURES=1 refreshes them.
+var fixtureDir = filepath.Join("..", "..", "internal", "analyze", "pcap", "testdata")
+
+// tcpdumpIn captures on a device inside a namespace until stop is called.
+func tcpdumpIn(t *testing.T, ns *host.Netns, dev, file string, count int, filter string) (stop func()) {
+	t.Helper()
+	tcpdump := requireTool(t, "tcpdump")
+	args := []string{"netns", "exec", ns.Name, tcpdump, "-i", dev, "-s", "128", "-B", "65536", "--immediate-mode", "-w", file, "-U"}
+	if dev == "any" {
+		// Linux cooked v2 records which frames the host sent.
+		args = append(args, "-y", "LINUX_SLL2")
+	}
+	if count > 0 {
+		args = append(args, "-c", fmt.Sprint(count))
+	}
+	cmd := exec.Command("ip", append(args, filter)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	listening, drained := make(chan struct{}), make(chan struct{})
+	var summary []string
+	go func() {
+		defer close(drained)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "listening on") {
+				close(listening)
+				continue
+			}
+			summary = append(summary, sc.Text())
+		}
+	}()
+	select {
+	case <-listening:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("tcpdump did not start")
+	}
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		// tcpdump exits at SIGINT without draining its ring: wait until the
+		// file stops growing, so the capture holds every packet it got.
+		last := int64(-1)
+		for i := 0; i < 100; i++ {
+			time.Sleep(150 * time.Millisecond)
+			st, err := os.Stat(file)
+			if err == nil && st.Size() == last {
+				break
+			}
+			if err == nil {
+				last = st.Size()
+			}
+		}
+		cmd.Process.Signal(os.Interrupt)
+		<-drained
+		cmd.Wait()
+		t.Logf("tcpdump on %s: %s", dev, strings.Join(summary, "; "))
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// serveAll runs a load server on every address of the receiver namespace.
+func serveAll(t *testing.T, pair *lab.Pair) {
+	srv := exec.Command("taskset", "-c", "1", binary, "load", "server", "--listen", "0.0.0.0:5301", "--netns", pair.Receiver.Name)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+}
+
+func analyzeCapture(t *testing.T, file string, args ...string) *pcap.Report {
+	t.Helper()
+	out, err := exec.Command(binary, append([]string{"pcap", file, "--json"}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("pcap %s: %v", file, err)
+	}
+	var r pcap.Report
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("pcap --json: %v: %s", err, out)
+	}
+	return &r
+}
+
+// keepFixture gzips a capture into the analyzer's testdata when asked to.
+func keepFixture(t *testing.T, file, name string) {
+	if os.Getenv("SKBTRACE_UPDATE_PCAP_FIXTURES") == "" {
+		return
+	}
+	in, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(fixtureDir, name+".pcap.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zw := gzip.NewWriter(f)
+	zw.Write(in)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func dataFlow(t *testing.T, r *pcap.Report, dstPort string) *pcap.FlowReport {
+	t.Helper()
+	for i := range r.Flows {
+		if strings.HasSuffix(r.Flows[i].Dst, dstPort) && r.Flows[i].PayloadBytes > 0 {
+			return &r.Flows[i]
+		}
+	}
+	t.Fatalf("no data flow to %s in %+v", dstPort, r.Flows)
+	return nil
+}
+
+func TestPcapAttributesLargeFramesToReceiverGRO(t *testing.T) {
+	requireRoot(t)
+	pair := newPair(t)
+	run(t, pair.Sender, "ethtool", "-K", pair.SenderDev, "tso", "off", "gso", "off")
+	run(t, pair.Receiver, "ethtool", "-K", pair.ReceiverDev, "gro", "on")
+	serveAll(t, pair)
+	file := filepath.Join(t.TempDir(), "gro.pcap")
+	stop := tcpdumpIn(t, pair.Receiver, "any", file, 3000, "tcp port 5301")
+	loadClient(t, pair, lab.ReceiverAddr.Addr().String()+":5301", "-d", "0.5", "--cc", "cubic")
+	stop()
+	keepFixture(t, file, "gro-receiver")
+	f := dataFlow(t, analyzeCapture(t, file), ":5301")
+	if f.OverMTU == nil || f.OverMTU.AvgSegments < 2 || !strings.Contains(f.OverMTU.MadeBy, "receiver GRO") || f.Location != pcap.LocationReceiver {
+		t.Fatalf("captured %q, frames above the MTU %+v", f.Location, f.OverMTU)
+	}
+}
+
+func TestPcapAttributesLargeFramesToSenderTSO(t *testing.T) {
+	requireRoot(t)
+	pair := newPair(t)
+	serveAll(t, pair)
+	file := filepath.Join(t.TempDir(), "tso.pcap")
+	stop := tcpdumpIn(t, pair.Sender, "any", file, 3000, "tcp port 5301")
+	loadClient(t, pair, lab.ReceiverAddr.Addr().String()+":5301", "-d", "0.5", "--cc", "cubic")
+	stop()
+	keepFixture(t, file, "tso-sender")
+	f := dataFlow(t, analyzeCapture(t, file), ":5301")
+	if f.OverMTU == nil || f.OverMTU.AvgSegments < 2 || !strings.Contains(f.OverMTU.MadeBy, "sender TSO") || f.Location != pcap.LocationSender {
+		t.Fatalf("captured %q, frames above the MTU %+v", f.Location, f.OverMTU)
+	}
+}
+
+func TestPcapFindsJumpingOuterIPIDsButNotOnTheInnerDevice(t *testing.T) {
+	requireRoot(t)
+	pair := newPair(t)
+	if err := pair.AddVXLAN(); err != nil {
+		t.Fatal(err)
+	}
+	run(t, pair.Sender, "ethtool", "-K", pair.SenderDev, "tso", "off", "tx-udp_tnl-segmentation", "off", "tx-udp_tnl-csum-segmentation", "off")
+	run(t, pair.Receiver, "ethtool", "-K", pair.ReceiverDev, "gro", "on")
+	if err := pair.ScrambleOuterIPIDs(); err != nil {
+		t.Fatal(err)
+	}
+	serveAll(t, pair)
+	dir := t.TempDir()
+	outerFile, innerFile := filepath.Join(dir, "outer.pcap"), filepath.Join(dir, "inner.pcap")
+	stopOuter := tcpdumpIn(t, pair.Receiver, pair.ReceiverDev, outerFile, 3000, "udp port 4789")
+	stopInner := tcpdumpIn(t, pair.Receiver, lab.TunnelDev, innerFile, 3000, "tcp port 5301")
+	loadClient(t, pair, lab.ReceiverTunnelAddr.Addr().String()+":5301", "-d", "0.5", "--cc", "cubic")
+	stopOuter()
+	stopInner()
+	keepFixture(t, outerFile, "vxlan-outer-jumping")
+	keepFixture(t, innerFile, "vxlan-inner")
+	outer := analyzeCapture(t, outerFile)
+	var found bool
+	for _, f := range outer.Findings {
+		found = found || f.ID == "gro-blocked" && strings.Contains(f.Scope, "outer header")
+	}
+	if !found || len(outer.Tunnels) == 0 || outer.Tunnels[0].IPID.Share < 0.9 {
+		t.Fatalf("outer capture: findings %+v, tunnels %+v", outer.Findings, outer.Tunnels)
+	}
+	for _, f := range analyzeCapture(t, innerFile).Findings {
+		if f.ID == "gro-blocked" {
+			t.Fatalf("the inner device's capture gave %+v", f)
+		}
+	}
+}
+
+func TestPcapRetransmissionsMatchTheKernel(t *testing.T) {
+	requireRoot(t)
+	requireTool(t, "nft")
+	pair := newPair(t)
+	for _, args := range [][]string{
+		{"add", "table", "inet", "skbtrace_e2e"},
+		{"add", "chain", "inet", "skbtrace_e2e", "in", "{ type filter hook input priority 0 ; }"},
+		{"add", "rule", "inet", "skbtrace_e2e", "in", "tcp", "dport", "5301", "numgen", "random", "mod", "100", "<", "1", "drop"},
+	} {
+		run(t, pair.Receiver, "nft", args...)
+	}
+	serveAll(t, pair)
+	file := filepath.Join(t.TempDir(), "loss.pcap")
+	before := retransSegs(t, pair.Sender)
+	stop := tcpdumpIn(t, pair.Sender, pair.SenderDev, file, 0, "tcp port 5301")
+	loadClient(t, pair, lab.ReceiverAddr.Addr().String()+":5301", "-d", "0.3", "--cc", "cubic")
+	// The closed socket still retransmits its tail; capture and count until
+	// everything is acknowledged.
+	waitAcked(t, pair.Sender)
+	stop()
+	kernel := int64(retransSegs(t, pair.Sender) - before)
+	keepFixture(t, file, "loss-sender")
+	if os.Getenv("SKBTRACE_UPDATE_PCAP_FIXTURES") != "" {
+		os.WriteFile(filepath.Join(fixtureDir, "loss-sender.kernel.json"), []byte(fmt.Sprintf("{\"tcp_retrans_segs_delta\": %d}\n", kernel)), 0o644)
+	}
+	f := dataFlow(t, analyzeCapture(t, file), ":5301")
+	got := float64(f.TCP.RetransmittedSegs)
+	t.Logf("capture: %d retransmitted segments (%d packets); kernel TcpRetransSegs delta %d", f.TCP.RetransmittedSegs, f.TCP.Retransmissions, kernel)
+	if kernel < 20 || math.Abs(got-float64(kernel)) > 0.05*float64(kernel) {
+		t.Fatalf("capture counted %v retransmitted segments, the kernel %d", got, kernel)
+	}
+}
+
+// waitAcked waits until no TCP socket of the namespace has data in flight.
+func waitAcked(t *testing.T, ns *host.Netns) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var socks []host.TCPSocket
+		if err := ns.Do(func() (err error) { socks, err = host.ReadTCPSockets(); return err }); err != nil {
+			t.Fatal(err)
+		}
+		busy := false
+		for _, s := range socks {
+			busy = busy || s.Unacked > 0 || s.NotSent > 0
+		}
+		if !busy {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("data still in flight after 10 s")
+}
+
+func run(t *testing.T, ns *host.Netns, name string, args ...string) {
+	t.Helper()
+	if _, err := ns.Run(name, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The graphs page opens in a browser at once and shows non-empty charts.
+func TestPcapGraphsRenderInHeadlessChromium(t *testing.T) {
+	chromium := requireTool(t, "chromium")
+	dir := t.TempDir()
+	out, err := exec.Command(binary, "pcap", filepath.Join(fixtureDir, "tso-sender.pcap.gz"), "--graphs", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	shot := filepath.Join(dir, "page.png")
+	cmd := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--screenshot="+shot,
+		"--window-size=1000,1400", "file://"+filepath.Join(dir, "index.html"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("chromium: %v: %s", err, out)
+	}
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each chart's plot area must hold drawn (non-white, non-grey-frame)
+	// pixels: count coloured ones in the first chart's band.
+	b := img.Bounds()
+	coloured := 0
+	for y := b.Min.Y + 130; y < min(b.Max.Y, 450); y++ {
+		for x := b.Min.X + 100; x < b.Max.X-30; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			if r>>8 < 200 || g>>8 < 200 || bl>>8 < 200 {
+				coloured++
+			}
+		}
+	}
+	if coloured < 500 {
+		t.Fatalf("the time-sequence chart looks empty: %d drawn pixels", coloured)
+	}
+	for _, name := range []string{"flow1-tseq.svg", "flow1-throughput.svg", "flow1-rtt.svg", "flow1-size.svg"} {
+		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() < 1000 {
+			t.Errorf("%s missing or empty", name)
+		}
+	}
+}
