@@ -168,7 +168,7 @@ func addTCP(t *testing.T, a *Analyzer, ts int64, src, dst string, sport, dport u
 func tcpFrame(t testing.TB, src, dst string, sport, dport uint16, seq, ack, payload uint32, isAck bool) []byte {
 	ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Flags: layers.IPv4DontFragment, Protocol: layers.IPProtocolTCP,
 		SrcIP: net.ParseIP(src).To4(), DstIP: net.ParseIP(dst).To4()}
-	tcp := &layers.TCP{SrcPort: layers.TCPPort(sport), DstPort: layers.TCPPort(dport), Seq: seq, Ack: ack, ACK: isAck || ack != 0, Window: 1000}
+	tcp := &layers.TCP{SrcPort: layers.TCPPort(sport), DstPort: layers.TCPPort(dport), Seq: seq, Ack: ack, ACK: isAck || ack != 0, Window: 65535}
 	buf := gopacket.NewSerializeBuffer()
 	eth := &layers.Ethernet{SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, EthernetType: layers.EthernetTypeIPv4}
 	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true}, eth, ip, tcp, gopacket.Payload(make([]byte, payload))); err != nil {
@@ -300,3 +300,135 @@ func FuzzCapture(f *testing.F) {
 }
 
 func newGzip(w *bytes.Buffer) *gzip.Writer { return gzip.NewWriter(w) }
+
+func udpFrame(t testing.TB, payload int) []byte {
+	ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Flags: layers.IPv4DontFragment, Protocol: layers.IPProtocolUDP,
+		SrcIP: net.ParseIP("10.0.0.1").To4(), DstIP: net.ParseIP("10.0.0.2").To4()}
+	buf := gopacket.NewSerializeBuffer()
+	eth := &layers.Ethernet{SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, EthernetType: layers.EthernetTypeIPv4}
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true}, eth, ip, &layers.UDP{SrcPort: 9, DstPort: 5201}, gopacket.Payload(make([]byte, payload))); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func findingIDs(a *Analyzer) []string { return ids(a.Report("synthetic", "pcap", nil)) }
+
+func TestSmallDatagramsAreSmallPacketBound(t *testing.T) {
+	for _, c := range []struct {
+		size int
+		want bool
+	}{{64, true}, {1400, false}} {
+		a := New(Options{})
+		for i := 0; i < 50000; i++ {
+			d := udpFrame(t, c.size)
+			a.Add(capture.Frame{Number: uint64(i + 1), TimeNs: 1e18 + int64(i)*20000, LinkType: 1, Data: d})
+		}
+		got := strings.Join(findingIDs(a), ",")
+		if strings.Contains(got, "small-packet-bound") != c.want {
+			t.Errorf("%d-byte datagrams: findings %q", c.size, got)
+		}
+	}
+}
+
+// windowFlow is a sender that keeps filling a window of 10 segments; the
+// receiver advertises zero for part of the time when zero is set.
+func windowFlow(t *testing.T, zero bool) *Analyzer {
+	a := New(Options{})
+	var seq, n uint32 = 1000, 0
+	ts := int64(1e18)
+	for i := 0; i < 2000; i++ {
+		for j := 0; j < 10; j++ {
+			n++
+			addTCP(t, a, ts, "10.0.0.1", "10.0.0.2", 1, 2, seq, 1, 1000, true, uint64(n))
+			seq += 1000
+			ts += 1000
+		}
+		n++
+		win := uint16(10000)
+		if zero && i%2 == 0 {
+			win = 0
+		}
+		d := tcpFrame(t, "10.0.0.2", "10.0.0.1", 2, 1, 1, seq, 0, true)
+		binary.BigEndian.PutUint16(d[14+20+14:], win)
+		a.Add(capture.Frame{Number: uint64(n), TimeNs: ts + 50000, LinkType: 1, Data: d})
+		ts += 100000
+	}
+	return a
+}
+
+func TestAFullWindowIsRwndLimited(t *testing.T) {
+	if got := strings.Join(findingIDs(windowFlow(t, true)), ","); !strings.Contains(got, "rwnd-limited") {
+		t.Fatalf("findings %q", got)
+	}
+	a := New(Options{})
+	var seq uint32 = 1000
+	for i := 0; i < 2000; i++ { // one segment in flight at a time: far below the window
+		addTCP(t, a, 1e18+int64(i)*100000, "10.0.0.1", "10.0.0.2", 1, 2, seq, 1, 1000, true, uint64(2*i+1))
+		seq += 1000
+		addTCP(t, a, 1e18+int64(i)*100000+50000, "10.0.0.2", "10.0.0.1", 2, 1, 1, seq, 0, true, uint64(2*i+2))
+	}
+	if got := strings.Join(findingIDs(a), ","); strings.Contains(got, "rwnd-limited") {
+		t.Fatalf("findings %q", got)
+	}
+}
+
+func TestMTUMismatchFromTheHandshakeOrICMP(t *testing.T) {
+	syn := func(a *Analyzer) {
+		ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Protocol: layers.IPProtocolTCP, SrcIP: net.ParseIP("10.0.0.1").To4(), DstIP: net.ParseIP("10.0.0.2").To4()}
+		tcp := &layers.TCP{SrcPort: 1, DstPort: 2, Seq: 5, SYN: true, Options: []layers.TCPOption{{OptionType: layers.TCPOptionKindMSS, OptionLength: 4, OptionData: []byte{0x22, 0xd8}}}}
+		buf := gopacket.NewSerializeBuffer()
+		eth := &layers.Ethernet{SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, EthernetType: layers.EthernetTypeIPv4}
+		gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true}, eth, ip, tcp)
+		a.Add(capture.Frame{Number: 1, TimeNs: 1e18, LinkType: 1, Data: buf.Bytes()})
+	}
+	a := New(Options{MTU: 1500})
+	syn(a) // MSS 8920
+	if got := findingIDs(a); len(got) == 0 || got[0] != "mtu-mismatch" {
+		t.Fatalf("findings %v", got)
+	}
+	a = New(Options{})
+	syn(a)
+	if got := findingIDs(a); len(got) != 0 {
+		t.Fatalf("without --mtu: findings %v", got)
+	}
+	icmp := &layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(3, 4), Seq: 1400}
+	ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Protocol: layers.IPProtocolICMPv4, SrcIP: net.ParseIP("10.0.0.9").To4(), DstIP: net.ParseIP("10.0.0.1").To4()}
+	buf := gopacket.NewSerializeBuffer()
+	eth := &layers.Ethernet{SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, EthernetType: layers.EthernetTypeIPv4}
+	gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true}, eth, ip, icmp, gopacket.Payload(make([]byte, 28)))
+	a.Add(capture.Frame{Number: 2, TimeNs: 1e18 + 1, LinkType: 1, Data: buf.Bytes()})
+	rep := a.Report("icmp", "pcap", nil)
+	if len(rep.Findings) != 1 || rep.Findings[0].ID != "mtu-mismatch" || !strings.Contains(rep.Findings[0].Title, "1400") {
+		t.Fatalf("findings %+v", rep.Findings)
+	}
+}
+
+// BenchmarkAnalyze reads and analyzes an in-memory capture of bulk TCP
+// frames cut at 128 bytes, as tcpdump -s 128 writes them.
+func BenchmarkAnalyze(b *testing.B) {
+	var frames [][]byte
+	var seq uint32 = 1000
+	for i := 0; i < 100000; i++ {
+		frames = append(frames, tcpFrame(b, "10.0.0.1", "10.0.0.2", 1, 2, seq, 1, 1448, true)[:128])
+		seq += 1448
+		if i%2 == 1 {
+			frames = append(frames, tcpFrame(b, "10.0.0.2", "10.0.0.1", 2, 1, 1, seq, 0, true))
+		}
+	}
+	data := pcapOf(binary.LittleEndian, false, 1, frames...)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r, err := capture.Open(bytes.NewReader(data))
+		if err != nil {
+			b.Fatal(err)
+		}
+		a := New(Options{})
+		if err := a.Run(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(frames))/b.Elapsed().Seconds(), "packets/s")
+}
