@@ -21,6 +21,8 @@ type Summary struct {
 	Late          uint64
 	Ended         bool // the recording wrote its end record
 	Names         *Names
+	// Sample is set when per-packet families were attached only part of the time.
+	Sample *trace.Sample
 }
 
 // TotalLost is the sum over families.
@@ -143,6 +145,12 @@ func Replay(r *trace.Reader, filter *event.Filter, s *Summary, emit func(*event.
 				return finish(&trace.FormatError{Offset: rec.Offset, Msg: err.Error()})
 			}
 			s.Names.Symbols[sym.Addr] = sym.Name
+		case rec.Type == trace.RecordSample:
+			smp, err := trace.DecodeSample(r.ByteOrder(), rec.Body)
+			if err != nil {
+				return finish(&trace.FormatError{Offset: rec.Offset, Msg: err.Error()})
+			}
+			s.Sample = &smp
 		case rec.Type == trace.RecordEnd:
 			e, err := trace.DecodeEnd(r.ByteOrder(), rec.Body)
 			if err != nil {

@@ -145,6 +145,8 @@ type CPUStat struct {
 	NapiPolls          uint64
 	NapiWork           uint64
 	NapiBudgetExhausts uint64
+	// The intervals the softirq events covered, per vector.
+	NetRxSeconds, NetTxSeconds float64
 }
 
 type sockIOKey struct {
@@ -157,6 +159,7 @@ type SockIOStat struct {
 	Pid                  uint32
 	Comm, Dir            string
 	Calls, Bytes, Errors uint64
+	Seconds              float64 // covered by the intervals that reported
 }
 
 type qdiscKey struct {
@@ -247,12 +250,15 @@ func (s *Stat) Add(ev *event.Event) {
 		dir.Seconds += float64(ev.Time-ev.Begin) / 1e9
 	case event.TypeSoftirq:
 		c := s.cpu(ev.CPU)
+		span := float64(ev.Time-ev.Begin) / 1e9
 		if ev.Softirq.Vec == 3 {
 			c.NetRxNs += ev.Softirq.TimeNs
 			c.NetRxRuns += ev.Softirq.Entries
+			c.NetRxSeconds += span
 		} else {
 			c.NetTxNs += ev.Softirq.TimeNs
 			c.NetTxRuns += ev.Softirq.Entries
+			c.NetTxSeconds += span
 		}
 	case event.TypeNapiPoll:
 		c := s.cpu(ev.CPU)
@@ -271,6 +277,7 @@ func (s *Stat) Add(ev *event.Event) {
 		ps.Calls += io.Calls
 		ps.Bytes += io.Bytes
 		ps.Errors += io.Errors
+		ps.Seconds += float64(ev.Time-ev.Begin) / 1e9
 	case event.TypeQdisc:
 		q := &ev.Qdisc
 		k := qdiscKey{string(event.CString(q.Dev[:])), q.Netns, q.Handle, q.Parent}

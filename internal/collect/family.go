@@ -21,6 +21,9 @@ type Family struct {
 	// Drain, for families that aggregate in kernel maps, turns what the
 	// maps counted since the previous drain into events.
 	Drain drainFunc
+	// PerPacket families fire for every packet, skb or socket call: the ones
+	// Options.Sample attaches only part of the time.
+	PerPacket bool
 }
 
 // Families lists every family in the order `skbtrace events` prints them.
@@ -106,7 +109,8 @@ var Families = []Family{
 			btf(probe.SkbtraceProgDevXmit, "net_dev_start_xmit"),
 			btf(probe.SkbtraceProgDevXmitDone, "net_dev_xmit"),
 		},
-		Drain: drainDevXmit,
+		Drain:     drainDevXmit,
+		PerPacket: true,
 	},
 	{
 		Name:        "dev_recv",
@@ -116,7 +120,8 @@ var Families = []Family{
 			btf(probe.SkbtraceProgDevRecv, "netif_receive_skb"),
 			btf(probe.SkbtraceProgDevRecvGro, "napi_gro_receive_entry"),
 		},
-		Drain: drainDevRecv,
+		Drain:     drainDevRecv,
+		PerPacket: true,
 	},
 	{
 		Name:        "napi_poll",
@@ -124,6 +129,7 @@ var Families = []Family{
 		Description: "NAPI polls per device and CPU: work against budget, per interval",
 		Hooks:       []probe.Hook{btf(probe.SkbtraceProgNapiPoll, "napi_poll")},
 		Drain:       drainNapi,
+		PerPacket:   true,
 	},
 	{
 		Name:        "softirq",
@@ -133,7 +139,8 @@ var Families = []Family{
 			btf(probe.SkbtraceProgSoftirqEnter, "softirq_entry"),
 			btf(probe.SkbtraceProgSoftirqLeave, "softirq_exit"),
 		},
-		Drain: drainSoftirq,
+		Drain:     drainSoftirq,
+		PerPacket: true,
 	},
 	{
 		Name:        "qdisc",
@@ -153,7 +160,8 @@ var Families = []Family{
 			btf(probe.SkbtraceProgSockIoSend, "sock_send_length"),
 			btf(probe.SkbtraceProgSockIoRecv, "sock_recv_length"),
 		},
-		Drain: drainSockIO,
+		Drain:     drainSockIO,
+		PerPacket: true,
 	},
 }
 

@@ -38,6 +38,10 @@ type Options struct {
 	RTTInterval time.Duration
 	// Status receives a one-line live status (for a terminal), or nil.
 	Status io.Writer
+	// Sample is the share of each interval the per-packet families stay
+	// attached (0 or 1: always). Their events then cover those windows
+	// exactly: rates stay right, totals cover that share of the time.
+	Sample float64
 }
 
 // Totals is what a recording wrote.
@@ -50,14 +54,15 @@ type Totals struct {
 
 // Recording is an attached set of families. Close detaches everything.
 type Recording struct {
-	opts  Options
-	sess  *probe.Session
-	start time.Time
+	opts    Options
+	sess    *probe.Session
+	start   time.Time
+	sampled []probe.Hook // the per-packet families' hooks, when sampling
 }
 
 // Start loads and attaches the selected families.
 func Start(opts Options) (*Recording, error) {
-	var hooks []probe.Hook
+	var hooks, sampled []probe.Hook
 	consts := map[string]any{}
 	for _, f := range opts.Families {
 		fh, err := f.Usable()
@@ -65,6 +70,9 @@ func Start(opts Options) (*Recording, error) {
 			return nil, fmt.Errorf("event family %s cannot run: %w", f.Name, err)
 		}
 		hooks = append(hooks, fh...)
+		if f.PerPacket && opts.Sample > 0 && opts.Sample < 1 {
+			sampled = append(sampled, fh...)
+		}
 		for k, v := range f.Consts {
 			consts[k] = v
 		}
@@ -77,7 +85,7 @@ func Start(opts Options) (*Recording, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Recording{opts: opts, sess: sess, start: time.Now()}, nil
+	return &Recording{opts: opts, sess: sess, start: time.Now(), sampled: sampled}, nil
 }
 
 // Close detaches and unloads; safe after Run.
@@ -116,6 +124,7 @@ func (r *Recording) Run(w *trace.Writer, stop <-chan struct{}) (Totals, error) {
 		lostSeen:  make([][]uint64, len(Families)),
 		status:    r.opts.Status,
 		start:     r.start,
+		sampled:   r.sampled,
 	}
 	err := st.prepare()
 	if err == nil {
@@ -159,6 +168,11 @@ type recorderState struct {
 	lastLoss  time.Time
 	lastStat  time.Time
 	lastCount uint64
+	// Sampling: the per-packet hooks, whether they are attached, and when
+	// they are next detached or attached.
+	sampled  []probe.Hook
+	detached bool
+	nextFlip time.Time
 }
 
 // prepare writes the name tables the selected families need and sets up draining.
@@ -190,17 +204,34 @@ func (st *recorderState) prepare() error {
 			return err
 		}
 	}
+	if st.sampled != nil {
+		var names []string
+		for _, f := range st.opts.Families {
+			if f.PerPacket {
+				names = append(names, f.Name)
+			}
+		}
+		if err := st.w.AppendSample(trace.Sample{Share: st.opts.Sample, Interval: uint64(st.opts.Interval), Families: names}); err != nil {
+			return err
+		}
+	}
 	st.lastDrain = time.Now()
+	st.nextFlip = st.lastDrain.Add(time.Duration(float64(st.opts.Interval) * st.opts.Sample))
 	return nil
 }
 
 // drain writes what the aggregated families counted since the last drain.
 func (st *recorderState) drain() error {
-	d := st.drainer
-	if d == nil {
+	if st.drainer == nil {
 		return nil
 	}
-	d.now = host.BootNow()
+	return st.drainAt(host.BootNow())
+}
+
+// drainAt drains with the interval ending at now (CLOCK_BOOTTIME).
+func (st *recorderState) drainAt(now uint64) error {
+	d := st.drainer
+	d.now = now
 	d.pending = d.pending[:0]
 	for _, f := range st.opts.Families {
 		if f.Drain != nil {
@@ -261,12 +292,18 @@ func (st *recorderState) loop(stop <-chan struct{}) error {
 			if err := st.handle(rec.RawSample); err != nil {
 				return err
 			}
-			if st.events%1024 != 0 {
+			// Every 64 events, time for the periodic work: a busy ring
+			// never hits the read deadline, and sampling flips must keep time.
+			if st.events%64 != 0 {
 				continue
 			}
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			// The ring is empty: sleep until the next drain.
-			st.sess.SetDeadline(time.Now().Add(drainInterval))
+			// The ring is empty: sleep until the next drain or sampling flip.
+			wake := time.Now().Add(drainInterval)
+			if st.sampled != nil && st.nextFlip.Before(wake) {
+				wake = st.nextFlip
+			}
+			st.sess.SetDeadline(wake)
 		default:
 			return fmt.Errorf("reading events: %w", err)
 		}
@@ -276,7 +313,48 @@ func (st *recorderState) loop(stop <-chan struct{}) error {
 	}
 }
 
+// sample flips the per-packet hooks: attached for Sample of each interval.
+// A drain at each flip makes their events cover exactly the attached
+// windows (drained at attach, they have counted nothing since the last).
+func (st *recorderState) sample(now time.Time) error {
+	if st.sampled == nil || now.Before(st.nextFlip) {
+		return nil
+	}
+	if st.detached {
+		if err := st.drain(); err != nil {
+			return err
+		}
+		if err := st.sess.ForgetSoftirqStarts(); err != nil {
+			return err
+		}
+		if err := st.sess.Attach(st.sampled); err != nil {
+			return err
+		}
+		// The window begins once the hooks are in place: attaching takes
+		// milliseconds, a real share of a 50 ms window.
+		if st.drainer != nil {
+			st.drainer.begin = host.BootNow()
+		}
+		st.detached, st.nextFlip = false, now.Add(time.Duration(float64(st.opts.Interval)*st.opts.Sample))
+	} else {
+		// And it ends when detaching starts.
+		end := host.BootNow()
+		st.sess.DetachHooks(st.sampled)
+		if st.drainer != nil {
+			if err := st.drainAt(end); err != nil {
+				return err
+			}
+		}
+		st.detached, st.nextFlip = true, now.Add(time.Duration(float64(st.opts.Interval)*(1-st.opts.Sample)))
+	}
+	st.lastDrain = now
+	return nil
+}
+
 func (st *recorderState) periodic(now time.Time) error {
+	if err := st.sample(now); err != nil {
+		return err
+	}
 	if now.Sub(st.lastDrain) >= st.opts.Interval {
 		if err := st.drain(); err != nil {
 			return err

@@ -74,7 +74,7 @@ type Config struct {
 // unloads everything; it is safe to call more than once.
 type Session struct {
 	coll  *ebpf.Collection
-	links []link.Link
+	links map[Hook]link.Link
 	ring  *ringbuf.Reader
 }
 
@@ -137,22 +137,10 @@ func Open(cfg Config) (*Session, error) {
 		}
 		return nil, fmt.Errorf("loading BPF programs: %w", err)
 	}
-	s := &Session{coll: coll}
-	attached := map[Hook]bool{}
-	for _, h := range cfg.Hooks {
-		if h.Kind == Iterator || attached[h] {
-			continue // families that share a program share its attachment
-		}
-		attached[h] = true
-		l, err := attach(h, coll.Programs[h.Program])
-		if err != nil {
-			s.Close()
-			if errors.Is(err, unix.EPERM) {
-				return nil, fmt.Errorf("attaching %s: %w", h, ErrPermission)
-			}
-			return nil, fmt.Errorf("attaching %s: %w", h, err)
-		}
-		s.links = append(s.links, l)
+	s := &Session{coll: coll, links: map[Hook]link.Link{}}
+	if err := s.Attach(cfg.Hooks); err != nil {
+		s.Close()
+		return nil, err
 	}
 	s.ring, err = ringbuf.NewReader(coll.Maps[SkbtraceMapEvents])
 	if err != nil {
@@ -250,13 +238,42 @@ func (s *Session) Lost() ([][]uint64, error) {
 	return out, nil
 }
 
+// Attach attaches the hooks not attached yet; families that share a
+// program share its attachment.
+func (s *Session) Attach(hooks []Hook) error {
+	for _, h := range hooks {
+		if h.Kind == Iterator || s.links[h] != nil {
+			continue
+		}
+		l, err := attach(h, s.coll.Programs[h.Program])
+		if err != nil {
+			if errors.Is(err, unix.EPERM) {
+				return fmt.Errorf("attaching %s: %w", h, ErrPermission)
+			}
+			return fmt.Errorf("attaching %s: %w", h, err)
+		}
+		s.links[h] = l
+	}
+	return nil
+}
+
+// DetachHooks removes these hooks' programs; Attach puts them back.
+func (s *Session) DetachHooks(hooks []Hook) {
+	for _, h := range hooks {
+		if l := s.links[h]; l != nil {
+			l.Close()
+			delete(s.links, h)
+		}
+	}
+}
+
 // Detach removes every program from its hook; reading may continue to drain
 // what is already queued.
 func (s *Session) Detach() {
-	for _, l := range s.links {
+	for h, l := range s.links {
 		l.Close()
+		delete(s.links, h)
 	}
-	s.links = nil
 }
 
 // NextSeq is the sequence number the next event will take. After Detach no
@@ -358,6 +375,29 @@ func (s *Session) ReserveSeq(n uint64) (uint64, error) {
 func (s *Session) NextDrainGeneration(gen uint64) error {
 	if err := s.coll.Variables[SkbtraceVarDrainGen].Set(gen); err != nil {
 		return fmt.Errorf("starting drain generation %d: %w", gen, err)
+	}
+	return nil
+}
+
+// ForgetSoftirqStarts clears the softirq entry times a detached softirq_exit
+// never saw, so that the first exit after re-attaching does not count the
+// time since then. Call it only while the softirq hooks are detached.
+func (s *Session) ForgetSoftirqStarts() error {
+	m := s.coll.Maps[SkbtraceMapSoftirqs]
+	if m == nil {
+		return nil
+	}
+	for _, vec := range []uint32{2, 3} { // NET_TX, NET_RX
+		var vs []SkbtraceSoftirqStats
+		if err := m.Lookup(vec, &vs); err != nil {
+			return fmt.Errorf("reading softirq times: %w", err)
+		}
+		for i := range vs {
+			vs[i].StartNs = 0
+		}
+		if err := m.Put(vec, vs); err != nil {
+			return fmt.Errorf("resetting softirq entry times: %w", err)
+		}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -19,22 +20,32 @@ type StatView struct {
 	Missing     uint64     `json:"missing_seq"`
 	Connections []ConnView `json:"connections"`
 	// StateOnly counts sockets seen only changing state (listeners, short-lived connections).
-	StateOnly int         `json:"state_only_sockets"`
-	Devices   []DevView   `json:"devices"`
-	CPUs      []CPUView   `json:"cpus"`
+	StateOnly int       `json:"state_only_sockets"`
+	Devices   []DevView `json:"devices"`
+	CPUs      []CPUView `json:"cpus"`
+	// Sampled lists the families attached only Share of each interval: the
+	// CPU shares and call rates below are over the time they covered.
+	Sampled   *SampleView `json:"sampled,omitempty"`
 	Drops     []DropView  `json:"drops"`
 	Qdiscs    []QdiscView `json:"qdiscs"`
 	Processes []ProcView  `json:"processes"`
 }
 
+// SampleView says which families were sampled, and how much of the time.
+type SampleView struct {
+	Share    float64  `json:"share"`
+	Families []string `json:"families"`
+}
+
 // ProcView is one process's socket calls in one direction.
 type ProcView struct {
-	Pid    uint32 `json:"pid"`
-	Comm   string `json:"comm"`
-	Dir    string `json:"dir"`
-	Calls  uint64 `json:"calls"`
-	Bytes  uint64 `json:"bytes"`
-	Errors uint64 `json:"errors"`
+	Pid         uint32  `json:"pid"`
+	Comm        string  `json:"comm"`
+	Dir         string  `json:"dir"`
+	Calls       uint64  `json:"calls"`
+	Bytes       uint64  `json:"bytes"`
+	Errors      uint64  `json:"errors"`
+	CallsPerSec float64 `json:"calls_per_second"`
 }
 
 // QdiscView is one qdisc in StatView.
@@ -123,8 +134,15 @@ func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 	v := StatView{Seconds: st.Seconds(), Events: st.Events, Lost: sum.TotalLost(), Missing: sum.Missing,
 		Connections: []ConnView{}, Devices: []DevView{}, CPUs: []CPUView{}, Drops: []DropView{}, Qdiscs: []QdiscView{}}
 	v.Processes = []ProcView{}
+	if smp := sum.Sample; smp != nil {
+		v.Sampled = &SampleView{Share: smp.Share, Families: smp.Families}
+	}
 	for _, p := range st.SockIO {
-		v.Processes = append(v.Processes, ProcView{Pid: p.Pid, Comm: p.Comm, Dir: p.Dir, Calls: p.Calls, Bytes: p.Bytes, Errors: p.Errors})
+		pv := ProcView{Pid: p.Pid, Comm: p.Comm, Dir: p.Dir, Calls: p.Calls, Bytes: p.Bytes, Errors: p.Errors}
+		if p.Seconds > 0 {
+			pv.CallsPerSec = float64(p.Calls) / p.Seconds
+		}
+		v.Processes = append(v.Processes, pv)
 	}
 	for _, q := range st.Qdiscs {
 		v.Qdiscs = append(v.Qdiscs, QdiscView{Dev: q.Dev, Netns: nsName(q.Netns), Kind: q.Kind, Handle: qdiscHandle(q.Handle),
@@ -160,10 +178,15 @@ func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 		v.Devices = append(v.Devices, dv)
 	}
 	secs := st.Seconds()
+	sampledSoftirq := sum.Sample != nil && slices.Contains(sum.Sample.Families, "softirq")
 	for _, c := range st.CPUs {
 		cv := CPUView{CPU: c.CPU, NapiPolls: c.NapiPolls, NapiWork: c.NapiWork, NapiExhausted: c.NapiBudgetExhausts,
 			NetRxSoftirqs: c.NetRxRuns, NetTxSoftirqs: c.NetTxRuns}
-		if secs > 0 {
+		switch {
+		case sampledSoftirq:
+			// Over the windows the softirq hooks were attached.
+			cv.NetRxShare, cv.NetTxShare = share(c.NetRxNs, c.NetRxSeconds), share(c.NetTxNs, c.NetTxSeconds)
+		case secs > 0:
 			cv.NetRxShare, cv.NetTxShare = float64(c.NetRxNs)/1e9/secs, float64(c.NetTxNs)/1e9/secs
 		}
 		v.CPUs = append(v.CPUs, cv)
@@ -173,6 +196,13 @@ func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 			Location: symbol(names, d.Location), Dev: d.Dev, Count: d.Count})
 	}
 	return v
+}
+
+func share(ns uint64, seconds float64) float64 {
+	if seconds <= 0 {
+		return 0
+	}
+	return float64(ns) / 1e9 / seconds
 }
 
 // WriteStatJSON writes the summary as one JSON document.
@@ -189,6 +219,10 @@ func WriteStatText(w io.Writer, v StatView) error {
 		fmt.Fprintf(w, ", %d sequence numbers missing", v.Missing)
 	}
 	fmt.Fprintln(w)
+	if v.Sampled != nil {
+		fmt.Fprintf(w, "sampled: %s attached %.0f%% of each interval; their rates and shares are over that time, their totals cover it only\n",
+			strings.Join(v.Sampled.Families, ", "), v.Sampled.Share*100)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if len(v.Connections) > 0 {
 		fmt.Fprintln(tw, "\nCONNECTIONS\nlocal\tpeer\tnetns\tseconds\tbytes\tthroughput\tsend limits (share of time)\tretrans\trtt min/avg/max us\tcwnd\tresets")
@@ -216,13 +250,13 @@ func WriteStatText(w io.Writer, v StatView) error {
 		}
 	}
 	if len(v.Processes) > 0 {
-		fmt.Fprintln(tw, "\nSOCKET CALLS\npid\tcomm\tdir\tcalls\tbytes\tbytes/call\terrors")
+		fmt.Fprintln(tw, "\nSOCKET CALLS\npid\tcomm\tdir\tcalls\tcalls/s\tbytes\tbytes/call\terrors")
 		for _, p := range v.Processes {
 			per := 0.0
 			if p.Calls > 0 {
 				per = float64(p.Bytes) / float64(p.Calls)
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%.0f\t%d\n", p.Pid, p.Comm, p.Dir, p.Calls, humanBytes(p.Bytes), per, p.Errors)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%.0f\t%s\t%.0f\t%d\n", p.Pid, p.Comm, p.Dir, p.Calls, p.CallsPerSec, humanBytes(p.Bytes), per, p.Errors)
 		}
 	}
 	if len(v.Qdiscs) > 0 {

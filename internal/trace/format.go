@@ -32,11 +32,12 @@ const (
 // Record types. Kernel events use their enum event_type value (1..0xff);
 // metadata written by user space uses 0x100 and up.
 const (
-	RecordNetns uint16 = 0x100 // a network namespace's inode and name
-	RecordLoss  uint16 = 0x101 // events the kernel could not queue
-	RecordEnd   uint16 = 0x102 // the recording ended normally
-	RecordEnum  uint16 = 0x103 // names of a kernel enum's values, from the recording kernel's BTF
-	RecordSym   uint16 = 0x104 // a kernel text address and its symbol+offset
+	RecordNetns  uint16 = 0x100 // a network namespace's inode and name
+	RecordLoss   uint16 = 0x101 // events the kernel could not queue
+	RecordEnd    uint16 = 0x102 // the recording ended normally
+	RecordEnum   uint16 = 0x103 // names of a kernel enum's values, from the recording kernel's BTF
+	RecordSym    uint16 = 0x104 // a kernel text address and its symbol+offset
+	RecordSample uint16 = 0x105 // per-packet families attached only part of each interval
 )
 
 // Enums named by RecordEnum.

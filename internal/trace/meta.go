@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 )
 
 // Netns names a network namespace by its inode, as events carry only the inode.
@@ -134,4 +135,36 @@ func DecodeSymbol(o ByteOrder, b []byte) (Symbol, error) {
 		return Symbol{}, fmt.Errorf("symbol record of %d bytes is shorter than 8", len(b))
 	}
 	return Symbol{Addr: o.Uint64(b), Name: string(b[8:])}, nil
+}
+
+// Sample says that some families were attached only part of each interval:
+// their events cover those windows exactly, so their rates are right and
+// their totals cover Share of the recording.
+type Sample struct {
+	Share    float64 // of each interval, 0 < Share < 1
+	Interval uint64  // ns
+	Families []string
+}
+
+// AppendSample adds a sample record.
+func (w *Writer) AppendSample(s Sample) error {
+	b := w.order.AppendUint64(make([]byte, 0, 16+64), uint64(s.Share*1e6))
+	b = w.order.AppendUint64(b, s.Interval)
+	return w.Append(RecordSample, append(b, strings.Join(s.Families, ",")...))
+}
+
+// DecodeSample decodes a RecordSample body.
+func DecodeSample(o ByteOrder, b []byte) (Sample, error) {
+	if len(b) < 16 {
+		return Sample{}, fmt.Errorf("sample record of %d bytes is shorter than 16", len(b))
+	}
+	ppm := o.Uint64(b)
+	if ppm == 0 || ppm >= 1e6 {
+		return Sample{}, fmt.Errorf("sample record with a share of %d parts per million", ppm)
+	}
+	s := Sample{Share: float64(ppm) / 1e6, Interval: o.Uint64(b[8:])}
+	if len(b) > 16 {
+		s.Families = strings.Split(string(b[16:]), ",")
+	}
+	return s, nil
 }

@@ -224,6 +224,7 @@ func FuzzMetaRecords(f *testing.F) {
 	w.AppendEnum(Enum{Kind: EnumDropReason, Names: map[uint32]string{2: "NOT_SPECIFIED", 5: "TCP_CSUM"}})
 	w.AppendSymbol(Symbol{Addr: 0xffffffff81000000, Name: "tcp_v4_rcv+0x10"})
 	w.AppendLoss(Loss{Family: 1, CPU: 1, Count: 2, BootNs: 3})
+	w.AppendSample(Sample{Share: 0.2, Interval: 1e9, Families: []string{"dev_xmit", "softirq"}})
 	w.Flush()
 	r, _ := NewReader(&buf)
 	for {
@@ -235,7 +236,7 @@ func FuzzMetaRecords(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, typ uint16, body []byte) {
 		o := binary.LittleEndian
-		switch typ % 5 {
+		switch typ % 6 {
 		case 0:
 			DecodeEnum(o, body)
 		case 1:
@@ -244,8 +245,34 @@ func FuzzMetaRecords(f *testing.F) {
 			DecodeLoss(o, body)
 		case 3:
 			DecodeNetns(o, body)
+		case 5:
+			if s, err := DecodeSample(o, body); err == nil && (s.Share <= 0 || s.Share >= 1) {
+				t.Fatalf("share %v accepted", s.Share)
+			}
 		default:
 			DecodeEnd(o, body)
 		}
 	})
+}
+
+func TestSampleRecordRoundTrips(t *testing.T) {
+	var buf bytes.Buffer
+	w, _ := NewWriter(&buf, testHeader(binary.BigEndian))
+	want := Sample{Share: 0.2, Interval: 1e9, Families: []string{"dev_xmit", "sock_io"}}
+	if err := w.AppendSample(want); err != nil {
+		t.Fatal(err)
+	}
+	w.Flush()
+	r, err := NewReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := r.Next()
+	if err != nil || rec.Type != RecordSample {
+		t.Fatalf("%v %v", rec.Type, err)
+	}
+	got, err := DecodeSample(r.ByteOrder(), rec.Body)
+	if err != nil || got.Share != want.Share || got.Interval != want.Interval || strings.Join(got.Families, ",") != "dev_xmit,sock_io" {
+		t.Fatalf("%+v %v", got, err)
+	}
 }

@@ -102,13 +102,17 @@ func BenchmarkRecordOverheadDefaultSet(b *testing.B) {
 	overhead(b, 16, 2*time.Second, benchRecordArgs("all")...)
 }
 
-// benchRecordArgs selects the families; BENCH_EVENTS overrides them when
-// looking for what costs most.
+// benchRecordArgs selects the families; BENCH_EVENTS overrides them and
+// BENCH_SAMPLE sets --sample, when looking for what costs most.
 func benchRecordArgs(families string) []string {
 	if e := os.Getenv("BENCH_EVENTS"); e != "" {
 		families = e
 	}
-	return []string{"-e", strings.TrimSpace(families)}
+	args := []string{"-e", strings.TrimSpace(families)}
+	if s := os.Getenv("BENCH_SAMPLE"); s != "" {
+		args = append(args, "--sample", s)
+	}
+	return args
 }
 
 // BenchmarkDoctorOverhead is the doctor's target: on the baseline stream its
