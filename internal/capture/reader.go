@@ -8,6 +8,7 @@ package capture
 import (
 	"bufio"
 	"compress/gzip"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -80,9 +81,12 @@ func Open(r io.Reader) (*Reader, error) {
 		}
 		return rd, nil
 	}
+	if m := binary.BigEndian.Uint32(magic); m != 0xa1b2c3d4 && m != 0xd4c3b2a1 && m != 0xa1b23c4d && m != 0x4d3cb2a1 {
+		return nil, fmt.Errorf("not a pcap or pcapng capture: it starts with %#08x", m)
+	}
 	pr, err := pcapgo.NewReader(br)
 	if err != nil {
-		return nil, fmt.Errorf("reading the pcap header: %w (not a pcap or pcapng capture)", noEOF(err))
+		return nil, fmt.Errorf("reading the pcap header: %w", noEOF(err))
 	}
 	rd.Format = "pcap" + format
 	link := int(pr.LinkType())

@@ -13,6 +13,7 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/load"
+	"github.com/skbtrace/skbtrace/internal/units"
 )
 
 func loadCmd(e *env) *cobra.Command {
@@ -49,9 +50,9 @@ func loadServerCmd(e *env) *cobra.Command {
 				return err
 			}
 			if netns != "" {
-				ns, err := host.OpenNetns(netns)
-				if err != nil {
-					return err
+				ns, oerr := host.OpenNetns(netns)
+				if oerr != nil {
+					return oerr
 				}
 				defer ns.Close()
 				err = ns.Do(open)
@@ -171,11 +172,5 @@ func parseRate(s string) (float64, error) {
 }
 
 func bitsPerSecond(bps float64) string {
-	switch {
-	case bps >= 1e9:
-		return fmt.Sprintf("%7.2f Gbit/s", bps/1e9)
-	case bps >= 1e6:
-		return fmt.Sprintf("%7.2f Mbit/s", bps/1e6)
-	}
-	return fmt.Sprintf("%7.2f kbit/s", bps/1e3)
+	return fmt.Sprintf("%14s", units.Bits(bps)) // a column of results
 }

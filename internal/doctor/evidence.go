@@ -201,10 +201,10 @@ func (e *Evidence) peerFlow(f *Flow) *Flow {
 }
 
 // senders are the flows that moved data out, fastest first.
-func (e *Evidence) senders(minBps float64) []*Flow {
+func (e *Evidence) senders() []*Flow {
 	var out []*Flow
 	for i := range e.Flows {
-		if f := &e.Flows[i]; f.SendBps() >= minBps && f.BytesAcked > 0 {
+		if f := &e.Flows[i]; f.BytesAcked > 0 {
 			out = append(out, f)
 		}
 	}

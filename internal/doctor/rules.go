@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/skbtrace/skbtrace/internal/units"
 )
 
 // Thresholds the rules share. A flow is "bulk" when it moves at least
@@ -98,12 +100,12 @@ func Diagnose(ev *Evidence) *Report {
 
 // healthy says what limited a run with nothing to fix.
 func healthy(ev *Evidence) string {
-	s := ev.senders(0)
+	s := ev.senders()
 	if len(s) == 0 {
 		return "no TCP flow moved data during the observation; nothing to judge (run a workload with -- COMMAND, or observe longer)"
 	}
 	f := s[0]
-	msg := fmt.Sprintf("no finding above info. The fastest flow, %s -> %s, moved %s", f.Local, f.Peer, bps(f.SendBps()))
+	msg := fmt.Sprintf("no finding above info. The fastest flow, %s -> %s, moved %s", f.Local, f.Peer, units.Bits(f.SendBps()))
 	if r, share := topLimit(f); r != "" {
 		msg += fmt.Sprintf(", its sender limited by %s %s of the time", r, pct(share))
 	}
@@ -138,7 +140,7 @@ func cpuSaturated(ev *Evidence) []Finding {
 			speed := float64(d.SpeedMbps) * 1e6
 			if tput := max(f.SendBps(), f.RecvBps()); tput < 0.9*speed {
 				linkLimit = fmt.Sprintf("%s moves %s on %s, a %d Mbit/s link: %s of line rate",
-					f.Local, bps(tput), d.Name, d.SpeedMbps, pct(tput/speed))
+					f.Local, units.Bits(tput), d.Name, d.SpeedMbps, pct(tput/speed))
 				impact = 1 - tput/speed
 				break
 			}
@@ -181,7 +183,7 @@ func cpuSaturated(ev *Evidence) []Finding {
 
 func sndbufLimited(ev *Evidence) []Finding {
 	var out []Finding
-	for _, f := range ev.senders(0) {
+	for _, f := range ev.senders() {
 		share, source := limitEvidence(f, "sndbuf", f.SndbufLimitedUs)
 		if share < limitShare {
 			continue
@@ -190,7 +192,7 @@ func sndbufLimited(ev *Evidence) []Finding {
 		want := bufferTarget(ev, f, wmem)
 		evidence := []string{
 			fmt.Sprintf("the sender waited for send-buffer space %s of the time (%s)", pct(share), source),
-			fmt.Sprintf("throughput %s, srtt %d us", bps(f.SendBps()), f.RTTus),
+			fmt.Sprintf("throughput %s, srtt %d us", units.Bits(f.SendBps()), f.RTTus),
 		}
 		if wmem != "" {
 			evidence = append(evidence, fmt.Sprintf("net.ipv4.tcp_wmem = %s in netns %s", wmem, f.Netns))
@@ -211,14 +213,14 @@ func sndbufLimited(ev *Evidence) []Finding {
 
 func rwndLimited(ev *Evidence) []Finding {
 	var out []Finding
-	for _, f := range ev.senders(0) {
+	for _, f := range ev.senders() {
 		share, source := limitEvidence(f, "swnd", f.RwndLimitedUs)
 		if share < limitShare {
 			continue
 		}
 		evidence := []string{
 			fmt.Sprintf("the sender waited for the receiver's window %s of the time (%s)", pct(share), source),
-			fmt.Sprintf("throughput %s, peer's advertised window %d bytes, srtt %d us", bps(f.SendBps()), f.SndWnd, f.RTTus),
+			fmt.Sprintf("throughput %s, peer's advertised window %d bytes, srtt %d us", units.Bits(f.SendBps()), f.SndWnd, f.RTTus),
 		}
 		remedy := []string{}
 		rmemNs := ""
@@ -271,7 +273,7 @@ func nagleDelay(ev *Evidence) []Finding {
 			Evidence: []string{
 				fmt.Sprintf("%d send decisions (%.0f/s, %s of all) found a small segment held back by Nagle (tcp_sendlim [nagle])",
 					n, float64(n)/max(f.Seconds, 1e-9), pct(share)),
-				fmt.Sprintf("throughput %s, srtt %d us", bps(max(f.SendBps(), f.RecvBps())), f.RTTus),
+				fmt.Sprintf("throughput %s, srtt %d us", units.Bits(max(f.SendBps(), f.RecvBps())), f.RTTus),
 			},
 			Explanation: "With Nagle on, TCP sends a small segment only when all earlier data is acknowledged. An application " +
 				"that writes one message in several small writes waits for the peer's delayed ACK (up to 40 ms on Linux) on every message.",
@@ -297,7 +299,7 @@ func decisionShare(f *Flow, reason string) float64 {
 
 func cwndLimited(ev *Evidence) []Finding {
 	var out []Finding
-	for _, f := range ev.senders(0) {
+	for _, f := range ev.senders() {
 		share := f.LimitShares["cwnd"]
 		cong := f.CongStates["Recovery"] + f.CongStates["Loss"] + f.CongStates["CWR"]
 		lossy := f.SegsOut > 0 && float64(f.Retrans) >= 0.001*float64(f.SegsOut)
@@ -412,14 +414,14 @@ func packetLoss(ev *Evidence) []Finding {
 
 func appLimited(ev *Evidence) []Finding {
 	var out []Finding
-	for _, f := range ev.senders(0) {
+	for _, f := range ev.senders() {
 		share := f.LimitShares["app"]
 		if share < 0.5 {
 			continue
 		}
 		out = append(out, Finding{ID: "app-limited", Severity: Info,
 			Title:    fmt.Sprintf("the application on %s offered no more data %s of the time", f.Local, pct(share)),
-			Evidence: []string{fmt.Sprintf("tcp_sendlim [app] %s of the sender's time; throughput %s", pct(share), bps(f.SendBps()))},
+			Evidence: []string{fmt.Sprintf("tcp_sendlim [app] %s of the sender's time; throughput %s", pct(share), units.Bits(f.SendBps()))},
 			Explanation: "TCP had room to send but nothing queued: the sending application, or what feeds it, sets the pace. " +
 				"On a CPU-bound host that is the application's copying; otherwise look at the application itself.",
 			Scope: flowScope(f), Impact: share / 4, ImpactText: "none that the network can recover"})
@@ -449,7 +451,7 @@ func offloadDisabled(ev *Evidence) []Finding {
 					remedy = []string{nsPrefix(ns.Name) + fmt.Sprintf("tc -s qdisc show dev %s", d.Name)}
 				}
 				severity, explanation = cpuHeadroom(ev, severity, explanation)
-				ev := []string{fmt.Sprintf("%s sends %s of TCP", d.Name, bps(tx))}
+				ev := []string{fmt.Sprintf("%s sends %s of TCP", d.Name, units.Bits(tx))}
 				if d.Xmit != nil {
 					ev = append(ev, fmt.Sprintf("%.2f segments per skb at transmit over %d skbs (dev_xmit)", d.Xmit.SegsPerSkb(), d.Xmit.Skbs))
 				} else {
@@ -473,7 +475,7 @@ func offloadDisabled(ev *Evidence) []Finding {
 				out = append(out, Finding{ID: "offload-disabled", Severity: severity,
 					Title: fmt.Sprintf("GRO is off on %s", d.Name),
 					Evidence: []string{
-						fmt.Sprintf("%s receives %s of TCP", d.Name, bps(rx)),
+						fmt.Sprintf("%s receives %s of TCP", d.Name, units.Bits(rx)),
 						recvShape(d),
 						fmt.Sprintf("rx-gro (generic-receive-offload) off (ethtool -k %s)", d.Name),
 					},
@@ -505,7 +507,7 @@ func groBlocked(ev *Evidence) []Finding {
 			if rx < bulkBps {
 				continue
 			}
-			evidence := []string{fmt.Sprintf("%s receives %s of TCP", d.Name, bps(rx))}
+			evidence := []string{fmt.Sprintf("%s receives %s of TCP", d.Name, units.Bits(rx))}
 			blocked := d
 			if tunnel(d) {
 				// Over a tunnel, GRO on the underlay merges the outer packets;
@@ -618,7 +620,7 @@ func mtuMismatch(ev *Evidence) []Finding {
 		evidence := []string{
 			fmt.Sprintf("%s sends segments of MSS %d: %d-byte packets (tcp_info snd_mss)", f.Local, f.SndMSS, packet),
 			fmt.Sprintf("the receiving end's %s in netns %s has MTU %d", pd.Name, p.Netns, pd.MTU),
-			fmt.Sprintf("throughput %s, %d segments retransmitted", bps(f.SendBps()), max(uint64(f.Retrans), f.TraceRetrans)),
+			fmt.Sprintf("throughput %s, %d segments retransmitted", units.Bits(f.SendBps()), max(uint64(f.Retrans), f.TraceRetrans)),
 		}
 		if sd := ev.device(f.Netns, f.Dev); sd != nil {
 			evidence = append(evidence, fmt.Sprintf("the sender's %s has MTU %d", sd.Name, sd.MTU))
@@ -694,7 +696,7 @@ func smallPacketBound(ev *Evidence) []Finding {
 		}
 		evidence := []string{
 			fmt.Sprintf("%s (pid %d) made %.0f %s calls/s of %.0f bytes on average: %s of payload (sock_io)",
-				s.Comm, s.Pid, callRate, s.Dir, perCall, bps(float64(s.Bytes)*8/ev.Seconds)),
+				s.Comm, s.Pid, callRate, s.Dir, perCall, units.Bits(float64(s.Bytes)*8/ev.Seconds)),
 		}
 		out = append(out, smallPacketFinding(ev, evidence, fmt.Sprintf("%s (pid %d)", s.Comm, s.Pid), perCall))
 	}
@@ -756,8 +758,8 @@ func rateShaped(ev *Evidence) []Finding {
 					continue
 				}
 				evidence := []string{
-					fmt.Sprintf("%s %s on %s shapes to %s (tc qdisc)", q.Kind, q.Handle, d.Name, bps(limit)),
-					fmt.Sprintf("TCP through %s: %s, %s of the configured rate", d.Name, bps(tx), pct(tx/limit)),
+					fmt.Sprintf("%s %s on %s shapes to %s (tc qdisc)", q.Kind, q.Handle, d.Name, units.Bits(limit)),
+					fmt.Sprintf("TCP through %s: %s, %s of the configured rate", d.Name, units.Bits(tx), pct(tx/limit)),
 					fmt.Sprintf("%d packets over the limit, %d dropped during the observation", q.Overlimits, q.Drops),
 				}
 				if d.QdiscBacklogMax > 0 {
@@ -768,7 +770,7 @@ func rateShaped(ev *Evidence) []Finding {
 					impact = max(0, 1-limit/(float64(d.SpeedMbps)*1e6))
 				}
 				out = append(out, Finding{ID: "rate-shaped", Severity: Warning,
-					Title: fmt.Sprintf("a %s qdisc on %s caps the rate at %s", q.Kind, d.Name, bps(limit)), Evidence: evidence,
+					Title: fmt.Sprintf("a %s qdisc on %s caps the rate at %s", q.Kind, d.Name, units.Bits(limit)), Evidence: evidence,
 					Explanation: "A shaper holds packets back to keep its rate: whatever the link could do, flows through it " +
 						"cannot exceed the configured rate.",
 					Remedy: []string{
@@ -815,15 +817,15 @@ func asymmetricPath(ev *Evidence) []Finding {
 		out = append(out, Finding{ID: "asymmetric-path", Severity: Warning,
 			Title: fmt.Sprintf("%s -> %s is %s slower than the reverse direction", from, to, pct(1-slow/fast)),
 			Evidence: []string{
-				fmt.Sprintf("%s -> %s: %s", from, to, bps(slow)),
-				fmt.Sprintf("%s -> %s: %s", to, from, bps(fast)),
+				fmt.Sprintf("%s -> %s: %s", from, to, units.Bits(slow)),
+				fmt.Sprintf("%s -> %s: %s", to, from, units.Bits(fast)),
 			},
 			Explanation: "On a full-duplex path both directions should reach about the same rate; when one does not, the " +
 				"difference lies in what only that direction uses: the sender's transmit offloads and driver, or the " +
 				"receiver's receive path.",
 			Remedy: []string{fmt.Sprintf("on %s compare the transmit settings with the other host: ethtool -k DEV (tso/gso), ethtool -i DEV (driver), and try ethtool -K DEV tso off gso off", from)},
 			Scope:  fmt.Sprintf("%s -> %s", from, to), Impact: 1 - slow/fast,
-			ImpactText: fmt.Sprintf("%s in the slow direction", bps(fast-slow))})
+			ImpactText: fmt.Sprintf("%s in the slow direction", units.Bits(fast-slow))})
 	}
 	return out
 }
@@ -1044,17 +1046,6 @@ func orNone(s string) string {
 }
 
 func pct(v float64) string { return fmt.Sprintf("%.0f%%", v*100) }
-
-func bps(v float64) string {
-	switch {
-	case v >= 1e9:
-		return fmt.Sprintf("%.2f Gbit/s", v/1e9)
-	case v >= 1e6:
-		return fmt.Sprintf("%.1f Mbit/s", v/1e6)
-	default:
-		return fmt.Sprintf("%.1f kbit/s", v/1e3)
-	}
-}
 
 func sortBy[T any](s []T, key func(T) float64) {
 	sort.SliceStable(s, func(i, j int) bool { return key(s[i]) < key(s[j]) })

@@ -157,7 +157,7 @@ func TestSeedSingleCoreIsCPUSaturatedAndRPSCannotHelp(t *testing.T) {
 		t.Errorf("explanation does not say RPS cannot help on one core: %s", top.Explanation)
 	}
 	text := strings.Join(top.Evidence, "\n")
-	for _, want := range []string{"system 63%", "softirq 36%", "439.0 Mbit/s", "no driver error or drop counter moved"} {
+	for _, want := range []string{"system 63%", "softirq 36%", "439.00 Mbit/s", "no driver error or drop counter moved"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("evidence lacks %q:\n%s", want, text)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/analyze"
 
 	"github.com/skbtrace/skbtrace/internal/load"
+	"github.com/skbtrace/skbtrace/internal/units"
 )
 
 // Every run uses CUBIC per socket: the host's default here is BBR, whose own
@@ -28,7 +29,7 @@ var Scenarios = []*Scenario{
 		Load:     bulk,
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			ratio := f.Load.Bps / c.Load.Bps
-			return fmt.Sprintf("runs at %s and %s; sender limited by %s", rate(c.Load.Bps), rate(f.Load.Bps),
+			return fmt.Sprintf("runs at %s and %s; sender limited by %s", units.Bits(c.Load.Bps), units.Bits(f.Load.Bps),
 				topReason(f)), ratio > 0.5 && ratio < 2
 		},
 	},
@@ -141,7 +142,7 @@ var Scenarios = []*Scenario{
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			on, off := c.device(p.SenderDev).Xmit.SegsPerSkb(), f.device(p.SenderDev).Xmit.SegsPerSkb()
 			return fmt.Sprintf("dev_xmit %.1f segments per skb, against %.1f with TSO/GSO; throughput %s; the reverse direction, "+
-					"TSO on, %s (%.1fx)", off, on, change(c, f), rate(f.ReverseBps), f.ReverseBps/f.Load.Bps),
+					"TSO on, %s (%.1fx)", off, on, change(c, f), units.Bits(f.ReverseBps), f.ReverseBps/f.Load.Bps),
 				on > 4 && off < 1.1 && f.ReverseBps > 2*f.Load.Bps
 		},
 	},
@@ -275,14 +276,7 @@ func sysctl(ns interface {
 }
 
 func change(c, f *Measurement) string {
-	return fmt.Sprintf("%s against %s in the control", rate(f.Load.Bps), rate(c.Load.Bps))
-}
-
-func rate(bps float64) string {
-	if bps >= 1e9 {
-		return fmt.Sprintf("%.2f Gbit/s", bps/1e9)
-	}
-	return fmt.Sprintf("%.2f Mbit/s", bps/1e6)
+	return fmt.Sprintf("%s against %s in the control", units.Bits(f.Load.Bps), units.Bits(c.Load.Bps))
 }
 
 func topReason(m *Measurement) string {

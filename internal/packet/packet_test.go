@@ -184,8 +184,13 @@ func FuzzDecode(f *testing.F) {
 	f.Add(LinkRaw, []byte{0x60, 0, 0, 0, 0, 8, 0, 64})
 	f.Fuzz(func(t *testing.T, link int, data []byte) {
 		var p Packet
-		if err := Decode(link, data, &p); err == nil && p.HasTCP && uint32(p.TCP.HdrLen) > p.TCP.PayloadLen+uint32(p.TCP.HdrLen) {
-			t.Fatal("inconsistent TCP lengths")
+		if err := Decode(link, data, &p); err != nil || !p.HasTCP {
+			return
+		}
+		// The lengths must add up to the IP header's, whatever the capture holds.
+		ip := p.L3()
+		if p.TCP.HdrLen < 20 || uint32(ip.HdrLen)+uint32(p.TCP.HdrLen)+p.TCP.PayloadLen != ip.TotalLen {
+			t.Fatalf("IP total %d, IP header %d, TCP header %d, payload %d", ip.TotalLen, ip.HdrLen, p.TCP.HdrLen, p.TCP.PayloadLen)
 		}
 	})
 }

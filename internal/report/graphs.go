@@ -56,9 +56,9 @@ func WriteGraphs(dir string, graphs []pcap.FlowGraph) error {
 
 // chart maps data coordinates to the plot area.
 type chart struct {
-	b                     strings.Builder
-	x0, x1, y0, y1        float64
-	title, xLabel, yLabel string
+	b              strings.Builder
+	x0, x1, y0, y1 float64
+	title, yLabel  string
 }
 
 func newChart(title, yLabel string, x0, x1, y0, y1 float64) *chart {

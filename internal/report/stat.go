@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
+	"github.com/skbtrace/skbtrace/internal/units"
 )
 
 // StatView is the JSON form of a recording's summary.
@@ -228,8 +229,8 @@ func WriteStatText(w io.Writer, v StatView) error {
 		fmt.Fprintln(tw, "\nCONNECTIONS\nlocal\tpeer\tnetns\tseconds\tbytes\tthroughput\tsend limits (share of time)\tretrans\trtt min/avg/max us\tcwnd\tresets")
 		for _, c := range v.Connections {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%d\t%d/%.0f/%d\t%d-%d\t%d\n",
-				c.Local, c.Peer, c.Netns, c.Seconds, humanBytes(max(c.BytesAcked, c.BytesReceived)),
-				humanBits(c.ThroughputBps*8), shares(c.LimitShare), c.RetransSegs,
+				c.Local, c.Peer, c.Netns, c.Seconds, units.Bytes(max(c.BytesAcked, c.BytesReceived)),
+				units.Bits(c.ThroughputBps*8), shares(c.LimitShare), c.RetransSegs,
 				c.MinRTTus, c.AvgSRTTus, c.MaxSRTTus, c.CwndMin, c.CwndMax, c.Resets)
 		}
 	}
@@ -256,7 +257,7 @@ func WriteStatText(w io.Writer, v StatView) error {
 			if p.Calls > 0 {
 				per = float64(p.Bytes) / float64(p.Calls)
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%.0f\t%s\t%.0f\t%d\n", p.Pid, p.Comm, p.Dir, p.Calls, p.CallsPerSec, humanBytes(p.Bytes), per, p.Errors)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%.0f\t%s\t%.0f\t%d\n", p.Pid, p.Comm, p.Dir, p.Calls, p.CallsPerSec, units.Bytes(p.Bytes), per, p.Errors)
 		}
 	}
 	if len(v.Qdiscs) > 0 {
@@ -295,28 +296,4 @@ func shares(m map[string]float64) string {
 		return "-"
 	}
 	return strings.Join(parts, " ")
-}
-
-func humanBytes(n uint64) string {
-	switch {
-	case n >= 1e9:
-		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
-	case n >= 1e6:
-		return fmt.Sprintf("%.2f MB", float64(n)/1e6)
-	case n >= 1e3:
-		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
-func humanBits(bps float64) string {
-	switch {
-	case bps >= 1e9:
-		return fmt.Sprintf("%.2f Gbit/s", bps/1e9)
-	case bps >= 1e6:
-		return fmt.Sprintf("%.2f Mbit/s", bps/1e6)
-	case bps >= 1e3:
-		return fmt.Sprintf("%.1f kbit/s", bps/1e3)
-	}
-	return fmt.Sprintf("%.0f bit/s", bps)
 }

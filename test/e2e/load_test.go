@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"os/exec"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/lab"
 )
 
@@ -125,4 +127,34 @@ func iperf3Bps(t testing.TB, iperf3 string, pair *lab.Pair) float64 {
 		t.Fatalf("iperf3 -J: %v", err)
 	}
 	return res.End.SumSent.BitsPerSecond
+}
+
+// A busy port is a clear error, inside a namespace as outside.
+func TestLoadServerOnABusyPortSaysSo(t *testing.T) {
+	requireRoot(t)
+	pair := newPair(t)
+	addr := loadServer(t, pair)
+	waitListeningIn(t, pair.Receiver, addr)
+	out, err := exec.Command(binary, "load", "server", "--listen", addr, "--netns", pair.Receiver.Name, "-d", "1").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "address already in use") || strings.Contains(string(out), "panic") {
+		t.Fatalf("a second server on %s: %v: %s", addr, err, out)
+	}
+}
+
+// waitListeningIn waits until a TCP socket listens on addr in the namespace.
+func waitListeningIn(t *testing.T, ns *host.Netns, addr string) {
+	t.Helper()
+	for try := 0; try < 100; try++ {
+		var socks []host.TCPSocket
+		if err := ns.Do(func() (err error) { socks, err = host.ReadTCPSockets(); return err }); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range socks {
+			if s.State == 10 && s.Local.String() == addr { // TCP_LISTEN
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("nothing listens on %s", addr)
 }

@@ -146,18 +146,6 @@ func parseJSONQuiet(file string, args ...string) ([]map[string]any, string, erro
 	return events, errs.String(), err
 }
 
-// statesOf lists the new states of the tcp_conn events of one socket, found
-// by its local and peer address.
-func statesOf(events []map[string]any, local, peer string) []string {
-	var states []string
-	for _, ev := range events {
-		if ev["action"] == "tcp_conn" && ev["local"] == local && ev["peer"] == peer {
-			states = append(states, ev["state"].(string))
-		}
-	}
-	return states
-}
-
 // sendlimCounts sums cnt per reason for the sockets whose peer is peer.
 func sendlimCounts(events []map[string]any, peer string) (map[string]float64, []float64) {
 	counts := map[string]float64{}

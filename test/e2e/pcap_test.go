@@ -145,35 +145,37 @@ func dataFlow(t *testing.T, r *pcap.Report, dstPort string) *pcap.FlowReport {
 	return nil
 }
 
-func TestPcapAttributesLargeFramesToReceiverGRO(t *testing.T) {
+// Frames above the MTU are attributed to whoever made them: the receiver's
+// GRO (sender TSO off, receiver GRO on, captured at the receiver) or the
+// sender's TSO (captured at the sender).
+func TestPcapAttributesLargeFramesToGROOrTSO(t *testing.T) {
 	requireRoot(t)
-	pair := newPair(t)
-	run(t, pair.Sender, "ethtool", "-K", pair.SenderDev, "tso", "off", "gso", "off")
-	run(t, pair.Receiver, "ethtool", "-K", pair.ReceiverDev, "gro", "on")
-	serveAll(t, pair)
-	file := filepath.Join(t.TempDir(), "gro.pcap")
-	stop := tcpdumpIn(t, pair.Receiver, "any", file, 3000, "tcp port 5301")
-	loadClient(t, pair, lab.ReceiverAddr.Addr().String()+":5301", "-d", "0.5", "--cc", "cubic")
-	stop()
-	keepFixture(t, file, "gro-receiver")
-	f := dataFlow(t, analyzeCapture(t, file), ":5301")
-	if f.OverMTU == nil || f.OverMTU.AvgSegments < 2 || !strings.Contains(f.OverMTU.MadeBy, "receiver GRO") || f.Location != pcap.LocationReceiver {
-		t.Fatalf("captured %q, frames above the MTU %+v", f.Location, f.OverMTU)
-	}
-}
-
-func TestPcapAttributesLargeFramesToSenderTSO(t *testing.T) {
-	requireRoot(t)
-	pair := newPair(t)
-	serveAll(t, pair)
-	file := filepath.Join(t.TempDir(), "tso.pcap")
-	stop := tcpdumpIn(t, pair.Sender, "any", file, 3000, "tcp port 5301")
-	loadClient(t, pair, lab.ReceiverAddr.Addr().String()+":5301", "-d", "0.5", "--cc", "cubic")
-	stop()
-	keepFixture(t, file, "tso-sender")
-	f := dataFlow(t, analyzeCapture(t, file), ":5301")
-	if f.OverMTU == nil || f.OverMTU.AvgSegments < 2 || !strings.Contains(f.OverMTU.MadeBy, "sender TSO") || f.Location != pcap.LocationSender {
-		t.Fatalf("captured %q, frames above the MTU %+v", f.Location, f.OverMTU)
+	for _, c := range []struct {
+		fixture, madeBy, location string
+		atReceiver                bool
+	}{
+		{"gro-receiver", "receiver GRO", pcap.LocationReceiver, true},
+		{"tso-sender", "sender TSO", pcap.LocationSender, false},
+	} {
+		t.Run(c.fixture, func(t *testing.T) {
+			pair := newPair(t)
+			ns := pair.Sender
+			if c.atReceiver {
+				run(t, pair.Sender, "ethtool", "-K", pair.SenderDev, "tso", "off", "gso", "off")
+				run(t, pair.Receiver, "ethtool", "-K", pair.ReceiverDev, "gro", "on")
+				ns = pair.Receiver
+			}
+			serveAll(t, pair)
+			file := filepath.Join(t.TempDir(), c.fixture+".pcap")
+			stop := tcpdumpIn(t, ns, "any", file, 3000, "tcp port 5301")
+			loadClient(t, pair, lab.ReceiverAddr.Addr().String()+":5301", "-d", "0.5", "--cc", "cubic")
+			stop()
+			keepFixture(t, file, c.fixture)
+			f := dataFlow(t, analyzeCapture(t, file), ":5301")
+			if f.OverMTU == nil || f.OverMTU.AvgSegments < 2 || !strings.Contains(f.OverMTU.MadeBy, c.madeBy) || f.Location != c.location {
+				t.Fatalf("captured %q, frames above the MTU %+v", f.Location, f.OverMTU)
+			}
+		})
 	}
 }
 

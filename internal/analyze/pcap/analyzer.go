@@ -118,6 +118,9 @@ func (a *Analyzer) Add(f capture.Frame) error {
 		return nil
 	}
 	d := a.dir(key)
+	if d.Packets == 0 {
+		d.First = f.TimeNs
+	}
 	d.Packets++
 	d.Last = f.TimeNs
 	d.Encap = p.Encap
@@ -166,12 +169,16 @@ func (a *Analyzer) Add(f capture.Frame) error {
 	return nil
 }
 
+// dir finds a direction, creating it with its reverse so each holds the
+// other: the per-packet work looks the peer up once.
 func (a *Analyzer) dir(k FlowKey) *Dir {
 	d := a.dirs[k]
 	if d == nil {
-		d = &Dir{Key: k, WScale: -1, First: a.Last}
-		a.dirs[k] = d
-		a.order = append(a.order, d)
+		d, rev := &Dir{Key: k, WScale: -1}, &Dir{Key: k.Reverse(), WScale: -1}
+		d.rev, rev.rev = rev, d
+		a.dirs[k], a.dirs[rev.Key] = d, rev
+		a.order = append(a.order, d, rev)
+		return d
 	}
 	return d
 }
@@ -179,7 +186,7 @@ func (a *Analyzer) dir(k FlowKey) *Dir {
 func (a *Analyzer) tcp(d *Dir, p *packet.Packet, ts int64, mtu int) {
 	t := &p.TCP
 	ip := p.L3()
-	rev := a.dir(d.Key.Reverse())
+	rev := d.rev
 	if t.Flags&packet.SYN != 0 {
 		d.sawSYN, d.SYNTime, d.isn = true, ts, t.Seq
 		d.MSS, d.WScale, d.SACKOK = t.MSS, t.WScale, t.SACKOK
@@ -215,7 +222,7 @@ func (a *Analyzer) tcp(d *Dir, p *packet.Packet, ts int64, mtu int) {
 			d.AckToData.add(float64(ts-d.ackSeen) / 1e3)
 			d.ackSeen = 0
 		}
-		retrans := d.tcpData(t.Seq, t.PayloadLen, ts, segSize)
+		retrans := d.tcpData(t.Seq, t.PayloadLen, segSize)
 		if !retrans {
 			d.remember(t.Seq, t.Seq+t.PayloadLen, ts)
 		}
@@ -253,8 +260,7 @@ func (a *Analyzer) windowLimited(d, peer *Dir, ts int64, mss uint32) {
 // scale is the window scale a direction's advertised windows carry: only
 // when both SYNs offered it.
 func (a *Analyzer) scale(d *Dir) uint8 {
-	rev := a.dirs[d.Key.Reverse()]
-	if d.WScale < 0 || rev == nil || rev.WScale < 0 {
+	if d.WScale < 0 || d.rev.WScale < 0 {
 		return 0
 	}
 	return uint8(d.WScale)
@@ -263,8 +269,8 @@ func (a *Analyzer) scale(d *Dir) uint8 {
 // segSize is the payload of one wire segment in a direction: the peer's
 // MSS from its SYN, less the timestamp option's 12 bytes that Linux sends.
 func (a *Analyzer) segSize(d *Dir) uint32 {
-	if rev := a.dirs[d.Key.Reverse()]; rev != nil && rev.MSS > 0 {
-		return uint32(rev.MSS) - 12
+	if d.rev.MSS > 0 {
+		return uint32(d.rev.MSS) - 12
 	}
 	hdr := 40
 	if d.Key.Src.Addr().Is6() {
@@ -285,8 +291,8 @@ func (a *Analyzer) mtu(d *Dir) int {
 	if d.MSS > 0 {
 		return int(d.MSS) + hdr
 	}
-	if rev := a.dirs[d.Key.Reverse()]; rev != nil && rev.MSS > 0 {
-		return int(rev.MSS) + hdr
+	if d.rev.MSS > 0 {
+		return int(d.rev.MSS) + hdr
 	}
 	return 1500
 }

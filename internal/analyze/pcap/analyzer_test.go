@@ -272,7 +272,7 @@ func TestMalformedFrameNamesThePacket(t *testing.T) {
 	if err := a.Run(r); err == nil || !strings.HasPrefix(err.Error(), "packet 2: ") {
 		t.Fatalf("err %v", err)
 	}
-	if _, err := capture.Open(bytes.NewReader([]byte("not a capture at all"))); err == nil || !strings.Contains(err.Error(), "not a pcap") {
+	if _, err := capture.Open(bytes.NewReader([]byte("not a capture at all"))); err == nil || !strings.Contains(err.Error(), "not a pcap or pcapng capture: it starts with 0x6e6f7420") {
 		t.Fatalf("err %v", err)
 	}
 	if _, err := capture.Open(bytes.NewReader(nil)); err == nil || !strings.Contains(err.Error(), "empty") {

@@ -5,16 +5,18 @@ import (
 	"math"
 
 	"github.com/skbtrace/skbtrace/internal/doctor"
+	"github.com/skbtrace/skbtrace/internal/units"
 )
 
 // Thresholds of the capture findings.
 const (
-	minIDPairs      = 100 // consecutive DF=0 packets before IP-ID continuity is judged
-	unmergeableBad  = 0.5
-	retransBad      = 0.001
-	windowLimitBad  = 0.3
-	smallPacketRate = 10000 // data packets per second
-	smallPayload    = 256
+	minIDPairs       = 100 // consecutive DF=0 packets before IP-ID continuity is judged
+	unmergeableBad   = 0.5
+	retransBad       = 0.001
+	windowLimitBad   = 0.3
+	minWindowPackets = 100   // data packets before the window-limited share is judged
+	smallPacketRate  = 10000 // data packets per second
+	smallPayload     = 256
 )
 
 func (a *Analyzer) findings(r *Report) []doctor.Finding {
@@ -43,7 +45,7 @@ func (a *Analyzer) findings(r *Report) []doctor.Finding {
 				avg := float64(f.PayloadBytes) / float64(f.DataPackets)
 				out = append(out, doctor.Finding{ID: "small-packet-bound", Severity: doctor.Warning,
 					Title:    fmt.Sprintf("%.0f packets/s of %.0f bytes on %s", rate, avg, scope),
-					Evidence: []string{fmt.Sprintf("%d data packets in %.3f s, %.0f bytes of payload each on average: %s", f.DataPackets, f.Seconds, avg, bpsText(f.Bps))},
+					Evidence: []string{fmt.Sprintf("%d data packets in %.3f s, %.0f bytes of payload each on average: %s", f.DataPackets, f.Seconds, avg, units.Bits(f.Bps))},
 					Explanation: "Every packet costs a system call, the stack and the driver whatever its size: small packets " +
 						"make the per-packet cost, not the link, the limit.",
 					Remedy: []string{"send larger messages, or batch them (sendmmsg, UDP GSO); run skbtrace doctor on the sender to see the CPU and mitigations"},
@@ -120,7 +122,7 @@ func tcpFindings(f *FlowReport, t *TCPReport, scope string) []doctor.Finding {
 				Scope:       scope, Impact: impact, ImpactText: fmt.Sprintf("about %.0f%%", impact*100)})
 		}
 	}
-	if t.WindowLimitedShare >= windowLimitBad || f.Seconds > 0 && t.ZeroWindowSeconds >= 0.1*f.Seconds {
+	if f.DataPackets >= minWindowPackets && (t.WindowLimitedShare >= windowLimitBad || f.Seconds > 0 && t.ZeroWindowSeconds >= 0.1*f.Seconds) {
 		out = append(out, doctor.Finding{ID: "rwnd-limited", Severity: doctor.Warning,
 			Title: fmt.Sprintf("the receiver's window limits %s", scope),
 			Evidence: []string{

@@ -27,6 +27,7 @@ var sizeBounds = [...]uint32{64, 128, 256, 512, 1024, 1500, 9000, 16384, 32768, 
 // Dir is one direction of a flow.
 type Dir struct {
 	Key                  FlowKey
+	rev                  *Dir // the other direction
 	Packets, DataPackets uint64
 	PayloadBytes         uint64
 	First, Last          int64 // ns
@@ -108,7 +109,7 @@ func (d *Dir) Throughput() float64 {
 func seqLess(a, b uint32) bool { return int32(a-b) < 0 }
 
 // tcpData follows the sequence space of this direction's data.
-func (d *Dir) tcpData(seq uint32, length uint32, ts int64, mss uint32) (retransmitted bool) {
+func (d *Dir) tcpData(seq, length, mss uint32) (retransmitted bool) {
 	end := seq + length
 	if !d.haveData {
 		d.haveData, d.maxEnd = true, end

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/skbtrace/skbtrace/internal/doctor"
+	"github.com/skbtrace/skbtrace/internal/units"
 )
 
 // Report is the analysis of one capture.
@@ -159,16 +160,13 @@ func (a *Analyzer) flowReport(d *Dir) FlowReport {
 	}
 	if d.Key.Proto == 6 {
 		f.Proto = "tcp"
-		rev := a.dirs[d.Key.Reverse()]
 		f.Location = a.location(d)
 		t := &TCPReport{Retransmissions: d.Retrans, RetransmittedSegs: d.RetransSg, OutOfOrder: d.OutOfOrd, MSS: d.MSS,
 			WScale: d.WScale, SACK: d.SACKOK, Handshake: d.sawSYN,
 			RTT: RTTReport{Samples: d.RTT.Count, MinUs: d.RTT.Min, AvgUs: d.RTT.Avg(), P50Us: d.RTT.Quantile(0.5), P99Us: d.RTT.Quantile(0.99)}}
 		t.AckToDataP50us = d.AckToData.Quantile(0.5)
-		if rev != nil {
-			t.DupAcks = rev.DupAcks
-			t.ZeroWindows, t.ZeroWindowSeconds = rev.ZeroWindows, float64(rev.ZeroWindowNs)/1e9
-		}
+		t.DupAcks = d.rev.DupAcks
+		t.ZeroWindows, t.ZeroWindowSeconds = d.rev.ZeroWindows, float64(d.rev.ZeroWindowNs)/1e9
 		if d.Last > d.First {
 			t.WindowLimitedShare = float64(d.WindowLimitedNs) / float64(d.Last-d.First)
 		}
@@ -246,7 +244,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			break
 		}
 		fmt.Fprintf(&b, "%s %s -> %s%s: %d packets (%d with data), %s in %.3f s = %s\n", f.Proto, f.Src, f.Dst, encapSuffix(f.Encap),
-			f.Packets, f.DataPackets, bytesText(f.PayloadBytes), f.Seconds, bpsText(f.Bps))
+			f.Packets, f.DataPackets, units.Bytes(f.PayloadBytes), f.Seconds, units.Bits(f.Bps))
 		if t := f.TCP; t != nil {
 			fmt.Fprintf(&b, "  retransmitted %d packets (%d segments), %d out of order, %d duplicate ACKs back, window-limited %.0f%%",
 				t.Retransmissions, t.RetransmittedSegs, t.OutOfOrder, t.DupAcks, t.WindowLimitedShare*100)
@@ -294,26 +292,4 @@ func encapSuffix(e string) string {
 		return ""
 	}
 	return " (inside " + e + ")"
-}
-
-func bytesText(n uint64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
-	case n >= 1<<20:
-		return fmt.Sprintf("%.2f MB", float64(n)/1e6)
-	default:
-		return fmt.Sprintf("%d B", n)
-	}
-}
-
-func bpsText(v float64) string {
-	switch {
-	case v >= 1e9:
-		return fmt.Sprintf("%.2f Gbit/s", v/1e9)
-	case v >= 1e6:
-		return fmt.Sprintf("%.1f Mbit/s", v/1e6)
-	default:
-		return fmt.Sprintf("%.1f kbit/s", v/1e3)
-	}
 }
