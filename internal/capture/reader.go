@@ -50,8 +50,11 @@ func Open(r io.Reader) (*Reader, error) {
 		br, format = bufio.NewReaderSize(zr, 1<<20), " (gzip)"
 	}
 	magic, err := br.Peek(4)
+	if errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("not a pcap or pcapng capture: %d bytes in all", len(magic))
+	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the capture header: %w (empty or not a capture)", noEOF(err))
+		return nil, fmt.Errorf("reading the capture header: %w", err)
 	}
 	rd := &Reader{}
 	if uint32(magic[0])|uint32(magic[1])<<8|uint32(magic[2])<<16|uint32(magic[3])<<24 == pcapngMagic {

@@ -275,7 +275,7 @@ func TestMalformedFrameNamesThePacket(t *testing.T) {
 	if _, err := capture.Open(bytes.NewReader([]byte("not a capture at all"))); err == nil || !strings.Contains(err.Error(), "not a pcap or pcapng capture: it starts with 0x6e6f7420") {
 		t.Fatalf("err %v", err)
 	}
-	if _, err := capture.Open(bytes.NewReader(nil)); err == nil || !strings.Contains(err.Error(), "empty") {
+	if _, err := capture.Open(bytes.NewReader([]byte("ab\n"))); err == nil || !strings.Contains(err.Error(), "not a pcap or pcapng capture: 3 bytes in all") {
 		t.Fatalf("err %v", err)
 	}
 }
