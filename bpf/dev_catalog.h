@@ -439,6 +439,27 @@ int BPF_PROG(sock_io_recv, struct sock *sk, int ret, int flags)
 	return 0;
 }
 
+/*
+ * Before 6.4 there are no sock_send/recv_length tracepoints. sock_sendmsg()
+ * and sock_recvmsg() are inlined into the system calls there, so the
+ * loader attaches these to the IPv4 and IPv6 socket calls every send and
+ * receive of a TCP or UDP socket passes (write, send*, read, recv*; not
+ * sendfile or splice), which return the same length.
+ */
+SEC("fexit/inet_sendmsg")
+int BPF_PROG(sock_io_send_fexit, struct socket *sock, struct msghdr *msg, __u64 size, int ret)
+{
+	count_sock_io(sock->sk, ret, SOCK_IO_SEND);
+	return 0;
+}
+
+SEC("fexit/inet_recvmsg")
+int BPF_PROG(sock_io_recv_fexit, struct socket *sock, struct msghdr *msg, __u64 size, int flags, int ret)
+{
+	count_sock_io(sock->sk, ret, SOCK_IO_RECV);
+	return 0;
+}
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, 4096);
@@ -448,10 +469,13 @@ struct {
 
 #define SKB_CONSUMED 1
 
+/* Before 5.17 kfree_skb has no reason: drops there are keyed by location alone (reason 0). */
 SEC("tp_btf/kfree_skb")
-int BPF_PROG(skb_drop, struct sk_buff *skb, void *location, int reason, struct sock *rx_sk)
+int skb_drop(__u64 *ctx)
 {
-	struct drop_key key = {.location = (__u64)location, .reason = reason};
+	struct sk_buff *skb = (void *)ctx[0];
+	int reason = drop_has_reason ? (int)ctx[2] : 0;
+	struct drop_key key = {.location = ctx[1], .reason = reason};
 	struct sock_addrs a = {};
 	struct drop_stats *v;
 	struct dev_id dk;

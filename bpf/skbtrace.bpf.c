@@ -1,5 +1,10 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
-/* skbtrace kernel side: tracepoints only (no kprobes/fentry on the target kernels). */
+/*
+ * skbtrace kernel side. Tracepoints first; kernel functions (fentry/fexit)
+ * only where a kernel lacks the tracepoint. One object serves every kernel
+ * from 5.10: what a kernel lacks is pruned at load time through read-only
+ * switches the loader sets from the kernel's BTF, so the verifier never sees it.
+ */
 #include "vmlinux_min.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
@@ -49,7 +54,13 @@ const enum event_context *_event_context __attribute__((unused));
 /* The kernel's HZ, from the coarse clock's resolution: the once-a-second rule counts jiffies. */
 const volatile __u64 jiffies_per_sec = 1000;
 
-/* Every event takes the next number, so order across CPUs is exact and gaps reveal loss. */
+/*
+ * Every event takes the next number, so order across CPUs is exact and gaps
+ * reveal loss. Kernels without BPF atomic fetch (before 5.12) cannot run the
+ * fetch-and-add: the loader replaces it with zero there, and the recorder
+ * numbers events in ring-buffer order, which the ring's reservation lock
+ * makes a total order across CPUs as well.
+ */
 __u64 seq_counter = 0;
 
 struct {
@@ -64,12 +75,53 @@ struct {
 	__type(value, __u64);
 } lost SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct sendlim_run);
-} sendlim_runs SEC(".maps");
+/*
+ * Per-socket state lives in socket storage, freed with the socket. Tracing
+ * programs may use socket storage from 5.11; before that the state lives in
+ * an LRU hash keyed by the socket's address, deleted when the socket is
+ * destroyed. The loader says which (and shrinks the unused map).
+ */
+const volatile bool use_sk_storage = true;
+
+#define SOCK_STATE(name, state_type)                                                                          \
+	struct {                                                                                        \
+		__uint(type, BPF_MAP_TYPE_SK_STORAGE);                                                  \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                                                   \
+		__type(key, int);                                                                       \
+		__type(value, state_type);                                                                    \
+	} name SEC(".maps");                                                                            \
+	struct {                                                                                        \
+		__uint(type, BPF_MAP_TYPE_LRU_HASH);                                                    \
+		__uint(max_entries, 65536);                                                             \
+		__type(key, __u64);                                                                     \
+		__type(value, state_type);                                                                    \
+	} name##_by_sock SEC(".maps");                                                                  \
+                                                                                                        \
+	static __always_inline state_type *name##_get(struct sock *sk, bool create)                         \
+	{                                                                                               \
+		__u64 key = (__u64)sk;                                                                  \
+		state_type *v, zero = {};                                                                     \
+                                                                                                        \
+		if (use_sk_storage)                                                                     \
+			return bpf_sk_storage_get(&name, sk, 0, create ? BPF_SK_STORAGE_GET_F_CREATE : 0); \
+		v = bpf_map_lookup_elem(&name##_by_sock, &key);                                        \
+		if (v || !create)                                                                       \
+			return v;                                                                       \
+		bpf_map_update_elem(&name##_by_sock, &key, &zero, BPF_NOEXIST);                         \
+		return bpf_map_lookup_elem(&name##_by_sock, &key);                                     \
+	}                                                                                               \
+                                                                                                        \
+	static __always_inline void name##_delete(struct sock *sk)                                     \
+	{                                                                                               \
+		__u64 key = (__u64)sk;                                                                  \
+                                                                                                        \
+		if (use_sk_storage)                                                                     \
+			bpf_sk_storage_delete(&name, sk);                                               \
+		else                                                                                    \
+			bpf_map_delete_elem(&name##_by_sock, &key);                                     \
+	}
+
+SOCK_STATE(sendlim_runs, struct sendlim_run)
 
 /*
  * Softirqs run on the per-CPU IRQ stack (do_softirq_own_stack), so an event
@@ -85,10 +137,11 @@ const volatile __u64 thread_size = 16384;
 
 static __always_inline __u8 stack_context(const struct pt_regs *regs)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
+	/* The untyped task helper and a probe read: the typed one needs 5.11. */
+	struct task_struct *task = (void *)bpf_get_current_task();
 	__u64 sp = BPF_CORE_READ(regs, sp);
 
-	return sp - (__u64)task->stack < thread_size ? CONTEXT_TASK : CONTEXT_SOFTIRQ;
+	return sp - (__u64)BPF_CORE_READ(task, stack) < thread_size ? CONTEXT_TASK : CONTEXT_SOFTIRQ;
 }
 
 static __always_inline void count_lost(__u32 family)
@@ -189,19 +242,29 @@ static __always_inline void read_sock_addrs_btf(const struct sock *sk, struct so
 	}
 }
 
-extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+/* Weak: kernels before 6.2 lack it, and the loader turns its address into zero there. */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
 
 /* Segments an skb carries: its GSO segment count, or one. */
 static __always_inline __u32 skb_segs(const struct sk_buff *skb)
 {
-	/* A typed read-only view, so the reads are plain loads rather than probe-read helper calls. */
-	struct skb_shared_info *shinfo = bpf_rdonly_cast(skb->head + skb->end,
-							 bpf_core_type_id_kernel(struct skb_shared_info));
-	__u16 segs;
+	void *end = skb->head + skb->end;
+	__u16 size, segs;
 
-	if (!shinfo->gso_size)
+	if (bpf_rdonly_cast) {
+		/* A typed read-only view, so the reads are plain loads rather than probe-read helper calls. */
+		struct skb_shared_info *shinfo = bpf_rdonly_cast(end, bpf_core_type_id_kernel(struct skb_shared_info));
+
+		size = shinfo->gso_size;
+		segs = shinfo->gso_segs;
+	} else {
+		const struct skb_shared_info *shinfo = end;
+
+		size = BPF_CORE_READ(shinfo, gso_size);
+		segs = size ? BPF_CORE_READ(shinfo, gso_segs) : 0;
+	}
+	if (!size)
 		return 1;
-	segs = shinfo->gso_segs;
 	return segs ? segs : 1;
 }
 
@@ -546,7 +609,7 @@ int BPF_PROG(tcp_probe, struct sock *sk, const struct sk_buff *skb)
 
 	if (!tp)
 		return 0;
-	run = bpf_sk_storage_get(&sendlim_runs, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	run = sendlim_runs_get(sk, true);
 	if (!run || run->ev.reason == SENDLIM_IGNORED)
 		return 0;
 	if (!run->ev.hdr.type) {
@@ -569,17 +632,17 @@ int BPF_PROG(tcp_probe, struct sock *sk, const struct sk_buff *skb)
 SEC("tp_btf/tcp_destroy_sock")
 int BPF_PROG(tcp_sendlim_close, struct sock *sk)
 {
-	struct sendlim_run *run = bpf_sk_storage_get(&sendlim_runs, sk, 0, 0);
+	struct sendlim_run *run = sendlim_runs_get(sk, false);
 
 	if (!run)
 		return 0;
 	if (run->ev.reason != SENDLIM_IGNORED && run->ev.cnt)
 		emit_run(run, bpf_ktime_get_boot_ns());
-	bpf_sk_storage_delete(&sendlim_runs, sk);
+	sendlim_runs_delete(sk);
 	return 0;
 }
 
-/* Hands user space the runs still open when recording stops. */
+/* Hands user space the runs still open when recording stops (the hash is read directly). */
 SEC("iter/bpf_sk_storage_map")
 int sendlim_open_runs(struct bpf_iter__bpf_sk_storage_map *ctx)
 {

@@ -1,35 +1,23 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* TCP families beyond tcp_conn and tcp_sendlim; included by skbtrace.bpf.c. */
 
-struct {
-	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct rcvbuf_state);
-} rcvbuf_states SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct tcp_retrans_run);
-} retrans_runs SEC(".maps");
+SOCK_STATE(rcvbuf_states, struct rcvbuf_state)
+SOCK_STATE(retrans_runs, struct tcp_retrans_run)
 
 /* tcp_retrans folds a socket's retransmits over at most this many jiffies. */
 const volatile __u64 interval_jiffies = 1000;
 
-SEC("tp_btf/tcp_cong_state_set")
-int BPF_PROG(tcp_cong, struct sock *sk, const __u8 ca_state)
+static __always_inline void emit_cong(struct sock *sk, __u8 ca_state)
 {
 	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
 	struct sock_addrs a = {};
 	struct tcp_cong_event *e;
 
 	if (!tp || !sock_passes(sk, &a))
-		return 0;
+		return;
 	e = reserve_event(FAMILY_TCP_CONG, sizeof(*e), EVENT_TCP_CONG);
 	if (!e)
-		return 0;
+		return;
 	e->sock = (__u64)sk;
 	e->addrs = a;
 	e->cwnd = tp->snd_cwnd;
@@ -40,6 +28,26 @@ int BPF_PROG(tcp_cong, struct sock *sk, const __u8 ca_state)
 	e->state = ca_state;
 	__builtin_memset(e->_pad, 0, sizeof(e->_pad));
 	submit_event(e);
+}
+
+SEC("tp_btf/tcp_cong_state_set")
+int BPF_PROG(tcp_cong, struct sock *sk, const __u8 ca_state)
+{
+	emit_cong(sk, ca_state);
+	return 0;
+}
+
+/*
+ * Before 5.19 there is no tracepoint, and tcp_set_ca_state() is inline. The
+ * loader attaches this to the first function of the family's list that the
+ * kernel has: the congestion control's state hook, called with the new
+ * state before it is set (CUBIC's, the default: other algorithms' sockets
+ * are not seen there).
+ */
+SEC("fentry/tcp_set_ca_state")
+int BPF_PROG(tcp_cong_fentry, struct sock *sk, __u8 ca_state)
+{
+	emit_cong(sk, ca_state);
 	return 0;
 }
 
@@ -54,16 +62,26 @@ static __always_inline void emit_retrans(struct tcp_retrans_run *run)
 	submit_event(e);
 }
 
+/*
+ * Tracepoint arguments that came later: set by the loader from the kernel's
+ * BTF prototype (btf_trace_*), so a kernel without one never sees its read.
+ */
+const volatile bool retrans_has_err = true;   /* 6.13 */
+const volatile bool reset_has_reason = true;  /* 6.10 */
+const volatile bool drop_has_reason = true;   /* 5.17 */
+
 /* Counts segments as TcpRetransSegs does: only retransmits that went out. */
 SEC("tp_btf/tcp_retransmit_skb")
-int BPF_PROG(tcp_retrans, const struct sock *sk, const struct sk_buff *skb, int err)
+int tcp_retrans(__u64 *ctx)
 {
+	struct sock *sk = (void *)ctx[0];
+	const struct sk_buff *skb = (void *)ctx[1];
 	struct tcp_retrans_run *run;
 	__u64 jiffies = bpf_jiffies64();
 
-	if (err)
+	if (retrans_has_err && (int)ctx[2])
 		return 0;
-	run = bpf_sk_storage_get(&retrans_runs, (void *)sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	run = retrans_runs_get(sk, true);
 	if (!run)
 		return 0;
 	if (run->ev.skbs == 0) {
@@ -94,13 +112,13 @@ int BPF_PROG(tcp_retrans, const struct sock *sk, const struct sk_buff *skb, int 
 SEC("tp_btf/tcp_destroy_sock")
 int BPF_PROG(tcp_retrans_close, struct sock *sk)
 {
-	struct tcp_retrans_run *run = bpf_sk_storage_get(&retrans_runs, sk, 0, 0);
+	struct tcp_retrans_run *run = retrans_runs_get(sk, false);
 
 	if (!run)
 		return 0;
 	if (run->ev.state != SENDLIM_IGNORED && run->ev.cnt)
 		emit_retrans(run);
-	bpf_sk_storage_delete(&retrans_runs, sk);
+	retrans_runs_delete(sk);
 	return 0;
 }
 
@@ -131,8 +149,11 @@ static __always_inline void emit_reset(const struct sock *sk, const struct sock_
 }
 
 SEC("tp_btf/tcp_send_reset")
-int BPF_PROG(tcp_reset_sent, const struct sock *sk, const struct sk_buff *skb, int reason)
+int tcp_reset_sent(__u64 *ctx)
 {
+	const struct sock *sk = (void *)ctx[0];
+	const struct sk_buff *skb = (void *)ctx[1];
+	int reason = reset_has_reason ? (int)ctx[2] : 0;
 	struct sock_addrs a = {};
 
 	if (sk) {
@@ -175,7 +196,7 @@ static __always_inline void rcvbuf_step(struct sock *sk)
 
 	if (!tp)
 		return;
-	st = bpf_sk_storage_get(&rcvbuf_states, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	st = rcvbuf_states_get(sk, true);
 	if (!st || st->rcvbuf == rcvbuf || !sock_passes(sk, &a))
 		return;
 	e = reserve_event(FAMILY_TCP_RCVBUF, sizeof(*e), EVENT_TCP_RCVBUF);
@@ -206,6 +227,15 @@ SEC("tp_btf/tcp_rcv_space_adjust")
 int BPF_PROG(tcp_rcvbuf_adjust, struct sock *sk)
 {
 	rcvbuf_step(sk);
+	return 0;
+}
+
+/* Socket storage goes with the socket; the hash that replaces it before 5.11 does not. */
+SEC("tp_btf/tcp_destroy_sock")
+int BPF_PROG(tcp_rcvbuf_close, struct sock *sk)
+{
+	if (!use_sk_storage)
+		rcvbuf_states_delete(sk);
 	return 0;
 }
 

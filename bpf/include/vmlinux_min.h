@@ -94,9 +94,14 @@ struct sock_common {
 	struct in6_addr skc_v6_rcv_saddr;
 };
 
+struct sock;
+
 struct socket {
 	unsigned long flags;
+	struct sock *sk;
 };
+
+struct msghdr;
 
 typedef struct {
 	int counter;

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -8,30 +9,84 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/skbtrace/skbtrace/internal/collect"
+	"github.com/skbtrace/skbtrace/internal/host"
 )
 
+// familyStatus is one line of `events --json`.
+type familyStatus struct {
+	Family      string   `json:"family"`
+	Runs        bool     `json:"runs"`
+	Hooks       []string `json:"hooks,omitempty"`
+	Programs    []string `json:"programs,omitempty"` // the BPF program behind each hook
+	Reason      string   `json:"reason,omitempty"`
+	Verified    bool     `json:"verified"` // decided by loading, not from BTF alone
+	Description string   `json:"description"`
+}
+
 func eventsCmd(e *env) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	c := &cobra.Command{
 		Use:   "events",
-		Short: "list the event families and whether each can run on this kernel",
-		Long: `events lists every event family, the tracepoints it attaches to, and
-whether it can run on this kernel; for those that cannot, why.`,
+		Short: "list the event families and what each does on this kernel",
+		Long: `events lists every event family and what record does with it on this
+kernel: the hook used for each attach point (a tracepoint, or a kernel
+function where the kernel lacks the tracepoint), or why the family is
+skipped. As root it decides by loading and attaching every program for a
+moment, as record does; without privileges, from the kernel's BTF and
+tracefs alone, which cannot see what the verifier would reject.`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
+			statuses, feat, loaded, err := collect.Check()
+			if err != nil {
+				return err
+			}
+			var out []familyStatus
+			for _, s := range statuses {
+				fs := familyStatus{Family: s.Family.Name, Runs: s.Err == nil, Verified: loaded, Description: s.Family.Description}
+				for _, h := range s.Hooks {
+					fs.Hooks = append(fs.Hooks, h.String())
+					fs.Programs = append(fs.Programs, h.Program)
+				}
+				if s.Err != nil {
+					fs.Reason = s.Err.Error()
+				}
+				out = append(out, fs)
+			}
+			if asJSON {
+				enc := json.NewEncoder(e.stdout)
+				for _, fs := range out {
+					if err := enc.Encode(fs); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			kernel := host.ReadIdentity().Kernel
+			if loaded {
+				fmt.Fprintf(e.stdout, "kernel %s, decided by loading every program: %s\n\n", kernel, feat)
+			} else {
+				fmt.Fprintf(e.stdout, "kernel %s, judged from BTF and tracefs alone (loading needs root or CAP_BPF+CAP_PERFMON)\n\n", kernel)
+			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "FAMILY\tSTATUS\tHOOKS\tDESCRIPTION")
-			for _, f := range collect.Families {
+			for _, fs := range out {
 				status := "ok"
-				if err := f.CanRun(); err != nil {
-					status = "cannot run: " + err.Error()
+				if !fs.Runs {
+					status = "skipped"
 				}
-				var hooks []string
-				for _, h := range f.Hooks {
-					hooks = append(hooks, h.String())
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Name, status, strings.Join(hooks, ","), f.Description)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", fs.Family, status, strings.Join(fs.Hooks, ","), fs.Description)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			for _, fs := range out {
+				if !fs.Runs {
+					fmt.Fprintf(e.stdout, "\n%s skipped: %s\n", fs.Family, fs.Reason)
+				}
+			}
+			return nil
 		},
 	}
+	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per family")
+	return c
 }

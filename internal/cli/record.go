@@ -99,15 +99,12 @@ func (r *recordFlags) job(c *cobra.Command, args []string, stderr io.Writer) (*r
 	if err := host.CheckTracingCaps(); err != nil {
 		return nil, err
 	}
-	fams, skipped, err := collect.Select(splitList(r.families))
+	fams, required, err := collect.Select(splitList(r.families))
 	if err != nil {
 		return nil, err
 	}
-	for _, s := range skipped {
-		fmt.Fprintf(stderr, "skbtrace: skipping %s: %v\n", s.Family.Name, s.Reason)
-	}
 	return &recordJob{
-		opts: collect.Options{Families: fams, Filter: pf, RingBytes: r.ringSize,
+		opts: collect.Options{Families: fams, Required: required, Filter: pf, RingBytes: r.ringSize,
 			Interval: r.interval, RTTInterval: r.rttInterval, Sample: r.sample},
 		duration: d,
 		command:  args,
@@ -170,9 +167,12 @@ func (j *recordJob) run(out io.Writer, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	for _, s := range rec.Skipped {
+		fmt.Fprintf(stderr, "skbtrace: skipping %s: %v\n", s.Family.Name, s.Reason)
+	}
 	var names []string
-	for _, f := range j.opts.Families {
-		names = append(names, f.Name)
+	for _, r := range rec.Running {
+		names = append(names, r.Family.Name)
 	}
 	fmt.Fprintf(stderr, "skbtrace: recording %s; stop with Ctrl-C\n", strings.Join(names, ", "))
 

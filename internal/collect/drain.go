@@ -21,6 +21,7 @@ type drainFunc func(d *drainer) error
 // than lost.
 type drainer struct {
 	sess        *probe.Session
+	seq         *sequencer
 	order       binary.ByteOrder
 	begin, now  uint64 // the interval, CLOCK_BOOTTIME
 	gen         uint64
@@ -45,9 +46,9 @@ type softirqKey struct {
 	cpu int
 }
 
-func newDrainer(sess *probe.Session, order binary.ByteOrder, begin uint64) *drainer {
+func newDrainer(sess *probe.Session, seq *sequencer, order binary.ByteOrder, begin uint64) *drainer {
 	return &drainer{
-		sess: sess, order: order, begin: begin,
+		sess: sess, seq: seq, order: order, begin: begin,
 		devXmitPrev: map[uint64]probe.SkbtraceDevStats{},
 		devRecvPrev: map[uint64]probe.SkbtraceDevStats{},
 		napiPrev:    map[napiKey]probe.SkbtraceNapiStats{},
@@ -74,12 +75,12 @@ func (d *drainer) emit(typ event.Type, cpu uint32, ev any) error {
 	return nil
 }
 
-// number gives the pending events consecutive sequence numbers from the kernel's counter.
+// number gives the pending events consecutive sequence numbers.
 func (d *drainer) number() error {
 	if len(d.pending) == 0 {
 		return nil
 	}
-	first, err := d.sess.ReserveSeq(uint64(len(d.pending)))
+	first, err := d.seq.reserve(uint64(len(d.pending)))
 	if err != nil {
 		return err
 	}

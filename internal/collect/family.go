@@ -1,10 +1,12 @@
 package collect
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
+	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/probe"
 )
 
@@ -13,9 +15,10 @@ type Family struct {
 	Name        string
 	ID          uint16 // enum event_family, the key of loss accounting
 	Description string
-	Hooks       []probe.Hook
-	// Fallback hooks replace Hooks on kernels that lack one of them.
-	Fallback []probe.Hook
+	// Hooks are the family's attach points, each with its alternatives in
+	// order of preference: tracepoints first, kernel functions where a
+	// kernel lacks the tracepoint. The first that loads and attaches is used.
+	Hooks [][]probe.Hook
 	// Consts are switches of programs the family shares with others.
 	Consts map[string]any
 	// Drain, for families that aggregate in kernel maps, turns what the
@@ -32,83 +35,80 @@ var Families = []Family{
 		Name:        "tcp_conn",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_CONN),
 		Description: "TCP state changes with addresses, namespace, pid and command",
-		Hooks:       []probe.Hook{tracepoint(probe.SkbtraceProgTcpConn, "sock", "inet_sock_set_state")},
+		Hooks:       slots(tracepoint(probe.SkbtraceProgTcpConn, "sock", "inet_sock_set_state")),
 	},
 	{
 		Name:        "tcp_sendlim",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_SENDLIM),
 		Description: "why an established sender is not sending more, decided per ACK and folded in the kernel",
-		Hooks: []probe.Hook{
-			btf(probe.SkbtraceProgTcpProbe, "tcp_probe"),
+		Hooks: slots(btf(probe.SkbtraceProgTcpProbe, "tcp_probe"),
 			btf(probe.SkbtraceProgTcpSendlimClose, "tcp_destroy_sock"),
-			iter(probe.SkbtraceProgSendlimOpenRuns),
-		},
+			iter(probe.SkbtraceProgSendlimOpenRuns)),
 		Consts: map[string]any{probe.SkbtraceVarEnableSendlim: true},
 	},
 	{
 		Name:        "tcp_cong",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_CONG),
 		Description: "congestion-state changes (Open, Disorder, CWR, Recovery, Loss) with cwnd, ssthresh and RTO",
-		Hooks:       []probe.Hook{btf(probe.SkbtraceProgTcpCong, "tcp_cong_state_set")},
+		Hooks: [][]probe.Hook{{
+			btf(probe.SkbtraceProgTcpCong, "tcp_cong_state_set"),
+			fentry(probe.SkbtraceProgTcpCongFentry, "tcp_set_ca_state", 2),
+			fentry(probe.SkbtraceProgTcpCongFentry, "cubictcp_state", 2), // CUBIC's state hook, 5.13-5.18
+			fentry(probe.SkbtraceProgTcpCongFentry, "bictcp_state", 2),   // the same, before 5.13
+		}},
 	},
 	{
 		Name:        "tcp_retrans",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_RETRANS),
 		Description: "retransmitted segments, folded per socket per interval",
-		Hooks: []probe.Hook{
-			btf(probe.SkbtraceProgTcpRetrans, "tcp_retransmit_skb"),
+		Hooks: slots(btf(probe.SkbtraceProgTcpRetrans, "tcp_retransmit_skb"),
 			btf(probe.SkbtraceProgTcpRetransClose, "tcp_destroy_sock"),
-			iter(probe.SkbtraceProgRetransOpenRuns),
-		},
+			iter(probe.SkbtraceProgRetransOpenRuns)),
 	},
 	{
 		Name:        "tcp_rtt",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_RTT),
 		Description: "per-socket samples of RTT, cwnd, windows and delivery rate, at most one per --rtt-interval",
-		Hooks:       []probe.Hook{btf(probe.SkbtraceProgTcpProbe, "tcp_probe")},
+		Hooks:       slots(btf(probe.SkbtraceProgTcpProbe, "tcp_probe")),
 		Consts:      map[string]any{probe.SkbtraceVarEnableRtt: true},
 	},
 	{
 		Name:        "tcp_reset",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_RESET),
 		Description: "resets sent (with the kernel's reason) and received",
-		Hooks: []probe.Hook{
-			btf(probe.SkbtraceProgTcpResetSent, "tcp_send_reset"),
-			btf(probe.SkbtraceProgTcpResetReceived, "tcp_receive_reset"),
-		},
+		Hooks: slots(btf(probe.SkbtraceProgTcpResetSent, "tcp_send_reset"),
+			btf(probe.SkbtraceProgTcpResetReceived, "tcp_receive_reset")),
 	},
 	{
 		Name:        "tcp_rcvbuf",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_RCVBUF),
 		Description: "receive-buffer autotuning steps",
-		Hooks:       []probe.Hook{btf(probe.SkbtraceProgTcpRcvbuf, "tcp_rcvbuf_grow")},
-		Fallback:    []probe.Hook{btf(probe.SkbtraceProgTcpRcvbufAdjust, "tcp_rcv_space_adjust")},
+		Hooks: [][]probe.Hook{
+			{btf(probe.SkbtraceProgTcpRcvbuf, "tcp_rcvbuf_grow"), btf(probe.SkbtraceProgTcpRcvbufAdjust, "tcp_rcv_space_adjust")},
+			{btf(probe.SkbtraceProgTcpRcvbufClose, "tcp_destroy_sock")},
+		},
 	},
 	{
 		Name:        "sk_limit",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_SK_LIMIT),
 		Description: "sockets over their send or receive memory limit, or with a full receive queue, per interval",
-		Hooks: []probe.Hook{
-			btf(probe.SkbtraceProgSkLimitExceed, "sock_exceed_buf_limit"),
-			btf(probe.SkbtraceProgSkLimitRcvqueue, "sock_rcvqueue_full"),
-		},
+		Hooks: slots(btf(probe.SkbtraceProgSkLimitExceed, "sock_exceed_buf_limit"),
+			btf(probe.SkbtraceProgSkLimitRcvqueue, "sock_rcvqueue_full")),
 		Drain: drainSkLimit,
 	},
 	{
 		Name:        "skb_drop",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_SKB_DROP),
 		Description: "dropped packets by reason, location and device, per interval",
-		Hooks:       []probe.Hook{btf(probe.SkbtraceProgSkbDrop, "kfree_skb")},
+		Hooks:       slots(btf(probe.SkbtraceProgSkbDrop, "kfree_skb")),
 		Drain:       drainSkbDrop,
 	},
 	{
 		Name:        "dev_xmit",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_DEV_XMIT),
 		Description: "skbs, bytes and segments per skb handed to each device (TSO/GSO at work), per interval",
-		Hooks: []probe.Hook{
-			btf(probe.SkbtraceProgDevXmit, "net_dev_start_xmit"),
-			btf(probe.SkbtraceProgDevXmitDone, "net_dev_xmit"),
-		},
+		Hooks: slots(btf(probe.SkbtraceProgDevXmit, "net_dev_start_xmit"),
+			btf(probe.SkbtraceProgDevXmitDone, "net_dev_xmit")),
 		Drain:     drainDevXmit,
 		PerPacket: true,
 	},
@@ -116,10 +116,8 @@ var Families = []Family{
 		Name:        "dev_recv",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_DEV_RECV),
 		Description: "skbs, bytes and segments per skb received from each device (GRO at work), per interval",
-		Hooks: []probe.Hook{
-			btf(probe.SkbtraceProgDevRecv, "netif_receive_skb"),
-			btf(probe.SkbtraceProgDevRecvGro, "napi_gro_receive_entry"),
-		},
+		Hooks: slots(btf(probe.SkbtraceProgDevRecv, "netif_receive_skb"),
+			btf(probe.SkbtraceProgDevRecvGro, "napi_gro_receive_entry")),
 		Drain:     drainDevRecv,
 		PerPacket: true,
 	},
@@ -127,7 +125,7 @@ var Families = []Family{
 		Name:        "napi_poll",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_NAPI_POLL),
 		Description: "NAPI polls per device and CPU: work against budget, per interval",
-		Hooks:       []probe.Hook{btf(probe.SkbtraceProgNapiPoll, "napi_poll")},
+		Hooks:       slots(btf(probe.SkbtraceProgNapiPoll, "napi_poll")),
 		Drain:       drainNapi,
 		PerPacket:   true,
 	},
@@ -135,10 +133,8 @@ var Families = []Family{
 		Name:        "softirq",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_SOFTIRQ),
 		Description: "NET_RX and NET_TX softirq time per CPU, per interval",
-		Hooks: []probe.Hook{
-			btf(probe.SkbtraceProgSoftirqEnter, "softirq_entry"),
-			btf(probe.SkbtraceProgSoftirqLeave, "softirq_exit"),
-		},
+		Hooks: slots(btf(probe.SkbtraceProgSoftirqEnter, "softirq_entry"),
+			btf(probe.SkbtraceProgSoftirqLeave, "softirq_exit")),
 		Drain:     drainSoftirq,
 		PerPacket: true,
 	},
@@ -146,19 +142,20 @@ var Families = []Family{
 		Name:        "qdisc",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_QDISC),
 		Description: "qdisc enqueues, dequeues, drops, requeues and backlog, per interval",
-		Hooks: []probe.Hook{
-			btf(probe.SkbtraceProgQdiscEnqueue, "qdisc_enqueue"),
-			btf(probe.SkbtraceProgQdiscDequeue, "qdisc_dequeue"),
-		},
+		Hooks: slots(btf(probe.SkbtraceProgQdiscEnqueue, "qdisc_enqueue"),
+			btf(probe.SkbtraceProgQdiscDequeue, "qdisc_dequeue")),
 		Drain: drainQdisc,
 	},
 	{
 		Name:        "sock_io",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_SOCK_IO),
 		Description: "socket send and receive calls per process: calls, bytes, size histogram, per interval",
-		Hooks: []probe.Hook{
-			btf(probe.SkbtraceProgSockIoSend, "sock_send_length"),
-			btf(probe.SkbtraceProgSockIoRecv, "sock_recv_length"),
+		// Where the tracepoints are missing, the IPv4 and IPv6 calls, each an attach point.
+		Hooks: [][]probe.Hook{
+			{btf(probe.SkbtraceProgSockIoSend, "sock_send_length"), fexit(probe.SkbtraceProgSockIoSendFexit, "inet_sendmsg", 3)},
+			{btf(probe.SkbtraceProgSockIoSend, "sock_send_length"), fexit(probe.SkbtraceProgSockIoSendFexit, "inet6_sendmsg", 3)},
+			{btf(probe.SkbtraceProgSockIoRecv, "sock_recv_length"), fexit(probe.SkbtraceProgSockIoRecvFexit, "inet_recvmsg", 4)},
+			{btf(probe.SkbtraceProgSockIoRecv, "sock_recv_length"), fexit(probe.SkbtraceProgSockIoRecvFexit, "inet6_recvmsg", 4)},
 		},
 		Drain:     drainSockIO,
 		PerPacket: true,
@@ -171,6 +168,23 @@ func tracepoint(prog, group, name string) probe.Hook {
 
 func btf(prog, name string) probe.Hook {
 	return probe.Hook{Program: prog, Kind: probe.BTFTracepoint, Name: name}
+}
+
+func fentry(prog, fn string, args int) probe.Hook {
+	return probe.Hook{Program: prog, Kind: probe.FEntry, Name: fn, Args: args}
+}
+
+func fexit(prog, fn string, args int) probe.Hook {
+	return probe.Hook{Program: prog, Kind: probe.FExit, Name: fn, Args: args}
+}
+
+// slots gives each hook a slot of its own, with no alternative.
+func slots(hooks ...probe.Hook) [][]probe.Hook {
+	out := make([][]probe.Hook, len(hooks))
+	for i, h := range hooks {
+		out[i] = []probe.Hook{h}
+	}
+	return out
 }
 
 func iter(prog string) probe.Hook {
@@ -188,77 +202,25 @@ func init() {
 	}
 }
 
-// CanRun says why a family cannot run on this kernel, or nil.
-func (f Family) CanRun() error {
-	_, err := f.Usable()
-	return err
-}
-
-// Usable returns the hooks the family attaches on this kernel: its own, or
-// its fallback where one of its own is missing.
-func (f Family) Usable() ([]probe.Hook, error) {
-	err := checkHooks(f.Hooks)
-	if err == nil {
-		return f.Hooks, nil
+// Select resolves -e. No names, or "all", selects every family: Start
+// skips those this kernel cannot run and says why. Families named
+// explicitly are required: Start fails if one cannot run.
+func Select(names []string) (fams []Family, required bool, err error) {
+	if len(names) == 0 || (len(names) == 1 && names[0] == "all") {
+		return Families, false, nil
 	}
-	if f.Fallback != nil && checkHooks(f.Fallback) == nil {
-		return f.Fallback, nil
-	}
-	return nil, err
-}
-
-func checkHooks(hooks []probe.Hook) error {
-	for _, h := range hooks {
-		if err := probe.CheckHook(h); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// Skipped is a family left out of an automatic selection, and why.
-type Skipped struct {
-	Family Family
-	Reason error
-}
-
-// Select resolves -e. "all" or no names selects every family that can run
-// and reports the others as skipped; a family named explicitly that cannot
-// run is an error.
-func Select(names []string) ([]Family, []Skipped, error) {
-	auto := len(names) == 0 || (len(names) == 1 && names[0] == "all")
-	if auto {
-		var run []Family
-		var skipped []Skipped
-		for _, f := range Families {
-			if err := f.CanRun(); err != nil {
-				skipped = append(skipped, Skipped{f, err})
-				continue
-			}
-			run = append(run, f)
-		}
-		if len(run) == 0 {
-			return nil, skipped, fmt.Errorf("no event family can run on this kernel: %v", skipped[0].Reason)
-		}
-		return run, skipped, nil
-	}
-	var run []Family
 	seen := map[string]bool{}
 	for _, n := range names {
 		f, ok := ByName(n)
 		if !ok {
-			return nil, nil, fmt.Errorf("unknown event family %q (known: %s)", n, strings.Join(familyNames(), ", "))
+			return nil, false, fmt.Errorf("unknown event family %q (known: %s)", n, strings.Join(familyNames(), ", "))
 		}
-		if seen[n] {
-			continue
+		if !seen[n] {
+			seen[n] = true
+			fams = append(fams, f)
 		}
-		seen[n] = true
-		if err := f.CanRun(); err != nil {
-			return nil, nil, fmt.Errorf("event family %s cannot run: %w", n, err)
-		}
-		run = append(run, f)
 	}
-	return run, nil, nil
+	return fams, true, nil
 }
 
 // ByName finds a family.
@@ -277,4 +239,58 @@ func familyNames() []string {
 		out = append(out, f.Name)
 	}
 	return out
+}
+
+// Status is what Start does with a family on this kernel.
+type Status struct {
+	Family Family
+	Hooks  []probe.Hook // the hook chosen for each attach point, when it runs
+	Err    error        // why it does not run
+}
+
+// Check says what Start does with every family. With the privileges to
+// load programs it decides as Start does, by loading and attaching them
+// all for a moment (loaded is true); without, from the kernel's BTF and
+// tracefs alone, which cannot see what the verifier would reject.
+func Check() (statuses []Status, feat probe.Features, loaded bool, err error) {
+	if host.CheckTracingCaps() == nil {
+		rec, err := Start(Options{Families: Families, RingBytes: 1 << 16})
+		if err != nil {
+			return nil, feat, false, err
+		}
+		defer rec.Close()
+		byName := map[string]Status{}
+		for _, r := range rec.Running {
+			byName[r.Family.Name] = Status{Family: r.Family, Hooks: r.Hooks}
+		}
+		for _, s := range rec.Skipped {
+			byName[s.Family.Name] = Status{Family: s.Family, Err: s.Reason}
+		}
+		for _, f := range Families {
+			statuses = append(statuses, byName[f.Name])
+		}
+		return statuses, rec.Features(), true, nil
+	}
+	for _, f := range Families {
+		st := Status{Family: f}
+		for _, slot := range f.Hooks {
+			var errs []string
+			found := false
+			for _, h := range slot {
+				if err := probe.CheckHook(h); err != nil {
+					errs = append(errs, fmt.Sprintf("%s: %v", h, err))
+					continue
+				}
+				st.Hooks = append(st.Hooks, h)
+				found = true
+				break
+			}
+			if !found {
+				st.Hooks, st.Err = nil, errors.New(strings.Join(errs, "; "))
+				break
+			}
+		}
+		statuses = append(statuses, st)
+	}
+	return statuses, feat, false, nil
 }

@@ -1,6 +1,7 @@
 package collect
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -14,46 +15,21 @@ func withFamilies(t *testing.T, fams []Family) {
 	t.Cleanup(func() { Families = saved })
 }
 
-func iterOnly(name string) Family {
-	return Family{Name: name, Hooks: []probe.Hook{{Kind: probe.Iterator, Name: "x"}}}
-}
-
-func missing(name string) Family {
-	return Family{Name: name, Hooks: []probe.Hook{{Kind: probe.BTFTracepoint, Name: "skbtrace_no_such_tracepoint"}}}
-}
-
-func TestSelectAutoSkipsWhatCannotRunAndSaysWhy(t *testing.T) {
-	requireKernelBTF(t)
-	withFamilies(t, []Family{iterOnly("good"), missing("absent")})
-	run, skipped, err := Select(nil)
-	if err != nil || len(run) != 1 || run[0].Name != "good" {
-		t.Fatalf("run %v err %v", run, err)
-	}
-	if len(skipped) != 1 || skipped[0].Family.Name != "absent" ||
-		!strings.Contains(skipped[0].Reason.Error(), "skbtrace_no_such_tracepoint is not in this kernel") {
-		t.Fatalf("skipped %+v", skipped)
+func TestSelectAllIsEveryFamilyNotRequired(t *testing.T) {
+	for _, names := range [][]string{nil, {"all"}} {
+		fams, required, err := Select(names)
+		if err != nil || required || len(fams) != len(Families) {
+			t.Fatalf("%v: %d families, required %v, err %v", names, len(fams), required, err)
+		}
 	}
 }
 
-func TestSelectByNameFailsWhenTheFamilyCannotRun(t *testing.T) {
-	requireKernelBTF(t)
-	withFamilies(t, []Family{iterOnly("good"), missing("absent")})
-	if _, _, err := Select([]string{"absent"}); err == nil || !strings.Contains(err.Error(), "event family absent cannot run") {
-		t.Fatalf("err %v", err)
+func TestSelectByNameIsRequired(t *testing.T) {
+	fams, required, err := Select([]string{"tcp_conn", "tcp_rtt", "tcp_conn"})
+	if err != nil || !required || len(fams) != 2 || fams[0].Name != "tcp_conn" || fams[1].Name != "tcp_rtt" {
+		t.Fatalf("fams %v required %v err %v", fams, required, err)
 	}
-	if _, _, err := Select([]string{"nope"}); err == nil || !strings.Contains(err.Error(), `unknown event family "nope" (known: good, absent)`) {
-		t.Fatalf("err %v", err)
-	}
-	run, _, err := Select([]string{"good", "good"})
-	if err != nil || len(run) != 1 {
-		t.Fatalf("duplicate names: run %v err %v", run, err)
-	}
-}
-
-func TestSelectAllWhenNothingCanRun(t *testing.T) {
-	requireKernelBTF(t)
-	withFamilies(t, []Family{missing("absent")})
-	if _, _, err := Select([]string{"all"}); err == nil || !strings.Contains(err.Error(), "no event family can run") {
+	if _, _, err := Select([]string{"nope"}); err == nil || !strings.Contains(err.Error(), `unknown event family "nope" (known: tcp_conn, `) {
 		t.Fatalf("err %v", err)
 	}
 }
@@ -64,10 +40,79 @@ func TestEveryFamilyHookIsInTheObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range Families {
-		for _, h := range f.Hooks {
-			if spec.Programs[h.Program] == nil {
-				t.Errorf("family %s: program %s is not in the BPF object", f.Name, h.Program)
+		if len(f.Hooks) == 0 {
+			t.Errorf("family %s has no hooks", f.Name)
+		}
+		for _, slot := range f.Hooks {
+			for _, h := range slot {
+				if spec.Programs[h.Program] == nil {
+					t.Errorf("family %s: program %s is not in the BPF object", f.Name, h.Program)
+				}
+				if (h.Kind == probe.FEntry || h.Kind == probe.FExit) && h.Args == 0 {
+					t.Errorf("family %s: %s does not say how many arguments it reads", f.Name, h)
+				}
 			}
 		}
+	}
+}
+
+// requireRoot skips without the privileges to load programs, except under CI=true.
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("this test needs root and CI=true forbids skipping it")
+	}
+	t.Skip("needs root")
+}
+
+func missing(name string) Family {
+	return Family{Name: name, Hooks: [][]probe.Hook{{btf(probe.SkbtraceProgTcpCong, "skbtrace_no_such_tracepoint")}}}
+}
+
+func TestStartSkipsWhatCannotRunAndSaysWhy(t *testing.T) {
+	requireRoot(t)
+	conn, _ := ByName("tcp_conn")
+	rec, err := Start(Options{Families: []Family{conn, missing("absent")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	if len(rec.Running) != 1 || rec.Running[0].Family.Name != "tcp_conn" || rec.Running[0].Hooks[0].Name != "inet_sock_set_state" {
+		t.Fatalf("running %+v", rec.Running)
+	}
+	if len(rec.Skipped) != 1 || rec.Skipped[0].Family.Name != "absent" ||
+		!strings.Contains(rec.Skipped[0].Reason.Error(), "tp_btf/skbtrace_no_such_tracepoint: tracepoint skbtrace_no_such_tracepoint is not in this kernel") {
+		t.Fatalf("skipped %+v", rec.Skipped)
+	}
+}
+
+func TestStartFailsWhenARequiredFamilyCannotRun(t *testing.T) {
+	requireRoot(t)
+	conn, _ := ByName("tcp_conn")
+	_, err := Start(Options{Families: []Family{conn, missing("absent")}, Required: true})
+	if err == nil || !strings.Contains(err.Error(), "event family absent cannot run: tp_btf/skbtrace_no_such_tracepoint") {
+		t.Fatalf("err %v", err)
+	}
+	if _, err := Start(Options{Families: []Family{missing("absent")}}); err == nil || !strings.Contains(err.Error(), "no event family can run on this kernel (absent: ") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestStartTakesTheFirstAlternativeThatWorks(t *testing.T) {
+	requireRoot(t)
+	f := Family{Name: "alt", Hooks: [][]probe.Hook{{
+		btf(probe.SkbtraceProgTcpRcvbuf, "skbtrace_no_such_tracepoint"),
+		btf(probe.SkbtraceProgTcpRcvbufAdjust, "tcp_rcv_space_adjust"),
+	}}}
+	rec, err := Start(Options{Families: []Family{f}, Required: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	if h := rec.Running[0].Hooks; len(h) != 1 || h[0].Name != "tcp_rcv_space_adjust" {
+		t.Fatalf("hooks %v", h)
 	}
 }

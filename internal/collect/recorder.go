@@ -38,6 +38,9 @@ type Options struct {
 	RTTInterval time.Duration
 	// Status receives a one-line live status (for a terminal), or nil.
 	Status io.Writer
+	// Required makes Start fail when a family cannot run, instead of
+	// skipping it: families named by the user.
+	Required bool
 	// Sample is the share of each interval the per-packet families stay
 	// attached (0 or 1: always). Their events then cover those windows
 	// exactly: rates stay right, totals cover that share of the time.
@@ -58,21 +61,34 @@ type Recording struct {
 	sess    *probe.Session
 	start   time.Time
 	sampled []probe.Hook // the per-packet families' hooks, when sampling
+	// sampledFamilies are the families those hooks belong to.
+	sampledFamilies []string
+	// Running are the families attached, with the hook chosen for each
+	// attach point; Skipped those this kernel cannot run, and why.
+	Running []Running
+	Skipped []Skipped
 }
 
-// Start loads and attaches the selected families.
+// Running is a family attached, and the hooks it uses on this kernel.
+type Running struct {
+	Family Family
+	Hooks  []probe.Hook
+}
+
+// Skipped is a family left out because this kernel cannot run it.
+type Skipped struct {
+	Family Family
+	Reason error
+}
+
+// Start loads and attaches the selected families, each on its own: one
+// this kernel rejects is skipped with the reason (an error when
+// opts.Required), and the others run.
 func Start(opts Options) (*Recording, error) {
-	var hooks, sampled []probe.Hook
 	consts := map[string]any{}
-	for _, f := range opts.Families {
-		fh, err := f.Usable()
-		if err != nil {
-			return nil, fmt.Errorf("event family %s cannot run: %w", f.Name, err)
-		}
-		hooks = append(hooks, fh...)
-		if f.PerPacket && opts.Sample > 0 && opts.Sample < 1 {
-			sampled = append(sampled, fh...)
-		}
+	units := make([]probe.Unit, len(opts.Families))
+	for i, f := range opts.Families {
+		units[i] = probe.Unit{Name: f.Name, Slots: f.Hooks, Required: opts.Required}
 		for k, v := range f.Consts {
 			consts[k] = v
 		}
@@ -80,13 +96,56 @@ func Start(opts Options) (*Recording, error) {
 	if opts.Interval <= 0 {
 		opts.Interval = time.Second
 	}
-	sess, err := probe.Open(probe.Config{Hooks: hooks, RingBytes: opts.RingBytes, Filter: opts.Filter,
+	sess, err := probe.Open(probe.Config{Units: units, RingBytes: opts.RingBytes, Filter: opts.Filter,
 		Interval: opts.Interval, RTTInterval: opts.RTTInterval, Consts: consts})
 	if err != nil {
 		return nil, err
 	}
-	return &Recording{opts: opts, sess: sess, start: time.Now(), sampled: sampled}, nil
+	r := &Recording{sess: sess, start: time.Now()}
+	for i, st := range sess.Units() {
+		f := opts.Families[i]
+		if st.Err != nil {
+			r.Skipped = append(r.Skipped, Skipped{f, st.Err})
+			continue
+		}
+		r.Running = append(r.Running, Running{f, st.Hooks})
+		if f.PerPacket && opts.Sample > 0 && opts.Sample < 1 && reattachable(st.Hooks) {
+			r.sampled = append(r.sampled, st.Hooks...)
+			r.sampledFamilies = append(r.sampledFamilies, f.Name)
+		}
+	}
+	if len(r.Running) == 0 {
+		sess.Close()
+		reason := "none selected"
+		if len(r.Skipped) > 0 {
+			reason = fmt.Sprintf("%s: %v", r.Skipped[0].Family.Name, r.Skipped[0].Reason)
+		}
+		return nil, fmt.Errorf("no event family can run on this kernel (%s)", reason)
+	}
+	// From here on the families are the ones that run.
+	opts.Families = nil
+	for _, run := range r.Running {
+		opts.Families = append(opts.Families, run.Family)
+	}
+	r.opts = opts
+	return r, nil
 }
+
+// reattachable says whether sampling may detach and attach the hooks again:
+// on older kernels (5.10 measured) an fentry or fexit program attaches once
+// only (ENOENT after), so families on kernel functions stay attached and
+// count exactly.
+func reattachable(hooks []probe.Hook) bool {
+	for _, h := range hooks {
+		if h.Kind == probe.FEntry || h.Kind == probe.FExit {
+			return false
+		}
+	}
+	return true
+}
+
+// Features says how the programs were adapted to this kernel.
+func (r *Recording) Features() probe.Features { return r.sess.Features() }
 
 // Close detaches and unloads; safe after Run.
 func (r *Recording) Close() error { return r.sess.Close() }
@@ -108,6 +167,10 @@ func Header(command string) trace.Header {
 	}
 }
 
+// NoReason names the reason of drops and resets on kernels whose
+// tracepoints do not give one.
+const NoReason = "NO_REASON"
+
 // Version is skbtrace's version, set at build time.
 var Version = "dev"
 
@@ -115,16 +178,18 @@ var Version = "dev"
 // is queued, writes the runs still open in the kernel and the end record.
 func (r *Recording) Run(w *trace.Writer, stop <-chan struct{}) (Totals, error) {
 	st := recorderState{
-		opts:      r.opts,
-		w:         w,
-		sess:      r.sess,
-		netns:     host.NewNetnsResolver(),
-		seenNetns: map[uint32]bool{},
-		counts:    map[event.Type]uint64{},
-		lostSeen:  make([][]uint64, len(Families)),
-		status:    r.opts.Status,
-		start:     r.start,
-		sampled:   r.sampled,
+		opts:            r.opts,
+		w:               w,
+		sess:            r.sess,
+		seq:             newSequencer(r.sess),
+		netns:           host.NewNetnsResolver(),
+		seenNetns:       map[uint32]bool{},
+		counts:          map[event.Type]uint64{},
+		lostSeen:        make([][]uint64, len(Families)),
+		status:          r.opts.Status,
+		start:           r.start,
+		sampled:         r.sampled,
+		sampledFamilies: r.sampledFamilies,
 	}
 	err := st.prepare()
 	if err == nil {
@@ -156,6 +221,7 @@ type recorderState struct {
 	symbols   map[uint64]bool
 	lastDrain time.Time
 	sess      *probe.Session
+	seq       *sequencer
 	netns     *host.NetnsResolver
 	seenNetns map[uint32]bool
 	counts    map[event.Type]uint64
@@ -170,22 +236,25 @@ type recorderState struct {
 	lastCount uint64
 	// Sampling: the per-packet hooks, whether they are attached, and when
 	// they are next detached or attached.
-	sampled  []probe.Hook
-	detached bool
-	nextFlip time.Time
+	sampled         []probe.Hook
+	sampledFamilies []string
+	detached        bool
+	nextFlip        time.Time
 }
 
 // prepare writes the name tables the selected families need and sets up draining.
 func (st *recorderState) prepare() error {
 	for _, f := range st.opts.Families {
 		if f.Drain != nil && st.drainer == nil {
-			st.drainer = newDrainer(st.sess, st.w.ByteOrder(), host.BootNow())
+			st.drainer = newDrainer(st.sess, st.seq, st.w.ByteOrder(), host.BootNow())
 		}
 		var kind uint16
 		var enum, prefix string
+		var reasons bool
 		switch f.Name {
 		case "skb_drop":
 			kind, enum, prefix = trace.EnumDropReason, "skb_drop_reason", "SKB_DROP_REASON_"
+			reasons = st.sess.Features().DropReasons
 			ks, err := host.LoadKallsyms()
 			if err != nil {
 				return err
@@ -193,25 +262,24 @@ func (st *recorderState) prepare() error {
 			st.kallsyms, st.symbols = ks, map[uint64]bool{}
 		case "tcp_reset":
 			kind, enum, prefix = trace.EnumResetReason, "sk_rst_reason", "SK_RST_REASON_"
+			reasons = st.sess.Features().ResetReasons
 		default:
 			continue
 		}
-		names, err := probe.KernelEnum(enum, prefix)
-		if err != nil {
-			return err
+		// A kernel whose tracepoint has no reason gives 0 for every event.
+		names := map[uint32]string{0: NoReason}
+		if reasons {
+			var err error
+			if names, err = probe.KernelEnum(enum, prefix); err != nil {
+				return err
+			}
 		}
 		if err := st.w.AppendEnum(trace.Enum{Kind: kind, Names: names}); err != nil {
 			return err
 		}
 	}
 	if st.sampled != nil {
-		var names []string
-		for _, f := range st.opts.Families {
-			if f.PerPacket {
-				names = append(names, f.Name)
-			}
-		}
-		if err := st.w.AppendSample(trace.Sample{Share: st.opts.Sample, Interval: uint64(st.opts.Interval), Families: names}); err != nil {
+		if err := st.w.AppendSample(trace.Sample{Share: st.opts.Sample, Interval: uint64(st.opts.Interval), Families: st.sampledFamilies}); err != nil {
 			return err
 		}
 	}
@@ -289,6 +357,7 @@ func (st *recorderState) loop(stop <-chan struct{}) error {
 		err := st.sess.ReadInto(&rec)
 		switch {
 		case err == nil:
+			st.seq.ring(rec.RawSample)
 			if err := st.handle(rec.RawSample); err != nil {
 				return err
 			}
@@ -463,6 +532,7 @@ func (st *recorderState) finish() error {
 		if err != nil {
 			return fmt.Errorf("draining events: %w", err)
 		}
+		st.seq.ring(rec.RawSample)
 		if err := st.handle(rec.RawSample); err != nil {
 			return err
 		}
@@ -470,7 +540,7 @@ func (st *recorderState) finish() error {
 	if err := st.drain(); err != nil {
 		return err
 	}
-	seq, err := st.sess.NextSeq()
+	seq, err := st.seq.end()
 	if err != nil {
 		return err
 	}

@@ -274,23 +274,17 @@ func startRecording(opts Options, notes []string) (*collect.Recording, []string)
 	}
 	var fams []collect.Family
 	for _, name := range names {
-		f, ok := collect.ByName(name)
-		if !ok {
-			continue
+		if f, ok := collect.ByName(name); ok {
+			fams = append(fams, f)
 		}
-		if err := f.CanRun(); err != nil {
-			notes = append(notes, fmt.Sprintf("event family %s cannot run: %v", name, err))
-			continue
-		}
-		fams = append(fams, f)
-	}
-	if len(fams) == 0 {
-		return nil, append(notes, "no kernel event family can run on this kernel")
 	}
 	// Drained once a second: every 200 ms cost the stream a few percent more.
 	rec, err := collect.Start(collect.Options{Families: fams, Interval: time.Second})
 	if err != nil {
 		return nil, append(notes, "kernel events unavailable: "+err.Error())
+	}
+	for _, s := range rec.Skipped {
+		notes = append(notes, fmt.Sprintf("event family %s cannot run on this kernel: %v", s.Family.Name, s.Reason))
 	}
 	return rec, notes
 }

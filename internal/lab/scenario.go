@@ -261,11 +261,11 @@ func (s *Scenario) measure(ctx context.Context, p *Pair, o load.Options, withDoc
 	if withDoctor {
 		return s.measureWithDoctor(ctx, p, o)
 	}
-	fams, _, err := collect.Select(s.Families)
+	fams, required, err := collect.Select(s.Families)
 	if err != nil {
 		return nil, err
 	}
-	rec, err := collect.Start(collect.Options{Families: fams, Interval: 200 * time.Millisecond})
+	rec, err := collect.Start(collect.Options{Families: fams, Required: required, Interval: 200 * time.Millisecond})
 	if err != nil {
 		return nil, err
 	}
@@ -386,7 +386,13 @@ func (m *Measurement) device(name string) *analyze.DevStat {
 func (m *Measurement) drops(reason string) uint64 {
 	var n uint64
 	for _, d := range m.Stat.Drops {
-		if m.Summary.Names.DropReason(d.Reason) == reason {
+		name := m.Summary.Names.DropReason(d.Reason)
+		// Kernels before 5.17 give no reason: a netfilter drop is known by where it happens.
+		if name == collect.NoReason && reason == "NETFILTER_DROP" &&
+			strings.HasPrefix(m.Summary.Names.Symbol(d.Location), "nf_hook_slow") {
+			name = reason
+		}
+		if name == reason {
 			n += d.Count
 		}
 	}

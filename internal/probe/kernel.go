@@ -49,21 +49,21 @@ func tracefsDir() string {
 }
 
 // CheckHook says why a hook cannot be attached on this kernel, or nil.
+// It reads BTF and tracefs only: whether the program loads is for Open.
 func CheckHook(h Hook) error {
 	switch h.Kind {
 	case Iterator:
 		return nil // iterators exist on every kernel with BTF tracing, which the tp_btf hooks already check
 	case BTFTracepoint:
-		spec, err := btf.LoadKernelSpec()
+		_, err := TracepointArgs(h.Name)
+		return err
+	case FEntry, FExit:
+		n, err := FunctionArgs(h.Name)
 		if err != nil {
-			return fmt.Errorf("reading kernel BTF: %w", err)
+			return err
 		}
-		var typedef *btf.Typedef
-		if err := spec.TypeByName("btf_trace_"+h.Name, &typedef); err != nil {
-			if errors.Is(err, btf.ErrNotFound) {
-				return fmt.Errorf("tracepoint %s is not in this kernel", h.Name)
-			}
-			return fmt.Errorf("looking up tracepoint %s in kernel BTF: %w", h.Name, err)
+		if n != h.Args {
+			return fmt.Errorf("function %s takes %d arguments here, not the %d the program reads", h.Name, n, h.Args)
 		}
 		return nil
 	default:

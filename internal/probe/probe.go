@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"slices"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -21,7 +23,11 @@ type Hook struct {
 	Program string // program name in the BPF object
 	Kind    HookKind
 	Group   string // tracepoint group, for classic tracepoints
-	Name    string // tracepoint name
+	Name    string // tracepoint or kernel function name
+	// Args, for fentry and fexit, is how many arguments the program
+	// expects the function to take: a kernel whose function takes another
+	// number does not get the hook.
+	Args int
 }
 
 // HookKind says how a program attaches.
@@ -35,6 +41,10 @@ const (
 	// Iterator is a BPF iterator over a map: loaded with its family, run on
 	// demand rather than attached to an event.
 	Iterator
+	// FEntry and FExit attach to a kernel function's entry and return,
+	// where a kernel lacks the tracepoint (needs BTF and ftrace).
+	FEntry
+	FExit
 )
 
 func (h Hook) String() string {
@@ -43,6 +53,10 @@ func (h Hook) String() string {
 		return "tp_btf/" + h.Name
 	case Iterator:
 		return "iter/" + h.Name
+	case FEntry:
+		return "fentry/" + h.Name
+	case FExit:
+		return "fexit/" + h.Name
 	}
 	return h.Group + ":" + h.Name
 }
@@ -56,9 +70,28 @@ type Filter struct {
 	Pid        uint32 // process (thread group), for sock_io
 }
 
-// Config selects the hooks to attach and sizes the ring buffer.
+// Unit is a group of hooks that runs whole or not at all: an event family.
+type Unit struct {
+	Name string
+	// Slots are the unit's attach points, each with its alternatives in
+	// order of preference: the first that loads and attaches is used.
+	Slots [][]Hook
+	// Required makes Open fail when the unit cannot run; otherwise it is
+	// skipped, with the reason, and the others run.
+	Required bool
+}
+
+// UnitStatus is what became of a unit: the hooks it runs on, or why it
+// does not run.
+type UnitStatus struct {
+	Name  string
+	Hooks []Hook
+	Err   error
+}
+
+// Config selects the units to load and sizes the ring buffer.
 type Config struct {
-	Hooks     []Hook
+	Units     []Unit
 	RingBytes uint32 // a power of two of at least one page; 0 keeps the object's default
 	Filter    Filter
 	// Interval is how long tcp_retrans folds a socket's retransmits; 0 keeps one second.
@@ -73,43 +106,94 @@ type Config struct {
 // Session is a loaded and attached set of programs. Close detaches and
 // unloads everything; it is safe to call more than once.
 type Session struct {
-	coll  *ebpf.Collection
-	links map[Hook]link.Link
-	ring  *ringbuf.Reader
+	spec     *ebpf.CollectionSpec
+	coll     *ebpf.Collection // the maps and global variables every program shares
+	progs    map[string]*ebpf.Program
+	progErrs map[string]error
+	links    map[Hook]link.Link
+	ring     *ringbuf.Reader
+	features Features
+	units    []UnitStatus
 }
 
 // ErrPermission is returned when the caller may not load BPF programs.
 var ErrPermission = errors.New("permission denied (run as root or grant CAP_BPF+CAP_PERFMON)")
 
-// Open loads the programs the hooks need and attaches them.
+// Open creates the shared maps, then loads and attaches each unit on its
+// own, so that a program this kernel rejects costs only its unit.
 func Open(cfg Config) (*Session, error) {
 	if err := rlimit.RemoveMemlock(); err != nil && !errors.Is(err, unix.EPERM) {
 		return nil, fmt.Errorf("raising the memlock limit: %w", err)
+	}
+	feat, err := ProbeFeatures()
+	if err != nil {
+		return nil, err
 	}
 	spec, err := LoadSkbtrace()
 	if err != nil {
 		return nil, fmt.Errorf("reading the embedded BPF object: %w", err)
 	}
-	keep := map[string]bool{SkbtraceProgSeqReserve: true}
-	for _, h := range cfg.Hooks {
-		keep[h.Program] = true
+	if err := configure(spec, cfg, feat); err != nil {
+		return nil, err
 	}
-	for name := range spec.Programs {
-		if !keep[name] {
-			delete(spec.Programs, name)
+	maps := &ebpf.CollectionSpec{Maps: spec.Maps, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder}
+	coll, err := ebpf.NewCollection(maps)
+	if err != nil {
+		if errors.Is(err, unix.EPERM) {
+			return nil, fmt.Errorf("creating BPF maps: %w", ErrPermission)
+		}
+		return nil, fmt.Errorf("creating BPF maps: %w", err)
+	}
+	s := &Session{spec: spec, coll: coll, progs: map[string]*ebpf.Program{}, progErrs: map[string]error{},
+		links: map[Hook]link.Link{}, features: feat}
+	if feat.KernelSeq {
+		// The first run also probes whether programs can be run at all, by
+		// running a socket filter on a packet it then frees: done before
+		// attaching, that free is not recorded as a drop.
+		err := s.loadProgram(Hook{Program: SkbtraceProgSeqReserve})
+		if err == nil {
+			_, err = s.ReserveSeq(0)
+		}
+		if err != nil {
+			s.Close()
+			return nil, err
 		}
 	}
+	for _, u := range cfg.Units {
+		st := s.openUnit(u)
+		if st.Err != nil && u.Required {
+			s.Close()
+			return nil, fmt.Errorf("event family %s cannot run: %w", u.Name, st.Err)
+		}
+		s.units = append(s.units, st)
+	}
+	s.ring, err = ringbuf.NewReader(coll.Maps[SkbtraceMapEvents])
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("opening the event ring buffer: %w", err)
+	}
+	return s, nil
+}
+
+// configure sets what programs read as constants: filters, intervals, and
+// the switches that prune what this kernel lacks.
+func configure(spec *ebpf.CollectionSpec, cfg Config, feat Features) error {
 	if cfg.RingBytes != 0 {
 		spec.Maps[SkbtraceMapEvents].MaxEntries = cfg.RingBytes
 	}
-	if err := spec.Variables[SkbtraceVarWakeupBytes].Set(uint64(spec.Maps[SkbtraceMapEvents].MaxEntries / 8)); err != nil {
-		return nil, fmt.Errorf("setting wakeup_bytes: %w", err)
-	}
 	if err := setFilter(spec, cfg.Filter); err != nil {
-		return nil, err
+		return err
 	}
 	hz := jiffiesPerSecond()
-	consts := map[string]any{SkbtraceVarJiffiesPerSec: hz}
+	consts := map[string]any{
+		SkbtraceVarJiffiesPerSec: hz,
+		SkbtraceVarWakeupBytes:   uint64(spec.Maps[SkbtraceMapEvents].MaxEntries / 8),
+		SkbtraceVarUseSkStorage:  feat.SkStorage,
+		// Arguments a tracepoint gained over time, read only where the prototype has them.
+		SkbtraceVarRetransHasErr:  feat.RetransErr,
+		SkbtraceVarResetHasReason: feat.ResetReasons,
+		SkbtraceVarDropHasReason:  feat.DropReasons,
+	}
 	for name, v := range cfg.Consts {
 		consts[name] = v
 	}
@@ -122,33 +206,146 @@ func Open(cfg Config) (*Session, error) {
 	}
 	for name, v := range consts {
 		if err := spec.Variables[name].Set(v); err != nil {
-			return nil, fmt.Errorf("setting %s: %w", name, err)
+			return fmt.Errorf("setting %s: %w", name, err)
 		}
 	}
+	// The per-socket maps this kernel does not use: as small as the kernel allows.
+	unused := []string{SkbtraceMapSendlimRunsBySock, SkbtraceMapRetransRunsBySock, SkbtraceMapRcvbufStatesBySock}
+	if !feat.SkStorage {
+		unused = nil
+	}
+	for _, name := range unused {
+		spec.Maps[name].MaxEntries = 1
+	}
+	return nil
+}
 
-	coll, err := ebpf.NewCollection(spec)
+// openUnit picks, for each slot, the first alternative that loads and
+// attaches. A unit that cannot run gives back what it attached.
+func (s *Session) openUnit(u Unit) UnitStatus {
+	st := UnitStatus{Name: u.Name}
+	var attached []Hook
+	for _, slot := range u.Slots {
+		var errs []string
+		chosen := false
+		for _, h := range slot {
+			fresh := s.links[h] == nil
+			if err := s.useHook(h); err != nil {
+				errs = append(errs, fmt.Sprintf("%s: %v", h, err))
+				continue
+			}
+			if fresh && s.links[h] != nil {
+				attached = append(attached, h)
+			}
+			// Without socket storage nothing runs the iterator; a hook two slots share is listed once.
+			if (h.Kind != Iterator || s.features.SkStorage) && !slices.Contains(st.Hooks, h) {
+				st.Hooks = append(st.Hooks, h)
+			}
+			chosen = true
+			break
+		}
+		if !chosen {
+			st.Hooks, st.Err = nil, errors.New(strings.Join(errs, "; "))
+			s.DetachHooks(attached)
+			return st
+		}
+	}
+	return st
+}
+
+// useHook checks, loads and attaches one alternative.
+func (s *Session) useHook(h Hook) error {
+	if err := CheckHook(h); err != nil {
+		return err
+	}
+	if h.Kind == Iterator && !s.features.SkStorage {
+		return nil // the state is in hash maps, which user space reads directly
+	}
+	if err := s.loadProgram(h); err != nil {
+		return err
+	}
+	if h.Kind == Iterator || s.links[h] != nil {
+		return nil
+	}
+	return s.attachHook(h)
+}
+
+// programKey names a loaded program: a function hook's program is loaded
+// for the function it attaches to, the others once.
+func programKey(h Hook) string {
+	if h.Kind == FEntry || h.Kind == FExit {
+		return h.Program + "@" + h.Name
+	}
+	return h.Program
+}
+
+// loadProgram loads a hook's program against the shared maps, once.
+func (s *Session) loadProgram(h Hook) error {
+	key := programKey(h)
+	if s.progs[key] != nil {
+		return nil
+	}
+	if err := s.progErrs[key]; err != nil {
+		return err
+	}
+	prog, err := s.load(h)
+	if err != nil {
+		s.progErrs[key] = err
+		return err
+	}
+	s.progs[key] = prog
+	return nil
+}
+
+func (s *Session) load(h Hook) (*ebpf.Program, error) {
+	name := h.Program
+	ps := s.spec.Programs[name]
+	if ps == nil {
+		return nil, fmt.Errorf("program %s is not in the BPF object", name)
+	}
+	ps = ps.Copy()
+	if h.Kind == FEntry || h.Kind == FExit {
+		ps.AttachTo = h.Name
+	}
+	if !s.features.KernelSeq {
+		ps.Instructions = withoutAtomicFetch(ps.Instructions)
+	}
+	one := &ebpf.CollectionSpec{Maps: s.spec.Maps, Variables: s.spec.Variables, Types: s.spec.Types,
+		ByteOrder: s.spec.ByteOrder, Programs: map[string]*ebpf.ProgramSpec{name: ps}}
+	c, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{MapReplacements: s.coll.Maps})
 	if err != nil {
 		var verr *ebpf.VerifierError
-		if errors.As(err, &verr) {
-			return nil, fmt.Errorf("loading BPF programs: the kernel's verifier rejected them: %+v", verr)
+		switch {
+		case errors.As(err, &verr):
+			return nil, fmt.Errorf("loading program %s: the kernel's verifier rejected it: %s", name, lastLines(verr.Log, 3))
+		case errors.Is(err, unix.EPERM):
+			return nil, fmt.Errorf("loading program %s: %w", name, ErrPermission)
 		}
-		if errors.Is(err, unix.EPERM) {
-			return nil, fmt.Errorf("loading BPF programs: %w", ErrPermission)
-		}
-		return nil, fmt.Errorf("loading BPF programs: %w", err)
+		return nil, fmt.Errorf("loading program %s: %w", name, err)
 	}
-	s := &Session{coll: coll, links: map[Hook]link.Link{}}
-	if err := s.Attach(cfg.Hooks); err != nil {
-		s.Close()
-		return nil, err
-	}
-	s.ring, err = ringbuf.NewReader(coll.Maps[SkbtraceMapEvents])
-	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("opening the event ring buffer: %w", err)
-	}
-	return s, nil
+	defer c.Close()
+	return c.DetachProgram(name), nil
 }
+
+// lastLines are the verifier's conclusion: its log ends with the reason.
+func lastLines(log []string, n int) string {
+	var out []string
+	for i := len(log) - 1; i >= 0 && len(out) < n; i-- {
+		if l := strings.TrimSpace(log[i]); l != "" && !strings.HasPrefix(l, "processed ") {
+			out = append([]string{l}, out...)
+		}
+	}
+	if len(out) == 0 {
+		return "(no verifier log)"
+	}
+	return strings.Join(out, " / ")
+}
+
+// Features says how the programs were adapted to this kernel.
+func (s *Session) Features() Features { return s.features }
+
+// Units says, for each unit in the order given, the hooks it runs on or why it does not run.
+func (s *Session) Units() []UnitStatus { return s.units }
 
 func setFilter(spec *ebpf.CollectionSpec, f Filter) error {
 	set := func(name string, v any) error {
@@ -192,19 +389,29 @@ func setFilter(spec *ebpf.CollectionSpec, f Filter) error {
 	return set(SkbtraceVarFilterAddr, addr)
 }
 
-func attach(h Hook, prog *ebpf.Program) (link.Link, error) {
+func (s *Session) attachHook(h Hook) error {
+	prog := s.progs[programKey(h)]
 	if prog == nil {
-		return nil, fmt.Errorf("program %s is not in the BPF object", h.Program)
+		return fmt.Errorf("program %s is not loaded", h.Program)
 	}
+	var l link.Link
+	var err error
 	switch h.Kind {
-	case BTFTracepoint:
-		return link.AttachTracing(link.TracingOptions{Program: prog})
+	case BTFTracepoint, FEntry, FExit:
+		l, err = link.AttachTracing(link.TracingOptions{Program: prog})
 	default:
-		if err := EnsureTracefs(); err != nil {
-			return nil, err
+		if err = EnsureTracefs(); err == nil {
+			l, err = link.Tracepoint(h.Group, h.Name, prog, nil)
 		}
-		return link.Tracepoint(h.Group, h.Name, prog, nil)
 	}
+	if err != nil {
+		if errors.Is(err, unix.EPERM) {
+			return fmt.Errorf("attaching %s: %w", h, ErrPermission)
+		}
+		return fmt.Errorf("attaching %s: %w", h, err)
+	}
+	s.links[h] = l
+	return nil
 }
 
 // ReadInto blocks until an event is available, the deadline passes
@@ -238,21 +445,15 @@ func (s *Session) Lost() ([][]uint64, error) {
 	return out, nil
 }
 
-// Attach attaches the hooks not attached yet; families that share a
-// program share its attachment.
+// Attach attaches again hooks that DetachHooks removed.
 func (s *Session) Attach(hooks []Hook) error {
 	for _, h := range hooks {
 		if h.Kind == Iterator || s.links[h] != nil {
 			continue
 		}
-		l, err := attach(h, s.coll.Programs[h.Program])
-		if err != nil {
-			if errors.Is(err, unix.EPERM) {
-				return fmt.Errorf("attaching %s: %w", h, ErrPermission)
-			}
-			return fmt.Errorf("attaching %s: %w", h, err)
+		if err := s.attachHook(h); err != nil {
+			return err
 		}
-		s.links[h] = l
 	}
 	return nil
 }
@@ -289,18 +490,46 @@ func (s *Session) NextSeq() (uint64, error) {
 // OpenSendlimRuns returns the send-limit runs still open in the kernel,
 // the ones that would have been emitted at the socket's next ACK or close.
 func (s *Session) OpenSendlimRuns() ([]SkbtraceSendlimRun, error) {
+	if !s.features.SkStorage {
+		return dumpHash(s, SkbtraceMapSendlimRunsBySock, func(r *SkbtraceSendlimRun) bool {
+			return r.Ev.Reason != uint8(SkbtraceSendlimReasonSENDLIM_IGNORED) && r.Ev.Cnt != 0
+		})
+	}
 	return dumpStorage[SkbtraceSendlimRun](s, SkbtraceProgSendlimOpenRuns, SkbtraceMapSendlimRuns)
 }
 
 // OpenRetransRuns returns the retransmit runs still open in the kernel.
 func (s *Session) OpenRetransRuns() ([]SkbtraceTcpRetransRun, error) {
+	if !s.features.SkStorage {
+		return dumpHash(s, SkbtraceMapRetransRunsBySock, func(r *SkbtraceTcpRetransRun) bool {
+			return r.Ev.State != uint8(SkbtraceSendlimReasonSENDLIM_IGNORED) && r.Ev.Cnt != 0
+		})
+	}
 	return dumpStorage[SkbtraceTcpRetransRun](s, SkbtraceProgRetransOpenRuns, SkbtraceMapRetransRuns)
+}
+
+// dumpHash reads the per-socket state kept in a hash map (kernels without
+// socket storage for tracing), with the iterators' selection.
+func dumpHash[T any](s *Session, mapName string, keep func(*T) bool) ([]T, error) {
+	var out []T
+	var key uint64
+	var v T
+	it := s.coll.Maps[mapName].Iterate()
+	for it.Next(&key, &v) {
+		if keep(&v) {
+			out = append(out, v)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", mapName, err)
+	}
+	return out, nil
 }
 
 // dumpStorage runs an iterator over a socket-storage map; the iterator
 // writes each value it keeps, a T, verbatim.
 func dumpStorage[T any](s *Session, progName, mapName string) ([]T, error) {
-	prog, ok := s.coll.Programs[progName]
+	prog, ok := s.progs[progName]
 	if !ok {
 		return nil, nil
 	}
@@ -336,6 +565,10 @@ func (s *Session) Close() error {
 	if s.ring != nil {
 		s.ring.Close()
 	}
+	for name, p := range s.progs {
+		p.Close()
+		delete(s.progs, name)
+	}
 	if s.coll != nil {
 		s.coll.Close()
 		s.coll = nil
@@ -358,7 +591,7 @@ func (s *Session) Map(name string) *ebpf.Map { return s.coll.Maps[name] }
 // ReserveSeq takes n numbers from the kernel's sequence counter, for events
 // the recorder writes itself, and returns the first.
 func (s *Session) ReserveSeq(n uint64) (uint64, error) {
-	prog, ok := s.coll.Programs[SkbtraceProgSeqReserve]
+	prog, ok := s.progs[SkbtraceProgSeqReserve]
 	if !ok {
 		return 0, errors.New("the seq_reserve program is not loaded")
 	}

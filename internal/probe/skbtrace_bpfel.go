@@ -500,8 +500,11 @@ const (
 	SkbtraceMapNapiSlots          = "napi_slots"
 	SkbtraceMapQdiscs             = "qdiscs"
 	SkbtraceMapRcvbufStates       = "rcvbuf_states"
+	SkbtraceMapRcvbufStatesBySock = "rcvbuf_states_by_sock"
 	SkbtraceMapRetransRuns        = "retrans_runs"
+	SkbtraceMapRetransRunsBySock  = "retrans_runs_by_sock"
 	SkbtraceMapSendlimRuns        = "sendlim_runs"
+	SkbtraceMapSendlimRunsBySock  = "sendlim_runs_by_sock"
 	SkbtraceMapSkLimits           = "sk_limits"
 	SkbtraceMapSockIo             = "sock_io"
 	SkbtraceMapSoftirqs           = "softirqs"
@@ -519,14 +522,18 @@ const (
 	SkbtraceProgSkLimitRcvqueue   = "sk_limit_rcvqueue"
 	SkbtraceProgSkbDrop           = "skb_drop"
 	SkbtraceProgSockIoRecv        = "sock_io_recv"
+	SkbtraceProgSockIoRecvFexit   = "sock_io_recv_fexit"
 	SkbtraceProgSockIoSend        = "sock_io_send"
+	SkbtraceProgSockIoSendFexit   = "sock_io_send_fexit"
 	SkbtraceProgSoftirqEnter      = "softirq_enter"
 	SkbtraceProgSoftirqLeave      = "softirq_leave"
 	SkbtraceProgTcpCong           = "tcp_cong"
+	SkbtraceProgTcpCongFentry     = "tcp_cong_fentry"
 	SkbtraceProgTcpConn           = "tcp_conn"
 	SkbtraceProgTcpProbe          = "tcp_probe"
 	SkbtraceProgTcpRcvbuf         = "tcp_rcvbuf"
 	SkbtraceProgTcpRcvbufAdjust   = "tcp_rcvbuf_adjust"
+	SkbtraceProgTcpRcvbufClose    = "tcp_rcvbuf_close"
 	SkbtraceProgTcpResetReceived  = "tcp_reset_received"
 	SkbtraceProgTcpResetSent      = "tcp_reset_sent"
 	SkbtraceProgTcpRetrans        = "tcp_retrans"
@@ -554,6 +561,7 @@ const (
 	SkbtraceVarTcpRetransEvent    = "_tcp_retrans_event"
 	SkbtraceVarTcpRttEvent        = "_tcp_rtt_event"
 	SkbtraceVarDrainGen           = "drain_gen"
+	SkbtraceVarDropHasReason      = "drop_has_reason"
 	SkbtraceVarEnableRtt          = "enable_rtt"
 	SkbtraceVarEnableSendlim      = "enable_sendlim"
 	SkbtraceVarFilterAddr         = "filter_addr"
@@ -564,9 +572,12 @@ const (
 	SkbtraceVarFilterPort         = "filter_port"
 	SkbtraceVarIntervalJiffies    = "interval_jiffies"
 	SkbtraceVarJiffiesPerSec      = "jiffies_per_sec"
+	SkbtraceVarResetHasReason     = "reset_has_reason"
+	SkbtraceVarRetransHasErr      = "retrans_has_err"
 	SkbtraceVarRttIntervalJiffies = "rtt_interval_jiffies"
 	SkbtraceVarSeqCounter         = "seq_counter"
 	SkbtraceVarThreadSize         = "thread_size"
+	SkbtraceVarUseSkStorage       = "use_sk_storage"
 	SkbtraceVarWakeupBytes        = "wakeup_bytes"
 )
 
@@ -626,14 +637,18 @@ type SkbtraceProgramSpecs struct {
 	SkLimitRcvqueue  *ebpf.ProgramSpec `ebpf:"sk_limit_rcvqueue"`
 	SkbDrop          *ebpf.ProgramSpec `ebpf:"skb_drop"`
 	SockIoRecv       *ebpf.ProgramSpec `ebpf:"sock_io_recv"`
+	SockIoRecvFexit  *ebpf.ProgramSpec `ebpf:"sock_io_recv_fexit"`
 	SockIoSend       *ebpf.ProgramSpec `ebpf:"sock_io_send"`
+	SockIoSendFexit  *ebpf.ProgramSpec `ebpf:"sock_io_send_fexit"`
 	SoftirqEnter     *ebpf.ProgramSpec `ebpf:"softirq_enter"`
 	SoftirqLeave     *ebpf.ProgramSpec `ebpf:"softirq_leave"`
 	TcpCong          *ebpf.ProgramSpec `ebpf:"tcp_cong"`
+	TcpCongFentry    *ebpf.ProgramSpec `ebpf:"tcp_cong_fentry"`
 	TcpConn          *ebpf.ProgramSpec `ebpf:"tcp_conn"`
 	TcpProbe         *ebpf.ProgramSpec `ebpf:"tcp_probe"`
 	TcpRcvbuf        *ebpf.ProgramSpec `ebpf:"tcp_rcvbuf"`
 	TcpRcvbufAdjust  *ebpf.ProgramSpec `ebpf:"tcp_rcvbuf_adjust"`
+	TcpRcvbufClose   *ebpf.ProgramSpec `ebpf:"tcp_rcvbuf_close"`
 	TcpResetReceived *ebpf.ProgramSpec `ebpf:"tcp_reset_received"`
 	TcpResetSent     *ebpf.ProgramSpec `ebpf:"tcp_reset_sent"`
 	TcpRetrans       *ebpf.ProgramSpec `ebpf:"tcp_retrans"`
@@ -645,22 +660,25 @@ type SkbtraceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SkbtraceMapSpecs struct {
-	DevRecvSlots *ebpf.MapSpec `ebpf:"dev_recv_slots"`
-	DevRecvStats *ebpf.MapSpec `ebpf:"dev_recv_stats"`
-	DevXmitSlots *ebpf.MapSpec `ebpf:"dev_xmit_slots"`
-	DevXmitStats *ebpf.MapSpec `ebpf:"dev_xmit_stats"`
-	Drops        *ebpf.MapSpec `ebpf:"drops"`
-	Events       *ebpf.MapSpec `ebpf:"events"`
-	Lost         *ebpf.MapSpec `ebpf:"lost"`
-	NapiPolls    *ebpf.MapSpec `ebpf:"napi_polls"`
-	NapiSlots    *ebpf.MapSpec `ebpf:"napi_slots"`
-	Qdiscs       *ebpf.MapSpec `ebpf:"qdiscs"`
-	RcvbufStates *ebpf.MapSpec `ebpf:"rcvbuf_states"`
-	RetransRuns  *ebpf.MapSpec `ebpf:"retrans_runs"`
-	SendlimRuns  *ebpf.MapSpec `ebpf:"sendlim_runs"`
-	SkLimits     *ebpf.MapSpec `ebpf:"sk_limits"`
-	SockIo       *ebpf.MapSpec `ebpf:"sock_io"`
-	Softirqs     *ebpf.MapSpec `ebpf:"softirqs"`
+	DevRecvSlots       *ebpf.MapSpec `ebpf:"dev_recv_slots"`
+	DevRecvStats       *ebpf.MapSpec `ebpf:"dev_recv_stats"`
+	DevXmitSlots       *ebpf.MapSpec `ebpf:"dev_xmit_slots"`
+	DevXmitStats       *ebpf.MapSpec `ebpf:"dev_xmit_stats"`
+	Drops              *ebpf.MapSpec `ebpf:"drops"`
+	Events             *ebpf.MapSpec `ebpf:"events"`
+	Lost               *ebpf.MapSpec `ebpf:"lost"`
+	NapiPolls          *ebpf.MapSpec `ebpf:"napi_polls"`
+	NapiSlots          *ebpf.MapSpec `ebpf:"napi_slots"`
+	Qdiscs             *ebpf.MapSpec `ebpf:"qdiscs"`
+	RcvbufStates       *ebpf.MapSpec `ebpf:"rcvbuf_states"`
+	RcvbufStatesBySock *ebpf.MapSpec `ebpf:"rcvbuf_states_by_sock"`
+	RetransRuns        *ebpf.MapSpec `ebpf:"retrans_runs"`
+	RetransRunsBySock  *ebpf.MapSpec `ebpf:"retrans_runs_by_sock"`
+	SendlimRuns        *ebpf.MapSpec `ebpf:"sendlim_runs"`
+	SendlimRunsBySock  *ebpf.MapSpec `ebpf:"sendlim_runs_by_sock"`
+	SkLimits           *ebpf.MapSpec `ebpf:"sk_limits"`
+	SockIo             *ebpf.MapSpec `ebpf:"sock_io"`
+	Softirqs           *ebpf.MapSpec `ebpf:"softirqs"`
 }
 
 // SkbtraceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -689,6 +707,7 @@ type SkbtraceVariableSpecs struct {
 	TcpRetransEvent    *ebpf.VariableSpec `ebpf:"_tcp_retrans_event"`
 	TcpRttEvent        *ebpf.VariableSpec `ebpf:"_tcp_rtt_event"`
 	DrainGen           *ebpf.VariableSpec `ebpf:"drain_gen"`
+	DropHasReason      *ebpf.VariableSpec `ebpf:"drop_has_reason"`
 	EnableRtt          *ebpf.VariableSpec `ebpf:"enable_rtt"`
 	EnableSendlim      *ebpf.VariableSpec `ebpf:"enable_sendlim"`
 	FilterAddr         *ebpf.VariableSpec `ebpf:"filter_addr"`
@@ -699,9 +718,12 @@ type SkbtraceVariableSpecs struct {
 	FilterPort         *ebpf.VariableSpec `ebpf:"filter_port"`
 	IntervalJiffies    *ebpf.VariableSpec `ebpf:"interval_jiffies"`
 	JiffiesPerSec      *ebpf.VariableSpec `ebpf:"jiffies_per_sec"`
+	ResetHasReason     *ebpf.VariableSpec `ebpf:"reset_has_reason"`
+	RetransHasErr      *ebpf.VariableSpec `ebpf:"retrans_has_err"`
 	RttIntervalJiffies *ebpf.VariableSpec `ebpf:"rtt_interval_jiffies"`
 	SeqCounter         *ebpf.VariableSpec `ebpf:"seq_counter"`
 	ThreadSize         *ebpf.VariableSpec `ebpf:"thread_size"`
+	UseSkStorage       *ebpf.VariableSpec `ebpf:"use_sk_storage"`
 	WakeupBytes        *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
@@ -725,22 +747,25 @@ func (o *SkbtraceObjects) Close() error {
 //
 // It can be passed to LoadSkbtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SkbtraceMaps struct {
-	DevRecvSlots *ebpf.Map `ebpf:"dev_recv_slots"`
-	DevRecvStats *ebpf.Map `ebpf:"dev_recv_stats"`
-	DevXmitSlots *ebpf.Map `ebpf:"dev_xmit_slots"`
-	DevXmitStats *ebpf.Map `ebpf:"dev_xmit_stats"`
-	Drops        *ebpf.Map `ebpf:"drops"`
-	Events       *ebpf.Map `ebpf:"events"`
-	Lost         *ebpf.Map `ebpf:"lost"`
-	NapiPolls    *ebpf.Map `ebpf:"napi_polls"`
-	NapiSlots    *ebpf.Map `ebpf:"napi_slots"`
-	Qdiscs       *ebpf.Map `ebpf:"qdiscs"`
-	RcvbufStates *ebpf.Map `ebpf:"rcvbuf_states"`
-	RetransRuns  *ebpf.Map `ebpf:"retrans_runs"`
-	SendlimRuns  *ebpf.Map `ebpf:"sendlim_runs"`
-	SkLimits     *ebpf.Map `ebpf:"sk_limits"`
-	SockIo       *ebpf.Map `ebpf:"sock_io"`
-	Softirqs     *ebpf.Map `ebpf:"softirqs"`
+	DevRecvSlots       *ebpf.Map `ebpf:"dev_recv_slots"`
+	DevRecvStats       *ebpf.Map `ebpf:"dev_recv_stats"`
+	DevXmitSlots       *ebpf.Map `ebpf:"dev_xmit_slots"`
+	DevXmitStats       *ebpf.Map `ebpf:"dev_xmit_stats"`
+	Drops              *ebpf.Map `ebpf:"drops"`
+	Events             *ebpf.Map `ebpf:"events"`
+	Lost               *ebpf.Map `ebpf:"lost"`
+	NapiPolls          *ebpf.Map `ebpf:"napi_polls"`
+	NapiSlots          *ebpf.Map `ebpf:"napi_slots"`
+	Qdiscs             *ebpf.Map `ebpf:"qdiscs"`
+	RcvbufStates       *ebpf.Map `ebpf:"rcvbuf_states"`
+	RcvbufStatesBySock *ebpf.Map `ebpf:"rcvbuf_states_by_sock"`
+	RetransRuns        *ebpf.Map `ebpf:"retrans_runs"`
+	RetransRunsBySock  *ebpf.Map `ebpf:"retrans_runs_by_sock"`
+	SendlimRuns        *ebpf.Map `ebpf:"sendlim_runs"`
+	SendlimRunsBySock  *ebpf.Map `ebpf:"sendlim_runs_by_sock"`
+	SkLimits           *ebpf.Map `ebpf:"sk_limits"`
+	SockIo             *ebpf.Map `ebpf:"sock_io"`
+	Softirqs           *ebpf.Map `ebpf:"softirqs"`
 }
 
 func (m *SkbtraceMaps) Close() error {
@@ -756,8 +781,11 @@ func (m *SkbtraceMaps) Close() error {
 		m.NapiSlots,
 		m.Qdiscs,
 		m.RcvbufStates,
+		m.RcvbufStatesBySock,
 		m.RetransRuns,
+		m.RetransRunsBySock,
 		m.SendlimRuns,
+		m.SendlimRunsBySock,
 		m.SkLimits,
 		m.SockIo,
 		m.Softirqs,
@@ -790,6 +818,7 @@ type SkbtraceVariables struct {
 	TcpRetransEvent    *ebpf.Variable `ebpf:"_tcp_retrans_event"`
 	TcpRttEvent        *ebpf.Variable `ebpf:"_tcp_rtt_event"`
 	DrainGen           *ebpf.Variable `ebpf:"drain_gen"`
+	DropHasReason      *ebpf.Variable `ebpf:"drop_has_reason"`
 	EnableRtt          *ebpf.Variable `ebpf:"enable_rtt"`
 	EnableSendlim      *ebpf.Variable `ebpf:"enable_sendlim"`
 	FilterAddr         *ebpf.Variable `ebpf:"filter_addr"`
@@ -800,9 +829,12 @@ type SkbtraceVariables struct {
 	FilterPort         *ebpf.Variable `ebpf:"filter_port"`
 	IntervalJiffies    *ebpf.Variable `ebpf:"interval_jiffies"`
 	JiffiesPerSec      *ebpf.Variable `ebpf:"jiffies_per_sec"`
+	ResetHasReason     *ebpf.Variable `ebpf:"reset_has_reason"`
+	RetransHasErr      *ebpf.Variable `ebpf:"retrans_has_err"`
 	RttIntervalJiffies *ebpf.Variable `ebpf:"rtt_interval_jiffies"`
 	SeqCounter         *ebpf.Variable `ebpf:"seq_counter"`
 	ThreadSize         *ebpf.Variable `ebpf:"thread_size"`
+	UseSkStorage       *ebpf.Variable `ebpf:"use_sk_storage"`
 	WakeupBytes        *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
@@ -824,14 +856,18 @@ type SkbtracePrograms struct {
 	SkLimitRcvqueue  *ebpf.Program `ebpf:"sk_limit_rcvqueue"`
 	SkbDrop          *ebpf.Program `ebpf:"skb_drop"`
 	SockIoRecv       *ebpf.Program `ebpf:"sock_io_recv"`
+	SockIoRecvFexit  *ebpf.Program `ebpf:"sock_io_recv_fexit"`
 	SockIoSend       *ebpf.Program `ebpf:"sock_io_send"`
+	SockIoSendFexit  *ebpf.Program `ebpf:"sock_io_send_fexit"`
 	SoftirqEnter     *ebpf.Program `ebpf:"softirq_enter"`
 	SoftirqLeave     *ebpf.Program `ebpf:"softirq_leave"`
 	TcpCong          *ebpf.Program `ebpf:"tcp_cong"`
+	TcpCongFentry    *ebpf.Program `ebpf:"tcp_cong_fentry"`
 	TcpConn          *ebpf.Program `ebpf:"tcp_conn"`
 	TcpProbe         *ebpf.Program `ebpf:"tcp_probe"`
 	TcpRcvbuf        *ebpf.Program `ebpf:"tcp_rcvbuf"`
 	TcpRcvbufAdjust  *ebpf.Program `ebpf:"tcp_rcvbuf_adjust"`
+	TcpRcvbufClose   *ebpf.Program `ebpf:"tcp_rcvbuf_close"`
 	TcpResetReceived *ebpf.Program `ebpf:"tcp_reset_received"`
 	TcpResetSent     *ebpf.Program `ebpf:"tcp_reset_sent"`
 	TcpRetrans       *ebpf.Program `ebpf:"tcp_retrans"`
@@ -855,14 +891,18 @@ func (p *SkbtracePrograms) Close() error {
 		p.SkLimitRcvqueue,
 		p.SkbDrop,
 		p.SockIoRecv,
+		p.SockIoRecvFexit,
 		p.SockIoSend,
+		p.SockIoSendFexit,
 		p.SoftirqEnter,
 		p.SoftirqLeave,
 		p.TcpCong,
+		p.TcpCongFentry,
 		p.TcpConn,
 		p.TcpProbe,
 		p.TcpRcvbuf,
 		p.TcpRcvbufAdjust,
+		p.TcpRcvbufClose,
 		p.TcpResetReceived,
 		p.TcpResetSent,
 		p.TcpRetrans,
