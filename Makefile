@@ -1,6 +1,7 @@
 # skbtrace: the blktrace of the network stack.
 #   make demo   build, then record a loopback transfer and print its events
-#   make test   every test: unit, fuzz seeds, generated-code check, kernel (root)
+#   make test   every test: unit, fuzz seeds, generated-code check, kernel (root),
+#               and the kernel matrix (make kernels)
 #   make bench  performance targets, as ratios measured side by side
 
 GO ?= go
@@ -8,7 +9,7 @@ BIN := bin/skbtrace
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/skbtrace/skbtrace/internal/collect.Version=$(VERSION)
 
-.PHONY: all deps build generate check-generate test bench demo fuzz clean
+.PHONY: all deps build generate check-generate test bench demo fuzz clean kernels
 
 all: build
 
@@ -28,12 +29,20 @@ check-generate: deps
 test: deps check-generate
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
+	$(MAKE) kernels
 
 bench: build
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
 
 demo: build
 	scripts/demo.sh $(BIN)
+
+# Boots each of Debian's KERNELS under QEMU over this machine's root and runs
+# scripts/kernels/guest.sh there; results in out/kernels/<version>/.
+KERNELS ?= 5.10 6.1 6.12
+kernels: build
+	$(GO) test -c -o bin/e2e.test ./test/e2e
+	scripts/kernels/matrix.sh $(KERNELS)
 
 # Runs each fuzz target for FUZZTIME; new interesting inputs stay in the Go cache.
 FUZZTIME ?= 30s
