@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/skbtrace/skbtrace/internal/lab"
 )
 
@@ -170,4 +172,73 @@ func BenchmarkDoctorOverhead(b *testing.B) {
 	b.ReportMetric(ratios[len(ratios)/2], "doctored/plain")
 	b.ReportMetric(latencies[len(latencies)/2], "verdict-s-median")
 	b.ReportMetric(latencies[len(latencies)-1], "verdict-s-max")
+}
+
+// BenchmarkBPFRunTimePerProgram reports what each program costs per run
+// (kernel.bpf_stats_enabled: run time over run count) while every family
+// records a veth stream, all the time (--sample 1). Unlike throughput, run
+// time does not drift with this VM's load: it compares builds and kernels.
+// SKBTRACE_BIN names another build to compare.
+func BenchmarkBPFRunTimePerProgram(b *testing.B) {
+	requireRoot(b)
+	prev, err := os.ReadFile("/proc/sys/kernel/bpf_stats_enabled")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile("/proc/sys/kernel/bpf_stats_enabled", []byte("1"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	defer os.WriteFile("/proc/sys/kernel/bpf_stats_enabled", prev, 0o644)
+	pair, err := lab.NewPair()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pair.Close()
+	before := programIDs()
+	rec := startRecord(b, "-e", "all", "--sample", "1", "--filter-netns", pair.Sender.Name)
+	vethStream(b, pair, 5*time.Second, 0)
+	type cost struct {
+		ns   time.Duration
+		runs uint64
+	}
+	costs := map[string]cost{}
+	for id := range programIDs() {
+		if before[id] {
+			continue
+		}
+		p, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue
+		}
+		info, err := p.Info()
+		stats, serr := p.Stats()
+		p.Close()
+		if err != nil || serr != nil {
+			continue
+		}
+		c := costs[info.Name]
+		costs[info.Name] = cost{c.ns + stats.Runtime, c.runs + stats.RunCount}
+	}
+	rec.stop(b, syscall.SIGINT)
+	var total time.Duration
+	for name, c := range costs {
+		if c.runs == 0 {
+			continue
+		}
+		total += c.ns
+		b.ReportMetric(float64(c.ns)/float64(c.runs), name+"-ns/run")
+	}
+	b.ReportMetric(total.Seconds(), "bpf-s-total")
+}
+
+// programIDs lists the BPF programs loaded now, by id.
+func programIDs() map[ebpf.ProgramID]bool {
+	ids := map[ebpf.ProgramID]bool{}
+	for id := ebpf.ProgramID(0); ; {
+		next, err := ebpf.ProgramGetNextID(id)
+		if err != nil {
+			return ids
+		}
+		id, ids[next] = next, true
+	}
 }

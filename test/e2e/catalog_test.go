@@ -72,7 +72,7 @@ func segsPerSkb(t *testing.T, pair *lab.Pair, family, dev string) float64 {
 }
 
 func TestDevXmitShowsTSO(t *testing.T) {
-	requireRoot(t)
+	requireFamilies(t, "dev_xmit")
 	requireTool(t, "ethtool")
 	pair := newPair(t)
 	on := segsPerSkb(t, pair, "dev_xmit", pair.SenderDev)
@@ -87,7 +87,7 @@ func TestDevXmitShowsTSO(t *testing.T) {
 }
 
 func TestDevRecvShowsGRO(t *testing.T) {
-	requireRoot(t)
+	requireFamilies(t, "dev_recv")
 	requireTool(t, "ethtool")
 	pair := newPair(t)
 	if _, err := pair.Sender.Run("ethtool", "-K", pair.SenderDev, "tso", "off", "gso", "off"); err != nil {
@@ -100,6 +100,15 @@ func TestDevRecvShowsGRO(t *testing.T) {
 		return segsPerSkb(t, pair, "dev_recv", pair.ReceiverDev)
 	}
 	off, on := withGRO("off"), withGRO("on")
+	if on <= 1.5 && os.Getenv("SKBTRACE_KERNEL_MATRIX") == "1" {
+		// Before 5.13 veth runs NAPI, and so GRO, only with an XDP program
+		// attached; the lab's passes everything but VXLAN unchanged.
+		t.Logf("no GRO on plain veth here (%.2f segments per skb): again with an XDP program attached", on)
+		if err := pair.ScrambleOuterIPIDs(); err != nil {
+			t.Fatal(err)
+		}
+		on = withGRO("on")
+	}
 	t.Logf("segments per received skb at %s: %.2f with GRO, %.2f without", pair.ReceiverDev, on, off)
 	if on <= 1.5 || off > 1.05 {
 		t.Fatalf("segments per received skb %.2f with GRO on (want above one) and %.2f off (want one)", on, off)
@@ -131,7 +140,7 @@ func retransSegs(t *testing.T, ns *host.Netns) float64 {
 }
 
 func TestNetfilterDropsRetransmitsAndRecovery(t *testing.T) {
-	requireRoot(t)
+	requireFamilies(t, "skb_drop", "tcp_retrans", "tcp_cong")
 	requireTool(t, "nft")
 	pair := newPair(t)
 	for _, cmd := range [][]string{
@@ -148,9 +157,12 @@ func TestNetfilterDropsRetransmitsAndRecovery(t *testing.T) {
 		func() { vethStream(t, pair, 3*time.Second, 0) })
 	delta := retransSegs(t, pair.Sender) - before
 
-	drops := total(events, "skb_drop", "cnt", func(ev map[string]any) bool { return ev["reason"] == "NETFILTER_DROP" })
+	// Kernels before 5.17 give no reason: there the drop is known by its location.
+	drops := total(events, "skb_drop", "cnt", func(ev map[string]any) bool {
+		return ev["reason"] == "NETFILTER_DROP" || ev["reason"] == "NO_REASON" && strings.HasPrefix(ev["location"].(string), "nf_hook_slow")
+	})
 	if drops == 0 {
-		t.Fatal("no skb_drop [NETFILTER_DROP] events")
+		t.Fatal("no skb_drop [NETFILTER_DROP] events (or, without reasons, at nf_hook_slow)")
 	}
 	retrans := total(events, "tcp_retrans", "cnt", nil)
 	t.Logf("netfilter drops %.0f, tcp_retrans %.0f segments, TcpRetransSegs delta %.0f", drops, retrans, delta)
@@ -171,7 +183,7 @@ func TestNetfilterDropsRetransmitsAndRecovery(t *testing.T) {
 var tcDropped = regexp.MustCompile(`dropped (\d+)`)
 
 func TestQdiscTbfBacklogAndDropsMatchTc(t *testing.T) {
-	requireRoot(t)
+	requireFamilies(t, "qdisc")
 	pair := newPair(t)
 	if _, err := pair.Sender.Run("tc", "qdisc", "add", "dev", pair.SenderDev, "root", "tbf",
 		"rate", "50mbit", "burst", "16kb", "limit", "64kb"); err != nil {
@@ -243,7 +255,7 @@ func runWriterHelper() {
 }
 
 func TestSockIOCountsEveryCall(t *testing.T) {
-	requireRoot(t)
+	requireFamilies(t, "sock_io")
 	const n, size = 1000, 1000
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -273,7 +285,7 @@ func TestSockIOCountsEveryCall(t *testing.T) {
 }
 
 func TestStatThroughputMatchesSender(t *testing.T) {
-	requireRoot(t)
+	requireFamilies(t, "tcp_conn", "tcp_sendlim", "tcp_rtt")
 	pair := newPair(t)
 	var rate float64
 	rec := startRecord(t, "-e", "tcp_conn,tcp_sendlim,tcp_rtt", "--filter-port", "5201")
@@ -307,7 +319,7 @@ func TestStatThroughputMatchesSender(t *testing.T) {
 // The default set attaches the per-packet families 5 % of each interval:
 // its rates and ratios must match an exact recording of the same stream.
 func TestDefaultSetSamplesPerPacketFamiliesWithRightRates(t *testing.T) {
-	requireRoot(t)
+	requireFamilies(t, "dev_xmit", "sock_io")
 	pair := newPair(t)
 	sampled := startRecord(t, "--filter-netns", pair.Sender.Name)
 	exact := startRecord(t, "-e", "dev_xmit,sock_io", "--filter-netns", pair.Sender.Name)

@@ -66,7 +66,7 @@ func checkStates(t *testing.T, events []map[string]any, local, peer string) {
 }
 
 func TestConnStatesLoopback(t *testing.T) {
-	requireRoot(t)
+	requireFamilies(t, "tcp_conn")
 	port := freePort(t)
 	rec := startRecord(t, "-e", "tcp_conn", "--filter-port", strconv.Itoa(port))
 	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
@@ -82,14 +82,19 @@ func TestConnStatesLoopback(t *testing.T) {
 		t.Fatalf("parse: %v: %s", err, summary)
 	}
 	checkStates(t, events, local, peer)
-	// The listener's own life, set by this process.
+	// The listener's own life, set by this process. By socket: before 5.19 or
+	// so a new connection's socket enters SYN_RECV before its peer is set.
+	var listener any
 	var listen []string
 	for _, ev := range events {
-		if ev["local"] == ln.Addr().String() && ev["peer"] == "0.0.0.0:0" {
-			listen = append(listen, ev["state"].(string))
-			if ev["state"] == "LISTEN" && ev["ctx"] != "task" {
+		if ev["state"] == "LISTEN" && ev["local"] == ln.Addr().String() {
+			listener = ev["sock"]
+			if ev["ctx"] != "task" {
 				t.Errorf("listen() happened in process context, event says %v", ev["ctx"])
 			}
+		}
+		if listener != nil && ev["sock"] == listener {
+			listen = append(listen, ev["state"].(string))
 		}
 	}
 	if !slices.Equal(listen, []string{"LISTEN", "CLOSE"}) {
@@ -98,7 +103,7 @@ func TestConnStatesLoopback(t *testing.T) {
 }
 
 func TestConnStatesVethBetweenNamespaces(t *testing.T) {
-	requireRoot(t)
+	requireFamilies(t, "tcp_conn")
 	pair := newPair(t)
 	rec := startRecord(t, "-e", "tcp_conn", "--filter-port", "5201")
 	ln := listenIn(t, pair.Receiver, "tcp", lab.ReceiverAddr.Addr().String()+":5201")
@@ -240,5 +245,76 @@ func waitProgramsGone(t *testing.T, before map[ebpf.ProgramID]string) {
 			t.Fatalf("after skbtrace exited, still loaded: %v", left)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// shortName is a program's name as every kernel keeps it: 15 characters
+// (some kernels' BTF gives the whole name back).
+func shortName(name string) string { return name[:min(len(name), 15)] }
+
+// What `events` says a kernel runs is what record attaches: the same
+// families, the same reasons for those skipped, the programs of the hooks chosen.
+func TestEventsMatchesWhatRecordAttaches(t *testing.T) {
+	requireRoot(t)
+	fams := eventsOnThisKernel(t)
+	before := programIDs()
+	rec := startRecord(t, "-d", "30")
+	loaded := map[string]bool{}
+	for id := range programIDs() {
+		if before[id] {
+			continue
+		}
+		if p, err := ebpf.NewProgramFromID(id); err == nil {
+			if info, err := p.Info(); err == nil {
+				loaded[shortName(info.Name)] = true
+			}
+			p.Close()
+		}
+	}
+	rec.stop(t, syscall.SIGINT)
+
+	want := map[string]bool{}
+	running := map[string]bool{}
+	for name, fs := range fams {
+		if !fs.Verified {
+			t.Fatalf("events did not decide by loading as root: %+v", fs)
+		}
+		if !fs.Runs {
+			line := fmt.Sprintf("skbtrace: skipping %s: %s", name, fs.Reason)
+			if !strings.Contains(rec.stderr.String(), line) {
+				t.Errorf("events says %q; record did not:\n%s", line, rec.stderr)
+			}
+			continue
+		}
+		running[name] = true
+		// Iterators too: they are loaded with their family and run when reading what is open.
+		for _, prog := range fs.Programs {
+			want[shortName(prog)] = true
+		}
+	}
+	delete(loaded, "seq_reserve") // the sequence counter's, on kernels that have one
+	for name := range want {
+		if !loaded[name] {
+			t.Errorf("events lists program %s; record did not load it (loaded: %v)", name, loaded)
+		}
+	}
+	for name := range loaded {
+		if !want[name] {
+			t.Errorf("record loaded program %s, which events does not list", name)
+		}
+	}
+	var recorded []string
+	for _, line := range strings.Split(rec.stderr.String(), "\n") {
+		if rest, ok := strings.CutPrefix(line, "skbtrace: recording "); ok {
+			recorded = strings.Split(strings.TrimSuffix(rest, "; stop with Ctrl-C"), ", ")
+		}
+	}
+	if len(recorded) != len(running) {
+		t.Errorf("record ran %v; events says %d families run", recorded, len(running))
+	}
+	for _, name := range recorded {
+		if !running[name] {
+			t.Errorf("record ran %s, which events says is skipped", name)
+		}
 	}
 }

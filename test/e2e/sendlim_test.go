@@ -52,7 +52,7 @@ func share(counts map[string]float64, reason string) float64 {
 }
 
 func TestSendlimSmallSendBufferIsMostlySndbuf(t *testing.T) {
-	requireRoot(t)
+	requireFamilies(t, "tcp_sendlim")
 	counts, _ := recordSendlim(t, 8<<10, drain, func(c net.Conn) { bulk(t, c, 2*time.Second) })
 	if s := share(counts, "sndbuf"); s <= 0.5 {
 		t.Fatalf("sndbuf share %.2f of %v, want the majority", s, counts)
@@ -60,7 +60,7 @@ func TestSendlimSmallSendBufferIsMostlySndbuf(t *testing.T) {
 }
 
 func TestSendlimReceiverNotReadingIsMostlySwnd(t *testing.T) {
-	requireRoot(t)
+	requireFamilies(t, "tcp_sendlim")
 	hold := make(chan struct{})
 	counts, _ := recordSendlim(t, 0, func(c net.Conn) { <-hold }, func(c net.Conn) {
 		bulk(t, c, 2*time.Second) // stops at the write deadline once the window is shut
@@ -72,7 +72,7 @@ func TestSendlimReceiverNotReadingIsMostlySwnd(t *testing.T) {
 }
 
 func TestSendlimSmallWritesWithoutNodelayShowNagle(t *testing.T) {
-	requireRoot(t)
+	requireFamilies(t, "tcp_sendlim")
 	req := make([]byte, 100)
 	counts, _ := recordSendlim(t, 0, func(c net.Conn) {
 		for {
@@ -101,7 +101,7 @@ func TestSendlimSmallWritesWithoutNodelayShowNagle(t *testing.T) {
 // An unconstrained bulk sender, as iperf3 is (a Go reader in the test
 // process is itself often the bottleneck, which shows as swnd).
 func TestSendlimBulkLoopbackFoldsIntoLongRuns(t *testing.T) {
-	requireRoot(t)
+	requireFamilies(t, "tcp_sendlim")
 	iperf3 := requireTool(t, "iperf3")
 	port := strconv.Itoa(freePort(t))
 	server := exec.Command(iperf3, "-s", "-p", port)
