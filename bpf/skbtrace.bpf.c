@@ -19,8 +19,13 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define IPPROTO_UDP 17
 #define SOCK_NOSPACE 2
 #define TSQ_THROTTLED 0
+#define TSQ_QUEUED 1
 #define TCP_NAGLE_OFF 1
 #define TCP_NAGLE_CORK 2
+#define TCP_ESTABLISHED 1
+#define TCP_CLOSE_WAIT 8
+#define TCP_CA_LOSS 4
+#define ICSK_TIME_PROBE0 3
 
 /* Filters, set by user space before load so the verifier prunes what is off; zero means any. */
 const volatile __u16 filter_port = 0;
@@ -358,31 +363,29 @@ int tcp_conn(struct trace_event_raw_inet_sock_set_state *ctx)
 	return 0;
 }
 
-static __always_inline bool tsq_throttled(const struct sock *sk, const struct tcp_sock *tp)
+static __always_inline unsigned long tsq_flags(const struct sock *sk, const struct tcp_sock *tp)
 {
-	unsigned long flags;
+	if (bpf_core_field_exists(sk->sk_tsq_flags))
+		return sk->sk_tsq_flags;
+	return ((const struct tcp_sock___pre68 *)tp)->tsq_flags;
+}
 
-	if (bpf_core_field_exists(sk->sk_tsq_flags)) {
-		flags = sk->sk_tsq_flags;
-	} else {
-		const struct tcp_sock___pre68 *old = (const void *)tp;
-		flags = old->tsq_flags;
-	}
-	return flags & (1UL << TSQ_THROTTLED);
+/*
+ * A sub-MSS tail held by a cork: TCP_CORK (nonagle's CORK bit), or a write
+ * with MSG_MORE, which leaves the tail unmarked for push (tcp_push() sets
+ * pushed_seq only without MSG_MORE) and is pushed only by the next write.
+ */
+static __always_inline bool cork_holds(const struct tcp_sock *tp, __u8 nonagle)
+{
+	return (nonagle & TCP_NAGLE_CORK) || (__s32)(tp->write_seq - tp->pushed_seq) > 0;
 }
 
 /* tcp_nagle_check() with tcp_minshall_check(): a sub-MSS tail waits for the ACK of a small segment. */
-static __always_inline bool nagle_holds(const struct tcp_sock *tp, __u32 unsent, __u32 mss)
+static __always_inline bool nagle_holds(const struct tcp_sock *tp, __u8 nonagle)
 {
-	__u8 nonagle = BPF_CORE_READ_BITFIELD(tp, nonagle);
 	__u32 sml = tp->snd_sml, una = tp->snd_una, nxt = tp->snd_nxt;
 
-	if (unsent >= mss)
-		return false;
-	if (nonagle & TCP_NAGLE_CORK)
-		return true;
-	return !nonagle && tp->packets_out &&
-	       (__s32)(sml - una) > 0 && (__s32)(sml - nxt) <= 0;
+	return !nonagle && tp->packets_out && (__s32)(sml - una) > 0 && (__s32)(sml - nxt) <= 0;
 }
 
 /* tcp_tso_autosize(): a millisecond of the pacing rate, at least two segments. */
@@ -397,21 +400,16 @@ static __always_inline __u32 tso_goal_segs(const struct sock *sk, __u32 mss)
 	return segs < max_segs ? segs : max_segs;
 }
 
-/*
- * Pacing caps throughput only when the pacing rate is below cwnd/RTT, and
- * then its holds add up to a real share of the RTT. Shorter holds (BBR
- * spreading a TSO burst by microseconds) do not: count holds over RTT/8.
- */
-static __always_inline bool pacing_holds(const struct sock *sk, const struct tcp_sock *tp)
+/* The pacing timer holds the next departure for more than min_hold_ns. */
+static __always_inline bool pacing_holds(const struct sock *sk, const struct tcp_sock *tp, __u64 min_hold_ns)
 {
-	__u64 departure, now, srtt_ns;
+	__u64 departure, now;
 
 	if (!sk->sk_pacing_status)
 		return false;
 	departure = tp->tcp_wstamp_ns;
 	now = bpf_ktime_get_ns();
-	srtt_ns = (__u64)(tp->srtt_us >> 3) * 1000;
-	return departure > now && departure - now > srtt_ns / 8;
+	return departure > now && departure - now > min_hold_ns;
 }
 
 /*
@@ -422,41 +420,67 @@ static __always_inline __u8 classify(const struct sock *sk, const struct tcp_soc
 				     __u32 in_flight, __u32 cwnd, __u32 mss, __u32 una, __u32 nxt,
 				     __u32 snd_wnd)
 {
+	/* After an RTO the sender waits out the timer, then resends from snd_una. */
+	if (tp->packets_out && BPF_CORE_READ_BITFIELD(&tp->inet_conn, icsk_ca_state) == TCP_CA_LOSS)
+		return SENDLIM_RTO;
 	if (unsent) {
 		__u32 wnd_end = una + snd_wnd;
 		__u32 wnd_room = (__s32)(wnd_end - nxt) > 0 ? wnd_end - nxt : 0;
 		__u32 cwnd_room = in_flight < cwnd ? (cwnd - in_flight) * mss : 0;
 		__u32 room = wnd_room < cwnd_room ? wnd_room : cwnd_room;
 		__u32 tso_frame = tso_goal_segs(sk, mss) * mss;
-		bool held_tail = nagle_holds(tp, unsent, mss);
+		__u8 nonagle = BPF_CORE_READ_BITFIELD(tp, nonagle);
+		bool held_tail;
+		unsigned long tsq;
 
 		if (in_flight >= cwnd)
 			return SENDLIM_CWND;
 		if (wnd_room < (unsent < mss ? unsent : mss))
 			return SENDLIM_SWND;
 		/*
-		 * A held sub-MSS tail limits only when it leaves the pipe idle (less
-		 * than an MSS outstanding: the Nagle x delayed-ACK stall). Behind a
+		 * Only a partial tail waits: full segments go out corked or not.
+		 * A held tail limits only when it leaves the pipe idle (less than
+		 * an MSS outstanding: the Nagle x delayed-ACK stall). Behind a
 		 * full pipe it costs nothing: the sender waits for more data, below.
 		 */
+		held_tail = unsent < mss && (cork_holds(tp, nonagle) || nagle_holds(tp, nonagle));
 		if (held_tail && nxt - una < mss)
-			return SENDLIM_NAGLE;
-		if (!held_tail) {
-			if (tsq_throttled(sk, tp))
-				return SENDLIM_TSQ;
-			if (pacing_holds(sk, tp))
-				return SENDLIM_PACING;
-			/*
-			 * tcp_tso_should_defer() holds data back when the room left is
-			 * less than a full frame (and a third of the window): it waits
-			 * for the window that is short, so that window is the reason.
-			 */
-			if (room < unsent && room < tso_frame)
-				return wnd_room < cwnd_room ? SENDLIM_SWND : SENDLIM_CWND;
-			return SENDLIM_OK;
-		}
+			return cork_holds(tp, nonagle) ? SENDLIM_CORK : SENDLIM_NAGLE;
+		if (held_tail)
+			goto nothing_sendable;
+		tsq = tsq_flags(sk, tp);
+		if (tsq & (1UL << TSQ_THROTTLED))
+			return SENDLIM_TSQ;
+		/*
+		 * Pacing caps throughput only when the pacing rate is below
+		 * cwnd/RTT, and then its holds add up to a real share of the RTT.
+		 * Shorter holds (BBR spreading a TSO burst by microseconds) do
+		 * not: count holds over RTT/8.
+		 */
+		if (pacing_holds(sk, tp, (__u64)(tp->srtt_us >> 3) * 1000 / 8))
+			return SENDLIM_PACING;
+		/*
+		 * Nothing outstanding, nothing holding the data back, yet unsent,
+		 * and the probe timer armed: tcp_write_xmit() tried, the transmit
+		 * failed (a qdisc or device refused it), and the timer retries. A
+		 * send that the pacing timer stopped arms the probe timer too, so
+		 * that timer must not be queued, nor the transmit it queues
+		 * (TSQ_QUEUED), nor the departure ahead.
+		 */
+		if (!tp->packets_out && tp->inet_conn.icsk_pending == ICSK_TIME_PROBE0 && !(tp->pacing_timer.state & 1) &&
+		    !(tsq & (1UL << TSQ_QUEUED)) && !pacing_holds(sk, tp, 0))
+			return SENDLIM_XMIT_FAIL;
+		/*
+		 * tcp_tso_should_defer() holds data back when the room left is
+		 * less than a full frame (and a third of the window): it waits
+		 * for the window that is short, so that window is the reason.
+		 */
+		if (room < unsent && room < tso_frame)
+			return wnd_room < cwnd_room ? SENDLIM_SWND : SENDLIM_CWND;
+		return SENDLIM_OK;
 	}
 
+nothing_sendable:;
 	/*
 	 * Nothing sendable: is the application blocked on the send buffer, or
 	 * has it queued nothing more? A writer asleep on a full buffer is woken
@@ -536,11 +560,41 @@ static __always_inline void rtt_sample(const struct sock *sk, const struct tcp_s
 	submit_event(e);
 }
 
-static __always_inline void sendlim_decide(struct sock *sk, struct tcp_sock *tp, struct sendlim_run *run)
+/*
+ * tcp_get_info_chrono_stats(): busy, rwnd-limited and sndbuf-limited time,
+ * the running period included, in microseconds as tcp_info reports them.
+ */
+static __always_inline void chrono_totals(const struct tcp_sock *tp, struct tcp_sendlim_event *ev)
+{
+	__u64 us_per_jiffy = 1000000 / jiffies_per_sec;
+	__u32 stat[3] = {tp->chrono_stat[0], tp->chrono_stat[1], tp->chrono_stat[2]};
+	__u8 type = BPF_CORE_READ_BITFIELD(tp, chrono_type);
+
+	if (type >= 1 && type <= 3)
+		stat[type - 1] += (__u32)bpf_jiffies64() - tp->chrono_start;
+	ev->busy_us = ((__u64)stat[0] + stat[1] + stat[2]) * us_per_jiffy;
+	ev->rwnd_limited_us = (__u64)stat[1] * us_per_jiffy;
+	ev->sndbuf_limited_us = (__u64)stat[2] * us_per_jiffy;
+}
+
+/*
+ * Between ACKs only a stall is worth a decision: data going out, or an
+ * application with nothing more to send, is decided at the ACKs that follow
+ * anyway, and deciding it at every write too would cut a bulk sender's runs
+ * into pieces.
+ */
+static __always_inline bool stall_reason(__u8 reason)
+{
+	return reason == SENDLIM_SWND || reason == SENDLIM_CORK || reason == SENDLIM_NAGLE ||
+	       reason == SENDLIM_XMIT_FAIL || reason == SENDLIM_RTO;
+}
+
+static __always_inline void sendlim_decide(struct sock *sk, struct tcp_sock *tp, struct sendlim_run *run,
+					   bool between_acks)
 {
 	__u32 in_flight, unsent, cwnd, mss, segs_out;
 	__u64 jiffies = bpf_jiffies64();
-	__u8 reason;
+	__u8 reason, probes, backoff;
 
 	/*
 	 * Fast path for an idle sender (every byte written is acknowledged),
@@ -560,6 +614,8 @@ static __always_inline void sendlim_decide(struct sock *sk, struct tcp_sock *tp,
 	in_flight = tp->packets_out - (tp->sacked_out + tp->lost_out) + tp->retrans_out;
 	unsent = tp->write_seq - tp->snd_nxt;
 	reason = classify(sk, tp, unsent, in_flight, cwnd, mss, tp->snd_una, tp->snd_nxt, tp->snd_wnd);
+	if (between_acks && !stall_reason(reason))
+		return;
 
 	if (run->ev.cnt == 0) {
 		run->ev.begin_ns = bpf_ktime_get_boot_ns();
@@ -584,6 +640,14 @@ static __always_inline void sendlim_decide(struct sock *sk, struct tcp_sock *tp,
 		}
 	}
 
+	chrono_totals(tp, &run->ev);
+	/* The most the run saw: an ACK that opens the window resets them. */
+	probes = tp->inet_conn.icsk_probes_out;
+	backoff = tp->inet_conn.icsk_backoff;
+	if (run->ev.cnt == 1 || probes > run->ev.probes)
+		run->ev.probes = probes;
+	if (run->ev.cnt == 1 || backoff > run->ev.backoff)
+		run->ev.backoff = backoff;
 	run->ev.cwnd = cwnd;
 	run->ev.ssthresh = tp->snd_ssthresh;
 	run->ev.in_flight = in_flight;
@@ -592,6 +656,25 @@ static __always_inline void sendlim_decide(struct sock *sk, struct tcp_sock *tp,
 	run->ev.unsent = unsent;
 	run->ev.wmem_queued = sk->sk_wmem_queued;
 	run->ev.sndbuf = sk->sk_sndbuf;
+}
+
+/* The socket's run, created at its first decision; NULL for a socket the filters exclude. */
+static __always_inline struct sendlim_run *sendlim_run_of(struct sock *sk)
+{
+	struct sendlim_run *run = sendlim_runs_get(sk, true);
+
+	if (!run || run->ev.reason == SENDLIM_IGNORED)
+		return NULL;
+	if (!run->ev.hdr.type) {
+		/* New storage, zeroed. Filters are checked once. */
+		if (!sock_passes(sk, &run->ev.addrs)) {
+			run->ev.reason = SENDLIM_IGNORED;
+			return NULL;
+		}
+		run->ev.hdr.type = EVENT_TCP_SENDLIM;
+		run->ev.sock = (__u64)sk;
+	}
+	return run;
 }
 
 /*
@@ -609,22 +692,58 @@ int BPF_PROG(tcp_probe, struct sock *sk, const struct sk_buff *skb)
 
 	if (!tp)
 		return 0;
-	run = sendlim_runs_get(sk, true);
-	if (!run || run->ev.reason == SENDLIM_IGNORED)
+	run = sendlim_run_of(sk);
+	if (!run)
 		return 0;
-	if (!run->ev.hdr.type) {
-		/* New storage, zeroed: the socket's first segment. Filters are checked once. */
-		if (!sock_passes(sk, &run->ev.addrs)) {
-			run->ev.reason = SENDLIM_IGNORED;
-			return 0;
-		}
-		run->ev.hdr.type = EVENT_TCP_SENDLIM;
-		run->ev.sock = (__u64)sk;
-	}
 	if (enable_rtt)
 		rtt_sample(sk, tp, run);
 	if (enable_sendlim)
-		sendlim_decide(sk, tp, run);
+		sendlim_decide(sk, tp, run, false);
+	return 0;
+}
+
+/*
+ * Decisions between ACKs. A stalled sender gets no ACKs, so the stall would
+ * be charged to whatever held at the last one: the kernel also decides
+ * after each write (what the push left unsent, and why) and at each
+ * retransmission (timeouts included).
+ */
+static __always_inline void sendlim_between_acks(struct sock *sk)
+{
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	struct sendlim_run *run;
+	__u8 state;
+
+	if (!tp)
+		return;
+	state = sk->__sk_common.skc_state;
+	if (state != TCP_ESTABLISHED && state != TCP_CLOSE_WAIT)
+		return;
+	run = sendlim_run_of(sk);
+	if (run)
+		sendlim_decide(sk, tp, run, true);
+}
+
+/* After the protocol's sendmsg returned (6.3 and later), for every socket type. */
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(sendlim_write, struct sock *sk, int ret, int flags)
+{
+	sendlim_between_acks(sk);
+	return 0;
+}
+
+/* Where sock_send_length is missing: the return of tcp_sendmsg(). */
+SEC("fexit/tcp_sendmsg")
+int BPF_PROG(sendlim_write_fexit, struct sock *sk, void *msg, __u64 size, int ret)
+{
+	sendlim_between_acks(sk);
+	return 0;
+}
+
+SEC("tp_btf/tcp_retransmit_skb")
+int sendlim_retrans(__u64 *ctx)
+{
+	sendlim_between_acks((struct sock *)ctx[0]);
 	return 0;
 }
 
@@ -633,11 +752,16 @@ SEC("tp_btf/tcp_destroy_sock")
 int BPF_PROG(tcp_sendlim_close, struct sock *sk)
 {
 	struct sendlim_run *run = sendlim_runs_get(sk, false);
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
 
 	if (!run)
 		return 0;
-	if (run->ev.reason != SENDLIM_IGNORED && run->ev.cnt)
+	if (run->ev.reason != SENDLIM_IGNORED && run->ev.cnt) {
+		/* The kernel's totals as the connection ends, as its last tcp_info would say. */
+		if (tp)
+			chrono_totals(tp, &run->ev);
 		emit_run(run, bpf_ktime_get_boot_ns());
+	}
 	sendlim_runs_delete(sk);
 	return 0;
 }

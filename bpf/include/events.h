@@ -83,7 +83,10 @@ enum sendlim_reason {
 	SENDLIM_TSQ = 5,    /* TCP small queues: too many bytes below TCP, in qdisc or device */
 	SENDLIM_SNDBUF = 6, /* nothing sendable and the send buffer is full of unacked data */
 	SENDLIM_APP = 7,    /* nothing to send and the kernel marks the socket app-limited (pipe not kept full) */
-	SENDLIM_MAX = 8,
+	SENDLIM_CORK = 8,   /* a sub-MSS tail held by TCP_CORK or a write with MSG_MORE */
+	SENDLIM_XMIT_FAIL = 9, /* nothing outstanding and nothing holding the data: the qdisc or device refused it */
+	SENDLIM_RTO = 10,   /* the retransmission timer fired (congestion state Loss): waiting out its backoff */
+	SENDLIM_MAX = 11,
 	SENDLIM_IGNORED = 0xff, /* in the run map only: the socket does not pass the filters */
 };
 
@@ -141,7 +144,18 @@ struct tcp_sendlim_event {
 	__u32 wmem_queued; /* bytes charged to the send buffer */
 	__u32 sndbuf;
 	__u8 reason;       /* enum sendlim_reason */
-	__u8 _pad[7];
+	__u8 probes;       /* the most zero-window probes outstanding during the run (icsk_probes_out) */
+	__u8 backoff;      /* the highest retransmission-timer backoff exponent of the run (icsk_backoff) */
+	__u8 _pad[5];
+	/*
+	 * The kernel's own accounting (tcp_info's busy_time, rwnd_limited,
+	 * sndbuf_limited: the chrono counters), totals since the connection
+	 * began, as at the last decision of the run. Appended in trace format
+	 * 1.1: shorter records of older traces read as zero.
+	 */
+	__u64 busy_us;
+	__u64 rwnd_limited_us;
+	__u64 sndbuf_limited_us;
 };
 
 /*

@@ -126,6 +126,10 @@ struct sock {
 
 struct inet_connection_sock {
 	__u32 icsk_rto;
+	__u8 icsk_ca_state : 5;
+	__u8 icsk_pending;
+	__u8 icsk_backoff;
+	__u8 icsk_probes_out;
 };
 
 struct minmax_sample {
@@ -137,8 +141,13 @@ struct minmax {
 	struct minmax_sample s[3];
 };
 
+struct hrtimer {
+	u8 state; /* HRTIMER_STATE_ENQUEUED is bit 0 */
+};
+
 struct tcp_sock {
 	struct inet_connection_sock inet_conn;
+	struct hrtimer pacing_timer;
 	u32 rttvar_us;
 	u32 mdev_us;
 	struct minmax rtt_min;
@@ -167,6 +176,10 @@ struct tcp_sock {
 	u32 srtt_us;
 	u64 tcp_wstamp_ns;
 	u8 nonagle : 4;
+	u32 pushed_seq;
+	u32 chrono_start;
+	u32 chrono_stat[3];
+	u8 chrono_type : 2; /* a plain u8 from 6.17: BPF_CORE_READ_BITFIELD reads either */
 };
 
 /* Kernels before 6.8 keep the TSQ flags in tcp_sock. */

@@ -63,6 +63,12 @@ type ConnStat struct {
 	// From tcp_sendlim runs: nanoseconds and decisions per reason.
 	LimitNs    map[string]int64
 	LimitCount map[string]uint64
+	// The kernel's own accounting over the same span (tcp_info's busy,
+	// rwnd-limited and sndbuf-limited time), in µs: since the connection
+	// began when its handshake is in the recording, else since its first run.
+	KernelBusyUs, KernelRwndUs, KernelSndbufUs uint64
+	established, chronoBase                    bool
+	busyBase, rwndBase, sndbufBase             uint64
 	// From tcp_retrans, tcp_cong, tcp_reset.
 	RetransSegs uint64
 	CongStates  map[string]int
@@ -88,6 +94,23 @@ func (c *ConnStat) AvgSRTTus() float64 {
 		return 0
 	}
 	return float64(c.sumSRTTus) / float64(c.Samples)
+}
+
+// addChrono takes a run's kernel totals, which only grow over a
+// connection's life; traces without them leave the totals zero.
+func (c *ConnStat) addChrono(l *event.TCPSendlim) {
+	if l.BusyUs == 0 {
+		return
+	}
+	if !c.chronoBase {
+		c.chronoBase = true
+		if !c.established {
+			c.busyBase, c.rwndBase, c.sndbufBase = l.BusyUs, l.RwndLimitedUs, l.SndbufLimitedUs
+		}
+	}
+	c.KernelBusyUs = max(c.KernelBusyUs, l.BusyUs-min(l.BusyUs, c.busyBase))
+	c.KernelRwndUs = max(c.KernelRwndUs, l.RwndLimitedUs-min(l.RwndLimitedUs, c.rwndBase))
+	c.KernelSndbufUs = max(c.KernelSndbufUs, l.SndbufLimitedUs-min(l.SndbufLimitedUs, c.sndbufBase))
 }
 
 // LimitShares are the send-limit reasons' shares of the time covered by runs.
@@ -205,11 +228,13 @@ func (s *Stat) Add(ev *event.Event) {
 	case event.TypeTCPConn:
 		c := s.conn(&ev.Conn.Socket, ev.Time)
 		c.States = append(c.States, ev.Conn.New.String())
+		c.established = c.established || ev.Conn.New == event.TCPEstablished && len(c.LimitNs) == 0
 	case event.TypeTCPSendlim:
 		l := &ev.Sendlim
 		c := s.conn(&l.Socket, ev.Time)
 		c.LimitNs[l.Reason.String()] += ev.Time - l.Begin
 		c.LimitCount[l.Reason.String()] += uint64(l.Cnt)
+		c.addChrono(l)
 	case event.TypeTCPRTT:
 		r := &ev.RTT
 		c := s.conn(&ev.Socket, ev.Time)

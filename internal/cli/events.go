@@ -19,7 +19,8 @@ type familyStatus struct {
 	Hooks       []string `json:"hooks,omitempty"`
 	Programs    []string `json:"programs,omitempty"` // the BPF program behind each hook
 	Reason      string   `json:"reason,omitempty"`
-	Verified    bool     `json:"verified"` // decided by loading, not from BTF alone
+	Without     []string `json:"without,omitempty"` // optional hooks missing here: what the family loses`
+	Verified    bool     `json:"verified"`          // decided by loading, not from BTF alone
 	Description string   `json:"description"`
 }
 
@@ -42,7 +43,8 @@ tracefs alone, which cannot see what the verifier would reject.`,
 			}
 			var out []familyStatus
 			for _, s := range statuses {
-				fs := familyStatus{Family: s.Family.Name, Runs: s.Err == nil, Verified: loaded, Description: s.Family.Description}
+				fs := familyStatus{Family: s.Family.Name, Runs: s.Err == nil, Verified: loaded, Description: s.Family.Description,
+					Without: s.Without}
 				for _, h := range s.Hooks {
 					fs.Hooks = append(fs.Hooks, h.String())
 					fs.Programs = append(fs.Programs, h.Program)
@@ -82,6 +84,9 @@ tracefs alone, which cannot see what the verifier would reject.`,
 			for _, fs := range out {
 				if !fs.Runs {
 					fmt.Fprintf(e.stdout, "\n%s skipped: %s\n", fs.Family, fs.Reason)
+				}
+				for _, w := range fs.Without {
+					fmt.Fprintf(e.stdout, "\n%s runs with %s\n", fs.Family, w)
 				}
 			}
 			return nil

@@ -173,6 +173,9 @@ func (j *recordJob) run(out io.Writer, stderr io.Writer) error {
 	var names []string
 	for _, r := range rec.Running {
 		names = append(names, r.Family.Name)
+		for _, w := range r.Without {
+			fmt.Fprintf(stderr, "skbtrace: %s runs with %s\n", r.Family.Name, w)
+		}
 	}
 	fmt.Fprintf(stderr, "skbtrace: recording %s; stop with Ctrl-C\n", strings.Join(names, ", "))
 

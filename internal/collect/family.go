@@ -19,6 +19,8 @@ type Family struct {
 	// order of preference: tracepoints first, kernel functions where a
 	// kernel lacks the tracepoint. The first that loads and attaches is used.
 	Hooks [][]probe.Hook
+	// Optional are attach points the family runs without, at the cost each names.
+	Optional []probe.OptionalSlot
 	// Consts are switches of programs the family shares with others.
 	Consts map[string]any
 	// Drain, for families that aggregate in kernel maps, turns what the
@@ -44,6 +46,14 @@ var Families = []Family{
 		Hooks: slots(btf(probe.SkbtraceProgTcpProbe, "tcp_probe"),
 			btf(probe.SkbtraceProgTcpSendlimClose, "tcp_destroy_sock"),
 			iter(probe.SkbtraceProgSendlimOpenRuns)),
+		// Decisions between ACKs: a stalled sender gets none.
+		Optional: []probe.OptionalSlot{
+			{Hooks: []probe.Hook{btf(probe.SkbtraceProgSendlimWrite, "sock_send_length"),
+				fexit(probe.SkbtraceProgSendlimWriteFexit, "tcp_sendmsg", 3)},
+				Without: "no decision after writes: cork, zero-window and local-drop stalls that begin at a write are decided only at the next ACK"},
+			{Hooks: []probe.Hook{btf(probe.SkbtraceProgSendlimRetrans, "tcp_retransmit_skb")},
+				Without: "no decision at retransmissions: timeouts are decided only at the next ACK"},
+		},
 		Consts: map[string]any{probe.SkbtraceVarEnableSendlim: true},
 	},
 	{
@@ -243,9 +253,10 @@ func familyNames() []string {
 
 // Status is what Start does with a family on this kernel.
 type Status struct {
-	Family Family
-	Hooks  []probe.Hook // the hook chosen for each attach point, when it runs
-	Err    error        // why it does not run
+	Family  Family
+	Hooks   []probe.Hook // the hook chosen for each attach point, when it runs
+	Without []string     // optional attach points it runs without: the cost, and why
+	Err     error        // why it does not run
 }
 
 // Check says what Start does with every family. With the privileges to
@@ -261,7 +272,7 @@ func Check() (statuses []Status, feat probe.Features, loaded bool, err error) {
 		defer rec.Close()
 		byName := map[string]Status{}
 		for _, r := range rec.Running {
-			byName[r.Family.Name] = Status{Family: r.Family, Hooks: r.Hooks}
+			byName[r.Family.Name] = Status{Family: r.Family, Hooks: r.Hooks, Without: r.Without}
 		}
 		for _, s := range rec.Skipped {
 			byName[s.Family.Name] = Status{Family: s.Family, Err: s.Reason}
@@ -288,6 +299,24 @@ func Check() (statuses []Status, feat probe.Features, loaded bool, err error) {
 			if !found {
 				st.Hooks, st.Err = nil, errors.New(strings.Join(errs, "; "))
 				break
+			}
+		}
+		for _, o := range f.Optional {
+			if st.Err != nil {
+				break
+			}
+			var errs []string
+			for _, h := range o.Hooks {
+				if err := probe.CheckHook(h); err != nil {
+					errs = append(errs, fmt.Sprintf("%s: %v", h, err))
+					continue
+				}
+				st.Hooks = append(st.Hooks, h)
+				errs = nil
+				break
+			}
+			if errs != nil {
+				st.Without = append(st.Without, fmt.Sprintf("%s (%s)", o.Without, strings.Join(errs, "; ")))
 			}
 		}
 		statuses = append(statuses, st)

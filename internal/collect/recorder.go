@@ -71,8 +71,9 @@ type Recording struct {
 
 // Running is a family attached, and the hooks it uses on this kernel.
 type Running struct {
-	Family Family
-	Hooks  []probe.Hook
+	Family  Family
+	Hooks   []probe.Hook
+	Without []string // optional hooks that did not attach: what the family loses, and why
 }
 
 // Skipped is a family left out because this kernel cannot run it.
@@ -88,7 +89,7 @@ func Start(opts Options) (*Recording, error) {
 	consts := map[string]any{}
 	units := make([]probe.Unit, len(opts.Families))
 	for i, f := range opts.Families {
-		units[i] = probe.Unit{Name: f.Name, Slots: f.Hooks, Required: opts.Required}
+		units[i] = probe.Unit{Name: f.Name, Slots: f.Hooks, Optional: f.Optional, Required: opts.Required}
 		for k, v := range f.Consts {
 			consts[k] = v
 		}
@@ -108,7 +109,7 @@ func Start(opts Options) (*Recording, error) {
 			r.Skipped = append(r.Skipped, Skipped{f, st.Err})
 			continue
 		}
-		r.Running = append(r.Running, Running{f, st.Hooks})
+		r.Running = append(r.Running, Running{f, st.Hooks, st.Without})
 		if f.PerPacket && opts.Sample > 0 && opts.Sample < 1 && reattachable(st.Hooks) {
 			r.sampled = append(r.sampled, st.Hooks...)
 			r.sampledFamilies = append(r.sampledFamilies, f.Name)

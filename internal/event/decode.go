@@ -50,7 +50,7 @@ func (d Decoder) Decode(rec trace.Record, ev *Event) (ok bool, err error) {
 		return true, nil
 	case TypeTCPSendlim:
 		var w probe.SkbtraceTcpSendlimEvent
-		if err := decodeWire(d, rec, &w); err != nil {
+		if err := decodeWireFrom(d, rec, &w, sendlimV1Size); err != nil {
 			return false, err
 		}
 		d.header2(&w.Hdr, ev)
@@ -62,6 +62,8 @@ func (d Decoder) Decode(rec trace.Record, ev *Event) (ok bool, err error) {
 		s.Cnt, s.SentPkts = w.Cnt, w.Sentpkts
 		s.Cwnd, s.Ssthresh, s.InFlight, s.SndWnd = w.Cwnd, w.Ssthresh, w.InFlight, w.SndWnd
 		s.MSS, s.Unsent, s.WmemQueued, s.Sndbuf = w.Mss, w.Unsent, w.WmemQueued, w.Sndbuf
+		s.Probes, s.Backoff = w.Probes, w.Backoff
+		s.BusyUs, s.RwndLimitedUs, s.SndbufLimitedUs = w.BusyUs, w.RwndLimitedUs, w.SndbufLimitedUs
 		return true, nil
 	case TypeTCPCong:
 		c := &ev.Cong
@@ -140,16 +142,31 @@ func (d Decoder) header2(h *probe.SkbtraceEventHeader, ev *Event) {
 // others go through encoding/binary. A body longer than the struct is
 // accepted, so fields appended by a later version are skipped.
 func decodeWire[T any](d Decoder, rec trace.Record, w *T) error {
+	return decodeWireFrom(d, rec, w, int(unsafe.Sizeof(*w)))
+}
+
+// sendlimV1Size is tcp_sendlim's size before the kernel's chrono totals
+// were appended (trace format 1.1): older records read them as zero.
+const sendlimV1Size = int(unsafe.Offsetof(probe.SkbtraceTcpSendlimEvent{}.BusyUs))
+
+// decodeWireFrom decodes a struct whose later fields were appended over
+// time: a body of at least minSize bytes is accepted, the rest zeroed.
+func decodeWireFrom[T any](d Decoder, rec trace.Record, w *T, minSize int) error {
 	size := int(unsafe.Sizeof(*w))
-	if len(rec.Body) < size {
+	if len(rec.Body) < minSize {
 		return fmt.Errorf("%s record at offset %d has %d bytes, want %d",
 			Type(rec.Type).Action(), rec.Offset, len(rec.Body), size)
 	}
+	body := rec.Body
+	if len(body) < size {
+		body = make([]byte, size)
+		copy(body, rec.Body)
+	}
 	if d.native {
-		*w = *(*T)(unsafe.Pointer(unsafe.SliceData(rec.Body)))
+		*w = *(*T)(unsafe.Pointer(unsafe.SliceData(body)))
 		return nil
 	}
-	if _, err := binary.Decode(rec.Body[:size], d.order, w); err != nil {
+	if _, err := binary.Decode(body[:size], d.order, w); err != nil {
 		return fmt.Errorf("decoding %s record at offset %d: %w", Type(rec.Type).Action(), rec.Offset, err)
 	}
 	return nil

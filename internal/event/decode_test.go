@@ -72,3 +72,38 @@ func FuzzDecode(f *testing.F) {
 		event.NewDecoder(&h).Decode(trace.Record{Type: typ, Body: buf}, &ev)
 	})
 }
+
+// Traces written before the kernel's chrono totals were appended to
+// tcp_sendlim still read, with those totals zero; a record shorter than
+// that older layout is still an error.
+func TestDecodeSendlimOfAnOlderLayout(t *testing.T) {
+	for _, o := range []trace.ByteOrder{binary.LittleEndian, binary.BigEndian} {
+		h := tracetest.Header(o)
+		w := tracetest.Sendlim(1, 2_000, 1_000, 0, 0xabc, tracetest.Addrs(netip.MustParseAddrPort("10.0.0.1:1"), netip.MustParseAddrPort("10.0.0.2:2"), 7),
+			uint8(event.SendlimSwnd), 3, 4)
+		w.Probes, w.BusyUs, w.RwndLimitedUs = 2, 9_000, 8_000
+		full, err := binary.Append(nil, o, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		oldSize := bytes.Index(full, binary.LittleEndian.AppendUint64(nil, 9_000)) // where busy_us begins
+		if o == binary.BigEndian {
+			oldSize = bytes.Index(full, binary.BigEndian.AppendUint64(nil, 9_000))
+		}
+		var ev event.Event
+		ok, err := event.NewDecoder(&h).Decode(trace.Record{Type: uint16(event.TypeTCPSendlim), Body: full[:oldSize]}, &ev)
+		if !ok || err != nil {
+			t.Fatalf("older layout: ok=%v err=%v", ok, err)
+		}
+		if s := ev.Sendlim; s.Reason != event.SendlimSwnd || s.Probes != 2 || s.Cnt != 3 || s.BusyUs != 0 || s.RwndLimitedUs != 0 {
+			t.Fatalf("older layout decoded as %+v", s)
+		}
+		if _, err := event.NewDecoder(&h).Decode(trace.Record{Type: uint16(event.TypeTCPSendlim), Body: full[:oldSize-1]}, &ev); err == nil {
+			t.Fatal("a record shorter than the older layout decoded")
+		}
+		ok, err = event.NewDecoder(&h).Decode(trace.Record{Type: uint16(event.TypeTCPSendlim), Body: full}, &ev)
+		if !ok || err != nil || ev.Sendlim.BusyUs != 9_000 || ev.Sendlim.RwndLimitedUs != 8_000 {
+			t.Fatalf("current layout: ok=%v err=%v %+v", ok, err, ev.Sendlim)
+		}
+	}
+}

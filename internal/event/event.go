@@ -184,6 +184,12 @@ type TCPSendlim struct {
 	Unsent     uint32
 	WmemQueued uint32
 	Sndbuf     uint32
+	Probes     uint8 // zero-window probes unanswered
+	Backoff    uint8 // retransmission timer backoff exponent
+	// The kernel's own totals since the connection began (tcp_info's
+	// busy_time, rwnd_limited, sndbuf_limited), in µs; zero in traces
+	// written before skbtrace recorded them.
+	BusyUs, RwndLimitedUs, SndbufLimitedUs uint64
 }
 
 // Context is where the kernel was when the event happened.
@@ -208,6 +214,9 @@ func (c Context) String() string {
 // TCPState is the kernel's TCP state number (TCP_ESTABLISHED = 1 ...).
 type TCPState uint8
 
+// TCPEstablished is TCP_ESTABLISHED.
+const TCPEstablished TCPState = 1
+
 var tcpStateNames = [...]string{
 	1: "ESTABLISHED", 2: "SYN_SENT", 3: "SYN_RECV", 4: "FIN_WAIT1", 5: "FIN_WAIT2",
 	6: "TIME_WAIT", 7: "CLOSE", 8: "CLOSE_WAIT", 9: "LAST_ACK", 10: "LISTEN",
@@ -226,20 +235,24 @@ type SendlimReason uint8
 
 // Send-limit reasons.
 const (
-	SendlimOK     = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_OK)
-	SendlimCwnd   = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_CWND)
-	SendlimSwnd   = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_SWND)
-	SendlimNagle  = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_NAGLE)
-	SendlimPacing = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_PACING)
-	SendlimTSQ    = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_TSQ)
-	SendlimSndbuf = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_SNDBUF)
-	SendlimApp    = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_APP)
-	SendlimCount  = int(probe.SkbtraceSendlimReasonSENDLIM_MAX)
+	SendlimOK       = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_OK)
+	SendlimCwnd     = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_CWND)
+	SendlimSwnd     = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_SWND)
+	SendlimNagle    = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_NAGLE)
+	SendlimPacing   = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_PACING)
+	SendlimTSQ      = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_TSQ)
+	SendlimSndbuf   = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_SNDBUF)
+	SendlimApp      = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_APP)
+	SendlimCork     = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_CORK)
+	SendlimXmitFail = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_XMIT_FAIL)
+	SendlimRTO      = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_RTO)
+	SendlimCount    = int(probe.SkbtraceSendlimReasonSENDLIM_MAX)
 )
 
 var sendlimNames = [SendlimCount]string{
 	SendlimOK: "ok", SendlimCwnd: "cwnd", SendlimSwnd: "swnd", SendlimNagle: "nagle",
 	SendlimPacing: "pacing", SendlimTSQ: "tsq", SendlimSndbuf: "sndbuf", SendlimApp: "app",
+	SendlimCork: "cork", SendlimXmitFail: "xmit_fail", SendlimRTO: "rto",
 }
 
 func (r SendlimReason) String() string {

@@ -76,9 +76,18 @@ type Unit struct {
 	// Slots are the unit's attach points, each with its alternatives in
 	// order of preference: the first that loads and attaches is used.
 	Slots [][]Hook
+	// Optional are attach points the unit runs without, at a cost each names.
+	Optional []OptionalSlot
 	// Required makes Open fail when the unit cannot run; otherwise it is
 	// skipped, with the reason, and the others run.
 	Required bool
+}
+
+// OptionalSlot is an attach point, with its alternatives, that a unit can
+// do without.
+type OptionalSlot struct {
+	Hooks   []Hook
+	Without string // what the unit loses where none of Hooks attaches
 }
 
 // UnitStatus is what became of a unit: the hooks it runs on, or why it
@@ -86,7 +95,10 @@ type Unit struct {
 type UnitStatus struct {
 	Name  string
 	Hooks []Hook
-	Err   error
+	// Without says, for each optional slot that did not attach, what the
+	// unit loses and why the hooks failed.
+	Without []string
+	Err     error
 }
 
 // Config selects the units to load and sizes the ring buffer.
@@ -248,6 +260,23 @@ func (s *Session) openUnit(u Unit) UnitStatus {
 			st.Hooks, st.Err = nil, errors.New(strings.Join(errs, "; "))
 			s.DetachHooks(attached)
 			return st
+		}
+	}
+	for _, o := range u.Optional {
+		var errs []string
+		for _, h := range o.Hooks {
+			if err := s.useHook(h); err != nil {
+				errs = append(errs, fmt.Sprintf("%s: %v", h, err))
+				continue
+			}
+			if !slices.Contains(st.Hooks, h) {
+				st.Hooks = append(st.Hooks, h)
+			}
+			errs = nil
+			break
+		}
+		if errs != nil {
+			st.Without = append(st.Without, fmt.Sprintf("%s (%s)", o.Without, strings.Join(errs, "; ")))
 		}
 	}
 	return st

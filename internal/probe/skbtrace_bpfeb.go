@@ -239,16 +239,19 @@ const (
 type SkbtraceSendlimReason uint32
 
 const (
-	SkbtraceSendlimReasonSENDLIM_OK      SkbtraceSendlimReason = 0
-	SkbtraceSendlimReasonSENDLIM_CWND    SkbtraceSendlimReason = 1
-	SkbtraceSendlimReasonSENDLIM_SWND    SkbtraceSendlimReason = 2
-	SkbtraceSendlimReasonSENDLIM_NAGLE   SkbtraceSendlimReason = 3
-	SkbtraceSendlimReasonSENDLIM_PACING  SkbtraceSendlimReason = 4
-	SkbtraceSendlimReasonSENDLIM_TSQ     SkbtraceSendlimReason = 5
-	SkbtraceSendlimReasonSENDLIM_SNDBUF  SkbtraceSendlimReason = 6
-	SkbtraceSendlimReasonSENDLIM_APP     SkbtraceSendlimReason = 7
-	SkbtraceSendlimReasonSENDLIM_MAX     SkbtraceSendlimReason = 8
-	SkbtraceSendlimReasonSENDLIM_IGNORED SkbtraceSendlimReason = 255
+	SkbtraceSendlimReasonSENDLIM_OK        SkbtraceSendlimReason = 0
+	SkbtraceSendlimReasonSENDLIM_CWND      SkbtraceSendlimReason = 1
+	SkbtraceSendlimReasonSENDLIM_SWND      SkbtraceSendlimReason = 2
+	SkbtraceSendlimReasonSENDLIM_NAGLE     SkbtraceSendlimReason = 3
+	SkbtraceSendlimReasonSENDLIM_PACING    SkbtraceSendlimReason = 4
+	SkbtraceSendlimReasonSENDLIM_TSQ       SkbtraceSendlimReason = 5
+	SkbtraceSendlimReasonSENDLIM_SNDBUF    SkbtraceSendlimReason = 6
+	SkbtraceSendlimReasonSENDLIM_APP       SkbtraceSendlimReason = 7
+	SkbtraceSendlimReasonSENDLIM_CORK      SkbtraceSendlimReason = 8
+	SkbtraceSendlimReasonSENDLIM_XMIT_FAIL SkbtraceSendlimReason = 9
+	SkbtraceSendlimReasonSENDLIM_RTO       SkbtraceSendlimReason = 10
+	SkbtraceSendlimReasonSENDLIM_MAX       SkbtraceSendlimReason = 11
+	SkbtraceSendlimReasonSENDLIM_IGNORED   SkbtraceSendlimReason = 255
 )
 
 type SkbtraceSendlimRun struct {
@@ -466,23 +469,28 @@ type SkbtraceTcpRttEvent struct {
 }
 
 type SkbtraceTcpSendlimEvent struct {
-	_          structs.HostLayout
-	Hdr        SkbtraceEventHeader
-	Sock       uint64
-	BeginNs    uint64
-	Addrs      SkbtraceSockAddrs
-	Cnt        uint32
-	Sentpkts   uint32
-	Cwnd       uint32
-	Ssthresh   uint32
-	InFlight   uint32
-	SndWnd     uint32
-	Mss        uint32
-	Unsent     uint32
-	WmemQueued uint32
-	Sndbuf     uint32
-	Reason     uint8
-	Pad        [7]uint8
+	_               structs.HostLayout
+	Hdr             SkbtraceEventHeader
+	Sock            uint64
+	BeginNs         uint64
+	Addrs           SkbtraceSockAddrs
+	Cnt             uint32
+	Sentpkts        uint32
+	Cwnd            uint32
+	Ssthresh        uint32
+	InFlight        uint32
+	SndWnd          uint32
+	Mss             uint32
+	Unsent          uint32
+	WmemQueued      uint32
+	Sndbuf          uint32
+	Reason          uint8
+	Probes          uint8
+	Backoff         uint8
+	Pad             [5]uint8
+	BusyUs          uint64
+	RwndLimitedUs   uint64
+	SndbufLimitedUs uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -517,6 +525,9 @@ const (
 	SkbtraceProgQdiscEnqueue      = "qdisc_enqueue"
 	SkbtraceProgRetransOpenRuns   = "retrans_open_runs"
 	SkbtraceProgSendlimOpenRuns   = "sendlim_open_runs"
+	SkbtraceProgSendlimRetrans    = "sendlim_retrans"
+	SkbtraceProgSendlimWrite      = "sendlim_write"
+	SkbtraceProgSendlimWriteFexit = "sendlim_write_fexit"
 	SkbtraceProgSeqReserve        = "seq_reserve"
 	SkbtraceProgSkLimitExceed     = "sk_limit_exceed"
 	SkbtraceProgSkLimitRcvqueue   = "sk_limit_rcvqueue"
@@ -623,37 +634,40 @@ type SkbtraceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SkbtraceProgramSpecs struct {
-	DevRecv          *ebpf.ProgramSpec `ebpf:"dev_recv"`
-	DevRecvGro       *ebpf.ProgramSpec `ebpf:"dev_recv_gro"`
-	DevXmit          *ebpf.ProgramSpec `ebpf:"dev_xmit"`
-	DevXmitDone      *ebpf.ProgramSpec `ebpf:"dev_xmit_done"`
-	NapiPoll         *ebpf.ProgramSpec `ebpf:"napi_poll"`
-	QdiscDequeue     *ebpf.ProgramSpec `ebpf:"qdisc_dequeue"`
-	QdiscEnqueue     *ebpf.ProgramSpec `ebpf:"qdisc_enqueue"`
-	RetransOpenRuns  *ebpf.ProgramSpec `ebpf:"retrans_open_runs"`
-	SendlimOpenRuns  *ebpf.ProgramSpec `ebpf:"sendlim_open_runs"`
-	SeqReserve       *ebpf.ProgramSpec `ebpf:"seq_reserve"`
-	SkLimitExceed    *ebpf.ProgramSpec `ebpf:"sk_limit_exceed"`
-	SkLimitRcvqueue  *ebpf.ProgramSpec `ebpf:"sk_limit_rcvqueue"`
-	SkbDrop          *ebpf.ProgramSpec `ebpf:"skb_drop"`
-	SockIoRecv       *ebpf.ProgramSpec `ebpf:"sock_io_recv"`
-	SockIoRecvFexit  *ebpf.ProgramSpec `ebpf:"sock_io_recv_fexit"`
-	SockIoSend       *ebpf.ProgramSpec `ebpf:"sock_io_send"`
-	SockIoSendFexit  *ebpf.ProgramSpec `ebpf:"sock_io_send_fexit"`
-	SoftirqEnter     *ebpf.ProgramSpec `ebpf:"softirq_enter"`
-	SoftirqLeave     *ebpf.ProgramSpec `ebpf:"softirq_leave"`
-	TcpCong          *ebpf.ProgramSpec `ebpf:"tcp_cong"`
-	TcpCongFentry    *ebpf.ProgramSpec `ebpf:"tcp_cong_fentry"`
-	TcpConn          *ebpf.ProgramSpec `ebpf:"tcp_conn"`
-	TcpProbe         *ebpf.ProgramSpec `ebpf:"tcp_probe"`
-	TcpRcvbuf        *ebpf.ProgramSpec `ebpf:"tcp_rcvbuf"`
-	TcpRcvbufAdjust  *ebpf.ProgramSpec `ebpf:"tcp_rcvbuf_adjust"`
-	TcpRcvbufClose   *ebpf.ProgramSpec `ebpf:"tcp_rcvbuf_close"`
-	TcpResetReceived *ebpf.ProgramSpec `ebpf:"tcp_reset_received"`
-	TcpResetSent     *ebpf.ProgramSpec `ebpf:"tcp_reset_sent"`
-	TcpRetrans       *ebpf.ProgramSpec `ebpf:"tcp_retrans"`
-	TcpRetransClose  *ebpf.ProgramSpec `ebpf:"tcp_retrans_close"`
-	TcpSendlimClose  *ebpf.ProgramSpec `ebpf:"tcp_sendlim_close"`
+	DevRecv           *ebpf.ProgramSpec `ebpf:"dev_recv"`
+	DevRecvGro        *ebpf.ProgramSpec `ebpf:"dev_recv_gro"`
+	DevXmit           *ebpf.ProgramSpec `ebpf:"dev_xmit"`
+	DevXmitDone       *ebpf.ProgramSpec `ebpf:"dev_xmit_done"`
+	NapiPoll          *ebpf.ProgramSpec `ebpf:"napi_poll"`
+	QdiscDequeue      *ebpf.ProgramSpec `ebpf:"qdisc_dequeue"`
+	QdiscEnqueue      *ebpf.ProgramSpec `ebpf:"qdisc_enqueue"`
+	RetransOpenRuns   *ebpf.ProgramSpec `ebpf:"retrans_open_runs"`
+	SendlimOpenRuns   *ebpf.ProgramSpec `ebpf:"sendlim_open_runs"`
+	SendlimRetrans    *ebpf.ProgramSpec `ebpf:"sendlim_retrans"`
+	SendlimWrite      *ebpf.ProgramSpec `ebpf:"sendlim_write"`
+	SendlimWriteFexit *ebpf.ProgramSpec `ebpf:"sendlim_write_fexit"`
+	SeqReserve        *ebpf.ProgramSpec `ebpf:"seq_reserve"`
+	SkLimitExceed     *ebpf.ProgramSpec `ebpf:"sk_limit_exceed"`
+	SkLimitRcvqueue   *ebpf.ProgramSpec `ebpf:"sk_limit_rcvqueue"`
+	SkbDrop           *ebpf.ProgramSpec `ebpf:"skb_drop"`
+	SockIoRecv        *ebpf.ProgramSpec `ebpf:"sock_io_recv"`
+	SockIoRecvFexit   *ebpf.ProgramSpec `ebpf:"sock_io_recv_fexit"`
+	SockIoSend        *ebpf.ProgramSpec `ebpf:"sock_io_send"`
+	SockIoSendFexit   *ebpf.ProgramSpec `ebpf:"sock_io_send_fexit"`
+	SoftirqEnter      *ebpf.ProgramSpec `ebpf:"softirq_enter"`
+	SoftirqLeave      *ebpf.ProgramSpec `ebpf:"softirq_leave"`
+	TcpCong           *ebpf.ProgramSpec `ebpf:"tcp_cong"`
+	TcpCongFentry     *ebpf.ProgramSpec `ebpf:"tcp_cong_fentry"`
+	TcpConn           *ebpf.ProgramSpec `ebpf:"tcp_conn"`
+	TcpProbe          *ebpf.ProgramSpec `ebpf:"tcp_probe"`
+	TcpRcvbuf         *ebpf.ProgramSpec `ebpf:"tcp_rcvbuf"`
+	TcpRcvbufAdjust   *ebpf.ProgramSpec `ebpf:"tcp_rcvbuf_adjust"`
+	TcpRcvbufClose    *ebpf.ProgramSpec `ebpf:"tcp_rcvbuf_close"`
+	TcpResetReceived  *ebpf.ProgramSpec `ebpf:"tcp_reset_received"`
+	TcpResetSent      *ebpf.ProgramSpec `ebpf:"tcp_reset_sent"`
+	TcpRetrans        *ebpf.ProgramSpec `ebpf:"tcp_retrans"`
+	TcpRetransClose   *ebpf.ProgramSpec `ebpf:"tcp_retrans_close"`
+	TcpSendlimClose   *ebpf.ProgramSpec `ebpf:"tcp_sendlim_close"`
 }
 
 // SkbtraceMapSpecs contains maps before they are loaded into the kernel.
@@ -842,37 +856,40 @@ type SkbtraceVariables struct {
 //
 // It can be passed to LoadSkbtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SkbtracePrograms struct {
-	DevRecv          *ebpf.Program `ebpf:"dev_recv"`
-	DevRecvGro       *ebpf.Program `ebpf:"dev_recv_gro"`
-	DevXmit          *ebpf.Program `ebpf:"dev_xmit"`
-	DevXmitDone      *ebpf.Program `ebpf:"dev_xmit_done"`
-	NapiPoll         *ebpf.Program `ebpf:"napi_poll"`
-	QdiscDequeue     *ebpf.Program `ebpf:"qdisc_dequeue"`
-	QdiscEnqueue     *ebpf.Program `ebpf:"qdisc_enqueue"`
-	RetransOpenRuns  *ebpf.Program `ebpf:"retrans_open_runs"`
-	SendlimOpenRuns  *ebpf.Program `ebpf:"sendlim_open_runs"`
-	SeqReserve       *ebpf.Program `ebpf:"seq_reserve"`
-	SkLimitExceed    *ebpf.Program `ebpf:"sk_limit_exceed"`
-	SkLimitRcvqueue  *ebpf.Program `ebpf:"sk_limit_rcvqueue"`
-	SkbDrop          *ebpf.Program `ebpf:"skb_drop"`
-	SockIoRecv       *ebpf.Program `ebpf:"sock_io_recv"`
-	SockIoRecvFexit  *ebpf.Program `ebpf:"sock_io_recv_fexit"`
-	SockIoSend       *ebpf.Program `ebpf:"sock_io_send"`
-	SockIoSendFexit  *ebpf.Program `ebpf:"sock_io_send_fexit"`
-	SoftirqEnter     *ebpf.Program `ebpf:"softirq_enter"`
-	SoftirqLeave     *ebpf.Program `ebpf:"softirq_leave"`
-	TcpCong          *ebpf.Program `ebpf:"tcp_cong"`
-	TcpCongFentry    *ebpf.Program `ebpf:"tcp_cong_fentry"`
-	TcpConn          *ebpf.Program `ebpf:"tcp_conn"`
-	TcpProbe         *ebpf.Program `ebpf:"tcp_probe"`
-	TcpRcvbuf        *ebpf.Program `ebpf:"tcp_rcvbuf"`
-	TcpRcvbufAdjust  *ebpf.Program `ebpf:"tcp_rcvbuf_adjust"`
-	TcpRcvbufClose   *ebpf.Program `ebpf:"tcp_rcvbuf_close"`
-	TcpResetReceived *ebpf.Program `ebpf:"tcp_reset_received"`
-	TcpResetSent     *ebpf.Program `ebpf:"tcp_reset_sent"`
-	TcpRetrans       *ebpf.Program `ebpf:"tcp_retrans"`
-	TcpRetransClose  *ebpf.Program `ebpf:"tcp_retrans_close"`
-	TcpSendlimClose  *ebpf.Program `ebpf:"tcp_sendlim_close"`
+	DevRecv           *ebpf.Program `ebpf:"dev_recv"`
+	DevRecvGro        *ebpf.Program `ebpf:"dev_recv_gro"`
+	DevXmit           *ebpf.Program `ebpf:"dev_xmit"`
+	DevXmitDone       *ebpf.Program `ebpf:"dev_xmit_done"`
+	NapiPoll          *ebpf.Program `ebpf:"napi_poll"`
+	QdiscDequeue      *ebpf.Program `ebpf:"qdisc_dequeue"`
+	QdiscEnqueue      *ebpf.Program `ebpf:"qdisc_enqueue"`
+	RetransOpenRuns   *ebpf.Program `ebpf:"retrans_open_runs"`
+	SendlimOpenRuns   *ebpf.Program `ebpf:"sendlim_open_runs"`
+	SendlimRetrans    *ebpf.Program `ebpf:"sendlim_retrans"`
+	SendlimWrite      *ebpf.Program `ebpf:"sendlim_write"`
+	SendlimWriteFexit *ebpf.Program `ebpf:"sendlim_write_fexit"`
+	SeqReserve        *ebpf.Program `ebpf:"seq_reserve"`
+	SkLimitExceed     *ebpf.Program `ebpf:"sk_limit_exceed"`
+	SkLimitRcvqueue   *ebpf.Program `ebpf:"sk_limit_rcvqueue"`
+	SkbDrop           *ebpf.Program `ebpf:"skb_drop"`
+	SockIoRecv        *ebpf.Program `ebpf:"sock_io_recv"`
+	SockIoRecvFexit   *ebpf.Program `ebpf:"sock_io_recv_fexit"`
+	SockIoSend        *ebpf.Program `ebpf:"sock_io_send"`
+	SockIoSendFexit   *ebpf.Program `ebpf:"sock_io_send_fexit"`
+	SoftirqEnter      *ebpf.Program `ebpf:"softirq_enter"`
+	SoftirqLeave      *ebpf.Program `ebpf:"softirq_leave"`
+	TcpCong           *ebpf.Program `ebpf:"tcp_cong"`
+	TcpCongFentry     *ebpf.Program `ebpf:"tcp_cong_fentry"`
+	TcpConn           *ebpf.Program `ebpf:"tcp_conn"`
+	TcpProbe          *ebpf.Program `ebpf:"tcp_probe"`
+	TcpRcvbuf         *ebpf.Program `ebpf:"tcp_rcvbuf"`
+	TcpRcvbufAdjust   *ebpf.Program `ebpf:"tcp_rcvbuf_adjust"`
+	TcpRcvbufClose    *ebpf.Program `ebpf:"tcp_rcvbuf_close"`
+	TcpResetReceived  *ebpf.Program `ebpf:"tcp_reset_received"`
+	TcpResetSent      *ebpf.Program `ebpf:"tcp_reset_sent"`
+	TcpRetrans        *ebpf.Program `ebpf:"tcp_retrans"`
+	TcpRetransClose   *ebpf.Program `ebpf:"tcp_retrans_close"`
+	TcpSendlimClose   *ebpf.Program `ebpf:"tcp_sendlim_close"`
 }
 
 func (p *SkbtracePrograms) Close() error {
@@ -886,6 +903,9 @@ func (p *SkbtracePrograms) Close() error {
 		p.QdiscEnqueue,
 		p.RetransOpenRuns,
 		p.SendlimOpenRuns,
+		p.SendlimRetrans,
+		p.SendlimWrite,
+		p.SendlimWriteFexit,
 		p.SeqReserve,
 		p.SkLimitExceed,
 		p.SkLimitRcvqueue,

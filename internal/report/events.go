@@ -65,11 +65,21 @@ func AppendText(b []byte, ev *event.Event, names Names) []byte {
 		case event.SendlimSwnd:
 			b = appendField(b, "snd_wnd", s.SndWnd)
 			b = appendField(b, "unsent", s.Unsent)
+			if s.Probes > 0 {
+				b = appendField(b, "probes", uint32(s.Probes))
+			}
+		case event.SendlimRTO:
+			b = appendField(b, "backoff", uint32(s.Backoff))
+			b = appendField(b, "inflight", s.InFlight)
+			b = appendField(b, "cwnd", s.Cwnd)
+		case event.SendlimXmitFail:
+			b = appendField(b, "unsent", s.Unsent)
+			b = appendField(b, "backoff", uint32(s.Backoff))
 		case event.SendlimSndbuf:
 			b = appendField(b, "queued", s.WmemQueued)
 			b = appendField(b, "sndbuf", s.Sndbuf)
 			b = appendField(b, "inflight", s.InFlight)
-		case event.SendlimNagle:
+		case event.SendlimNagle, event.SendlimCork:
 			b = appendField(b, "unsent", s.Unsent)
 			b = appendField(b, "mss", s.MSS)
 		case event.SendlimPacing, event.SendlimTSQ:
@@ -124,6 +134,11 @@ func AppendJSON(b []byte, ev *event.Event, names Names) []byte {
 		b = jsonUint(b, "unsent", uint64(s.Unsent))
 		b = jsonUint(b, "queued", uint64(s.WmemQueued))
 		b = jsonUint(b, "sndbuf", uint64(s.Sndbuf))
+		b = jsonUint(b, "probes", uint64(s.Probes))
+		b = jsonUint(b, "backoff", uint64(s.Backoff))
+		b = jsonUint(b, "kernel_busy_us", s.BusyUs)
+		b = jsonUint(b, "kernel_rwnd_limited_us", s.RwndLimitedUs)
+		b = jsonUint(b, "kernel_sndbuf_limited_us", s.SndbufLimitedUs)
 	default:
 		jw := jsonFields{b: b}
 		catalogFields(&jw, ev, names)

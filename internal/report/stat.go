@@ -84,6 +84,41 @@ type ConnView struct {
 	CwndMax        uint32             `json:"cwnd_max"`
 	CongStates     map[string]int     `json:"cong_states,omitempty"`
 	Resets         int                `json:"resets"`
+	Kernel         *KernelLimitsView  `json:"kernel_limits,omitempty"`
+}
+
+// KernelLimitsView sets the kernel's own accounting (tcp_info) beside the
+// send limits: rwnd-limited beside swnd, sndbuf-limited beside sndbuf, each
+// in µs and as a share of the kernel's busy time.
+type KernelLimitsView struct {
+	BusyUs          uint64  `json:"busy_us"`
+	RwndLimitedUs   uint64  `json:"rwnd_limited_us"`
+	SndbufLimitedUs uint64  `json:"sndbuf_limited_us"`
+	SwndUs          uint64  `json:"skbtrace_swnd_us"`
+	SndbufUs        uint64  `json:"skbtrace_sndbuf_us"`
+	RwndShare       float64 `json:"rwnd_limited_share"`
+	SwndShare       float64 `json:"skbtrace_swnd_share"`
+	SndbufShare     float64 `json:"sndbuf_limited_share"`
+	SkbSndbufShare  float64 `json:"skbtrace_sndbuf_share"`
+}
+
+// Differs says whether the two accounts disagree by more than 5 % of busy time.
+func (k *KernelLimitsView) Differs() bool {
+	return abs(k.RwndShare-k.SwndShare) > 0.05 || abs(k.SndbufShare-k.SkbSndbufShare) > 0.05
+}
+
+func abs(x float64) float64 { return max(x, -x) }
+
+func kernelLimits(c *analyze.ConnStat) *KernelLimitsView {
+	if c.KernelBusyUs == 0 {
+		return nil
+	}
+	busy := float64(c.KernelBusyUs)
+	k := &KernelLimitsView{BusyUs: c.KernelBusyUs, RwndLimitedUs: c.KernelRwndUs, SndbufLimitedUs: c.KernelSndbufUs,
+		SwndUs: uint64(c.LimitNs["swnd"] / 1000), SndbufUs: uint64(c.LimitNs["sndbuf"] / 1000)}
+	k.RwndShare, k.SwndShare = float64(k.RwndLimitedUs)/busy, float64(k.SwndUs)/busy
+	k.SndbufShare, k.SkbSndbufShare = float64(k.SndbufLimitedUs)/busy, float64(k.SndbufUs)/busy
+	return k
 }
 
 // DevView is one device in StatView.
@@ -160,7 +195,7 @@ func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 			Seconds: c.Duration(), States: c.States, BytesAcked: c.BytesAcked, BytesReceived: c.BytesReceived,
 			ThroughputBps: c.Throughput(), LimitShare: c.LimitShares(), LimitDecisions: c.LimitCount,
 			RetransSegs: c.RetransSegs, AvgSRTTus: c.AvgSRTTus(), MaxSRTTus: c.MaxSRTTus,
-			CwndMax: c.CwndMax, CongStates: c.CongStates, Resets: c.Resets,
+			CwndMax: c.CwndMax, CongStates: c.CongStates, Resets: c.Resets, Kernel: kernelLimits(c),
 		}
 		if c.Samples > 0 {
 			cv.MinRTTus, cv.CwndMin = c.MinRTTus, c.CwndMin
@@ -236,6 +271,20 @@ func WriteStatText(w io.Writer, v StatView) error {
 	}
 	if v.StateOnly > 0 {
 		fmt.Fprintf(tw, "(%d more sockets only changed state)\n", v.StateOnly)
+	}
+	var differ []ConnView
+	for _, c := range v.Connections {
+		if c.Kernel != nil && c.Kernel.Differs() {
+			differ = append(differ, c)
+		}
+	}
+	if len(differ) > 0 {
+		fmt.Fprintln(tw, "\nKERNEL ACCOUNTING where it differs (tcp_info's chrono, share of its busy time)\nlocal\tpeer\tbusy\trwnd-limited\tskbtrace swnd\tsndbuf-limited\tskbtrace sndbuf")
+		for _, c := range differ {
+			k := c.Kernel
+			fmt.Fprintf(tw, "%s\t%s\t%.0f ms\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\n", c.Local, c.Peer, float64(k.BusyUs)/1e3,
+				k.RwndShare*100, k.SwndShare*100, k.SndbufShare*100, k.SkbSndbufShare*100)
+		}
 	}
 	if len(v.Devices) > 0 {
 		fmt.Fprintln(tw, "\nDEVICES\ndev\tnetns\txmit pkt/s\txmit segs/skb\txmit max skb\trecv pkt/s\trecv segs/skb\trecv max skb\tGRO in/skb")
