@@ -18,12 +18,16 @@ struct dev_id {
 	__u32 ifindex;
 };
 
-static __always_inline bool dev_passes(const struct net_device *dev, struct dev_id *id)
+/* Passes a device (and its namespace, or sk's when sk is set) through the filters. */
+static __always_inline bool dev_passes(const struct net_device *dev, const struct sock *sk, struct dev_id *id)
 {
 	char name[16];
 
 	id->ifindex = dev ? dev->ifindex : 0;
-	id->netns = dev ? dev->nd_net.net->ns.inum : 0;
+	if (sk)
+		id->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	else
+		id->netns = dev ? dev->nd_net.net->ns.inum : 0;
 	if (filter_netns && id->netns != filter_netns)
 		return false;
 	if (!filter_dev[0])
@@ -130,7 +134,7 @@ static __always_inline struct dev_stats *dev_stats_for(void *slots, void *map, c
 		struct dev_id id;
 
 		v->ready = 1;
-		v->ignored = !dev_passes(dev, &id);
+		v->ignored = !dev_passes(dev, NULL, &id);
 		v->netns = id.netns;
 		v->ifindex = id.ifindex;
 		if (dev)
@@ -239,7 +243,7 @@ int BPF_PROG(napi_poll, struct napi_struct *napi, int work, int budget)
 		struct dev_id id;
 
 		v->ready = 1;
-		v->ignored = !dev_passes(dev, &id);
+		v->ignored = !dev_passes(dev, NULL, &id);
 		v->netns = id.netns;
 		v->ifindex = id.ifindex;
 		if (dev)
@@ -317,7 +321,7 @@ static __always_inline struct qdisc_stats *qdisc_stats_for(struct Qdisc *q, cons
 	struct dev_id dk;
 	struct qdisc_stats *v;
 
-	if (!dev_passes(dev, &dk))
+	if (!dev_passes(dev, NULL, &dk))
 		return NULL;
 	key.netns = dk.netns;
 	key.ifindex = dk.ifindex;
@@ -469,20 +473,30 @@ struct {
 
 #define SKB_CONSUMED 1
 
-/* Before 5.17 kfree_skb has no reason: drops there are keyed by location alone (reason 0). */
+/* kfree_skb's rx_sk (6.12): the socket a received packet was dropped for. */
+const volatile bool drop_has_rx_sk = true;
+
+/*
+ * Before 5.17 kfree_skb has no reason: drops there are keyed by location
+ * alone (reason 0). The namespace is the socket's (the skb's own, or the
+ * receiving one), else the device's: drops inside TCP have no device.
+ */
 SEC("tp_btf/kfree_skb")
 int skb_drop(__u64 *ctx)
 {
 	struct sk_buff *skb = (void *)ctx[0];
 	int reason = drop_has_reason ? (int)ctx[2] : 0;
 	struct drop_key key = {.location = ctx[1], .reason = reason};
+	const struct sock *sk = skb->sk;
 	struct sock_addrs a = {};
 	struct drop_stats *v;
 	struct dev_id dk;
 
 	if (reason == SKB_CONSUMED)
 		return 0;
-	if (!dev_passes(skb->dev, &dk))
+	if (!sk && drop_has_rx_sk)
+		sk = (const struct sock *)ctx[3];
+	if (!dev_passes(skb->dev, sk, &dk))
 		return 0;
 	key.netns = dk.netns;
 	key.ifindex = dk.ifindex;

@@ -528,14 +528,15 @@ const volatile bool enable_rtt = false;
 /* At most one tcp_rtt sample per socket per this many jiffies (--rtt-interval, rounded up). */
 const volatile __u64 rtt_interval_jiffies = 10;
 
-static __always_inline void rtt_sample(const struct sock *sk, const struct tcp_sock *tp, struct sendlim_run *run)
+static __always_inline void rtt_sample(const struct sock *sk, const struct tcp_sock *tp, struct sendlim_run *run,
+				       bool last)
 {
 	__u64 jiffies = bpf_jiffies64();
 	struct tcp_rtt_event *e;
 	__u32 interval_us, mss;
 
 	/* Jiffies, not a clock read: this runs at every incoming segment. */
-	if (run->rtt_sample_jiffies && jiffies - run->rtt_sample_jiffies < rtt_interval_jiffies)
+	if (!last && run->rtt_sample_jiffies && jiffies - run->rtt_sample_jiffies < rtt_interval_jiffies)
 		return;
 	run->rtt_sample_jiffies = jiffies;
 	e = reserve_event(FAMILY_TCP_RTT, sizeof(*e), EVENT_TCP_RTT);
@@ -544,7 +545,7 @@ static __always_inline void rtt_sample(const struct sock *sk, const struct tcp_s
 	e->sock = (__u64)sk;
 	e->addrs = run->ev.addrs;
 	e->srtt_us = tp->srtt_us >> 3;
-	e->rttvar_us = tp->rttvar_us >> 2;
+	e->rttvar_us = tp->mdev_us >> 2; /* what tcp_info and ss report: rttvar_us is floored at the minimum RTO */
 	e->min_rtt_us = tp->rtt_min.s[0].v;
 	e->cwnd = tp->snd_cwnd;
 	e->ssthresh = tp->snd_ssthresh;
@@ -578,10 +579,10 @@ static __always_inline void chrono_totals(const struct tcp_sock *tp, struct tcp_
 }
 
 /*
- * Between ACKs only a stall is worth a decision: data going out, or an
- * application with nothing more to send, is decided at the ACKs that follow
- * anyway, and deciding it at every write too would cut a bulk sender's runs
- * into pieces.
+ * Between ACKs only a stall is worth a decision, or a socket's first: data
+ * going out, or an application with nothing more to send, is decided at the
+ * ACKs that follow anyway, and deciding it at every write too would cut a
+ * bulk sender's runs into pieces.
  */
 static __always_inline bool stall_reason(__u8 reason)
 {
@@ -614,7 +615,7 @@ static __always_inline void sendlim_decide(struct sock *sk, struct tcp_sock *tp,
 	in_flight = tp->packets_out - (tp->sacked_out + tp->lost_out) + tp->retrans_out;
 	unsent = tp->write_seq - tp->snd_nxt;
 	reason = classify(sk, tp, unsent, in_flight, cwnd, mss, tp->snd_una, tp->snd_nxt, tp->snd_wnd);
-	if (between_acks && !stall_reason(reason))
+	if (between_acks && run->ev.cnt && !stall_reason(reason))
 		return;
 
 	if (run->ev.cnt == 0) {
@@ -696,7 +697,7 @@ int BPF_PROG(tcp_probe, struct sock *sk, const struct sk_buff *skb)
 	if (!run)
 		return 0;
 	if (enable_rtt)
-		rtt_sample(sk, tp, run);
+		rtt_sample(sk, tp, run, false);
 	if (enable_sendlim)
 		sendlim_decide(sk, tp, run, false);
 	return 0;
@@ -747,7 +748,12 @@ int sendlim_retrans(__u64 *ctx)
 	return 0;
 }
 
-/* A closing socket ends its run; nothing else would flush it. */
+/*
+ * A closing socket ends its run, with the segments sent since its last
+ * decision, and gets a last tcp_rtt sample, with the totals of its last ACK:
+ * nothing else would report them. One program for both, since the state
+ * they share is deleted here.
+ */
 SEC("tp_btf/tcp_destroy_sock")
 int BPF_PROG(tcp_sendlim_close, struct sock *sk)
 {
@@ -756,11 +762,15 @@ int BPF_PROG(tcp_sendlim_close, struct sock *sk)
 
 	if (!run)
 		return 0;
-	if (run->ev.reason != SENDLIM_IGNORED && run->ev.cnt) {
-		/* The kernel's totals as the connection ends, as its last tcp_info would say. */
-		if (tp)
+	if (tp && run->ev.reason != SENDLIM_IGNORED && run->ev.hdr.type) {
+		if (enable_rtt)
+			rtt_sample(sk, tp, run, true);
+		if (enable_sendlim && run->ev.cnt) {
+			/* The kernel's totals as the connection ends, as its last tcp_info would say. */
 			chrono_totals(tp, &run->ev);
-		emit_run(run, bpf_ktime_get_boot_ns());
+			run->ev.sentpkts += tp->data_segs_out - run->last_segs_out;
+			emit_run(run, bpf_ktime_get_boot_ns());
+		}
 	}
 	sendlim_runs_delete(sk);
 	return 0;

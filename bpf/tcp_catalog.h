@@ -148,6 +148,9 @@ static __always_inline void emit_reset(const struct sock *sk, const struct sock_
 	submit_event(e);
 }
 
+#define TCP_TIME_WAIT 6
+#define TCP_NEW_SYN_RECV 12
+
 SEC("tp_btf/tcp_send_reset")
 int tcp_reset_sent(__u64 *ctx)
 {
@@ -156,10 +159,12 @@ int tcp_reset_sent(__u64 *ctx)
 	int reason = reset_has_reason ? (int)ctx[2] : 0;
 	struct sock_addrs a = {};
 
-	if (sk) {
-		read_sock_addrs_btf(sk, &a);
-	} else if (skb) {
-		/* A reset for no socket answers this segment: its destination is the local end. */
+	if (skb) {
+		/*
+		 * A reset that answers a segment: its addresses are the
+		 * segment's, reversed, whatever the socket still holds (a
+		 * listener has no peer, a closed socket no local port).
+		 */
 		struct sock_addrs pkt = {};
 
 		skb_addrs(skb, &pkt);
@@ -168,7 +173,17 @@ int tcp_reset_sent(__u64 *ctx)
 		__builtin_memcpy(a.daddr, pkt.saddr, 16);
 		a.sport = pkt.dport;
 		a.dport = pkt.sport;
-		a.netns = pkt.netns;
+		if (sk)
+			a.netns = sk->__sk_common.skc_net.net->ns.inum;
+		else if (skb->dev)
+			a.netns = skb->dev->nd_net.net->ns.inum;
+	} else if (sk) {
+		__u8 state = sk->__sk_common.skc_state;
+
+		read_sock_addrs_btf(sk, &a);
+		/* An active reset (close, abort): a full socket keeps its port in inet_sport. */
+		if (state != TCP_TIME_WAIT && state != TCP_NEW_SYN_RECV)
+			a.sport = __builtin_bswap16(BPF_CORE_READ((const struct inet_sock *)sk, inet_sport));
 	}
 	if (filter_match(&a))
 		emit_reset(sk, &a, reason, RESET_SENT);

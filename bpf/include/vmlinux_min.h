@@ -124,6 +124,11 @@ struct sock {
 	unsigned long sk_tsq_flags;
 };
 
+/* The socket's own port stays here after the port is released (skc_num is cleared). */
+struct inet_sock {
+	__be16 inet_sport;
+};
+
 struct inet_connection_sock {
 	__u32 icsk_rto;
 	__u8 icsk_ca_state : 5;
@@ -196,6 +201,7 @@ struct net_device {
 struct sk_buff {
 	unsigned int len;
 	struct net_device *dev;
+	struct sock *sk;
 	unsigned char *head;
 	unsigned int end;
 	__u16 network_header;

@@ -20,18 +20,11 @@ type Stat struct {
 	SockIO      []*SockIOStat
 
 	sockIO map[sockIOKey]*SockIOStat
-	conns  map[connKey]*ConnStat
+	conns  map[uint64]*ConnStat // by socket: its current connection
 	devs   map[devKey]*DevStat
 	cpus   map[uint32]*CPUStat
 	drops  map[dropKey]*DropStat
 	qdiscs map[qdiscKey]*QdiscStat
-}
-
-// connKey identifies a connection by its socket and peer: the local port is
-// still 0 at SYN_SENT, and the kernel reuses socket addresses only after a close.
-type connKey struct {
-	sock uint64
-	peer string
 }
 
 type devKey struct {
@@ -68,6 +61,7 @@ type ConnStat struct {
 	// began when its handshake is in the recording, else since its first run.
 	KernelBusyUs, KernelRwndUs, KernelSndbufUs uint64
 	established, chronoBase                    bool
+	peerKnown, listener                        bool
 	busyBase, rwndBase, sndbufBase             uint64
 	// From tcp_retrans, tcp_cong, tcp_reset.
 	RetransSegs uint64
@@ -211,7 +205,7 @@ type DropStat struct {
 
 // NewStat returns an empty summary.
 func NewStat() *Stat {
-	return &Stat{conns: map[connKey]*ConnStat{}, devs: map[devKey]*DevStat{}, cpus: map[uint32]*CPUStat{},
+	return &Stat{conns: map[uint64]*ConnStat{}, devs: map[devKey]*DevStat{}, cpus: map[uint32]*CPUStat{},
 		drops: map[dropKey]*DropStat{}, qdiscs: map[qdiscKey]*QdiscStat{}, sockIO: map[sockIOKey]*SockIOStat{}}
 }
 
@@ -229,6 +223,7 @@ func (s *Stat) Add(ev *event.Event) {
 		c := s.conn(&ev.Conn.Socket, ev.Time)
 		c.States = append(c.States, ev.Conn.New.String())
 		c.established = c.established || ev.Conn.New == event.TCPEstablished && len(c.LimitNs) == 0
+		c.listener = c.listener || ev.Conn.New == event.TCPListen
 	case event.TypeTCPSendlim:
 		l := &ev.Sendlim
 		c := s.conn(&l.Socket, ev.Time)
@@ -256,7 +251,8 @@ func (s *Stat) Add(ev *event.Event) {
 	case event.TypeTCPCong:
 		s.conn(&ev.Socket, ev.Time).CongStates[event.TCPCaState(ev.Cong.State).String()]++
 	case event.TypeTCPReset:
-		if ev.Socket.Sock != 0 {
+		// A listener's resets answer segments for no connection of its own.
+		if ev.Socket.Sock != 0 && event.TCPState(ev.Reset.State) != event.TCPListen {
 			s.conn(&ev.Socket, ev.Time).Resets++
 		}
 	case event.TypeDevXmit, event.TypeDevRecv:
@@ -330,14 +326,24 @@ func (s *Stat) Add(ev *event.Event) {
 	}
 }
 
+// conn is the connection a socket's event belongs to: the socket's, over
+// its life. Events that no longer know the peer (port 0, as after a
+// linger-0 close) stay with it; another known peer means the kernel reused
+// the socket's address for a new connection.
 func (s *Stat) conn(sock *event.Socket, t int64) *ConnStat {
-	k := connKey{sock.Sock, sock.Peer.String()}
-	c := s.conns[k]
+	c := s.conns[sock.Sock]
+	peerKnown := sock.Peer.Port() != 0
+	if c != nil && peerKnown && c.peerKnown && c.Peer != sock.Peer.String() {
+		c = nil
+	}
 	if c == nil {
-		c = &ConnStat{Sock: sock.Sock, Peer: k.peer, Netns: sock.Netns, First: t,
+		c = &ConnStat{Sock: sock.Sock, Peer: sock.Peer.String(), Netns: sock.Netns, First: t,
 			LimitNs: map[string]int64{}, LimitCount: map[string]uint64{}, CongStates: map[string]int{}}
-		s.conns[k] = c
+		s.conns[sock.Sock] = c
 		s.Connections = append(s.Connections, c)
+	}
+	if peerKnown && !c.peerKnown {
+		c.Peer, c.peerKnown = sock.Peer.String(), true
 	}
 	if sock.Local.Port() != 0 || c.Local == "" {
 		c.Local = sock.Local.String()
@@ -346,8 +352,12 @@ func (s *Stat) conn(sock *event.Socket, t int64) *ConnStat {
 	return c
 }
 
-// Active says whether the connection did anything besides changing state.
+// Active says whether the connection did anything besides changing state;
+// a listener is not a connection.
 func (c *ConnStat) Active() bool {
+	if c.listener {
+		return false
+	}
 	return c.Samples > 0 || len(c.LimitCount) > 0 || c.RetransSegs > 0 || c.Resets > 0 || len(c.CongStates) > 0
 }
 

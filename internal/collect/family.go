@@ -79,8 +79,10 @@ var Families = []Family{
 		Name:        "tcp_rtt",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_RTT),
 		Description: "per-socket samples of RTT, cwnd, windows and delivery rate, at most one per --rtt-interval",
-		Hooks:       slots(btf(probe.SkbtraceProgTcpProbe, "tcp_probe")),
-		Consts:      map[string]any{probe.SkbtraceVarEnableRtt: true},
+		// The close hook takes a last sample, with the totals of the last ACK.
+		Hooks: slots(btf(probe.SkbtraceProgTcpProbe, "tcp_probe"),
+			btf(probe.SkbtraceProgTcpSendlimClose, "tcp_destroy_sock")),
+		Consts: map[string]any{probe.SkbtraceVarEnableRtt: true},
 	},
 	{
 		Name:        "tcp_reset",

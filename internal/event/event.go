@@ -214,8 +214,11 @@ func (c Context) String() string {
 // TCPState is the kernel's TCP state number (TCP_ESTABLISHED = 1 ...).
 type TCPState uint8
 
-// TCPEstablished is TCP_ESTABLISHED.
-const TCPEstablished TCPState = 1
+// TCP states stat tells apart.
+const (
+	TCPEstablished TCPState = 1
+	TCPListen      TCPState = 10
+)
 
 var tcpStateNames = [...]string{
 	1: "ESTABLISHED", 2: "SYN_SENT", 3: "SYN_RECV", 4: "FIN_WAIT1", 5: "FIN_WAIT2",

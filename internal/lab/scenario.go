@@ -363,13 +363,13 @@ func sum(m map[string]uint64) uint64 {
 	return n
 }
 
-// limitShare is a send-limit reason's share of the sender's decisions.
+// limitShare is a send-limit reason's share of the sender's time.
 func (m *Measurement) limitShare(reason string) float64 {
 	c := m.sender()
-	if c == nil || sum(c.LimitCount) == 0 {
+	if c == nil {
 		return 0
 	}
-	return float64(c.LimitCount[reason]) / float64(sum(c.LimitCount))
+	return c.LimitShares()[reason]
 }
 
 // device finds a device's statistics by name.

@@ -42,7 +42,7 @@ var Scenarios = []*Scenario{
 		Inject:   func(p *Pair) error { return sysctl(p.Sender, "net.ipv4.tcp_wmem", "4096 8192 16384") },
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			share := f.limitShare("sndbuf")
-			return fmt.Sprintf("tcp_sendlim [sndbuf] %.0f%% of the sender's decisions (control %.0f%%); throughput %s",
+			return fmt.Sprintf("tcp_sendlim [sndbuf] %.0f%% of the sender's time (control %.0f%%); throughput %s",
 				share*100, c.limitShare("sndbuf")*100, change(c, f)), share > 0.5 && f.Load.Bps < 0.7*c.Load.Bps
 		},
 	},
@@ -57,10 +57,11 @@ var Scenarios = []*Scenario{
 			// The throughput effect needs the two-hosts emulation (Pair.TwoHosts):
 			// on one CPU the ACK returns inside the sender's own softirq. The
 			// control's receiver, copying as fast as its CPU allows, holds the
-			// window a fifth to a third of the time: the fault must add to that.
+			// window part of the time (a tenth to three fifths measured, with
+			// decisions after writes): the fault must add to that.
 			share := f.limitShare("swnd")
 			slower := runtime.NumCPU() < 2 || f.Load.Bps < 0.7*c.Load.Bps
-			return fmt.Sprintf("tcp_sendlim [swnd] %.0f%% of the sender's decisions (control %.0f%%); throughput %s",
+			return fmt.Sprintf("tcp_sendlim [swnd] %.0f%% of the sender's time (control %.0f%%); throughput %s",
 				share*100, c.limitShare("swnd")*100, change(c, f)), share > 0.5 && share > c.limitShare("swnd")+0.3 && slower
 		},
 	},

@@ -26,6 +26,8 @@ type Features struct {
 	// kfree_skb's drop reason (5.17), tcp_send_reset's reason (6.10) and
 	// tcp_retransmit_skb's error (6.13; before, it fires only on success).
 	DropReasons, ResetReasons, RetransErr bool
+	// DropRxSk: kfree_skb's rx_sk (6.12), the receiving socket of a drop.
+	DropRxSk bool
 }
 
 // String says how the loader adapts, for events and record.
@@ -74,6 +76,7 @@ func ProbeFeatures() (Features, error) {
 		f.DropReasons = tracepointHasArgs("kfree_skb", 3)
 		f.ResetReasons = tracepointHasArgs("tcp_send_reset", 3)
 		f.RetransErr = tracepointHasArgs("tcp_retransmit_skb", 3)
+		f.DropRxSk = tracepointHasArgs("kfree_skb", 4)
 	})
 	return featureCache.f, featureCache.err
 }

@@ -205,6 +205,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, feat Features) error {
 		SkbtraceVarRetransHasErr:  feat.RetransErr,
 		SkbtraceVarResetHasReason: feat.ResetReasons,
 		SkbtraceVarDropHasReason:  feat.DropReasons,
+		SkbtraceVarDropHasRxSk:    feat.DropRxSk,
 	}
 	for name, v := range cfg.Consts {
 		consts[name] = v

@@ -573,6 +573,7 @@ const (
 	SkbtraceVarTcpRttEvent        = "_tcp_rtt_event"
 	SkbtraceVarDrainGen           = "drain_gen"
 	SkbtraceVarDropHasReason      = "drop_has_reason"
+	SkbtraceVarDropHasRxSk        = "drop_has_rx_sk"
 	SkbtraceVarEnableRtt          = "enable_rtt"
 	SkbtraceVarEnableSendlim      = "enable_sendlim"
 	SkbtraceVarFilterAddr         = "filter_addr"
@@ -722,6 +723,7 @@ type SkbtraceVariableSpecs struct {
 	TcpRttEvent        *ebpf.VariableSpec `ebpf:"_tcp_rtt_event"`
 	DrainGen           *ebpf.VariableSpec `ebpf:"drain_gen"`
 	DropHasReason      *ebpf.VariableSpec `ebpf:"drop_has_reason"`
+	DropHasRxSk        *ebpf.VariableSpec `ebpf:"drop_has_rx_sk"`
 	EnableRtt          *ebpf.VariableSpec `ebpf:"enable_rtt"`
 	EnableSendlim      *ebpf.VariableSpec `ebpf:"enable_sendlim"`
 	FilterAddr         *ebpf.VariableSpec `ebpf:"filter_addr"`
@@ -833,6 +835,7 @@ type SkbtraceVariables struct {
 	TcpRttEvent        *ebpf.Variable `ebpf:"_tcp_rtt_event"`
 	DrainGen           *ebpf.Variable `ebpf:"drain_gen"`
 	DropHasReason      *ebpf.Variable `ebpf:"drop_has_reason"`
+	DropHasRxSk        *ebpf.Variable `ebpf:"drop_has_rx_sk"`
 	EnableRtt          *ebpf.Variable `ebpf:"enable_rtt"`
 	EnableSendlim      *ebpf.Variable `ebpf:"enable_sendlim"`
 	FilterAddr         *ebpf.Variable `ebpf:"filter_addr"`

@@ -396,9 +396,11 @@ func TestSendlimPeerSendBufferFull(t *testing.T) {
 func TestSendlimPeerCwndFull(t *testing.T) {
 	s := startPeerScenario(t, tcppeer.DefaultHandshake(), tcppeer.SockOpt{Level: unix.SOL_SOCKET, Name: unix.SO_SNDBUF, Value: 4 << 20})
 	const total = 300_000
+	// The stall ends when nothing is left unsent (the kernel sends inside
+	// the tun write of the ACK): then the sender waits for nothing but ACKs.
 	s.stall(func() {
 		go s.sock.Write(make([]byte, total))
-		for s.conn.BytesReceived() < total {
+		for {
 			if _, err := s.conn.ExpectData(10 * time.Second); err != nil {
 				t.Fatalf("%v\n%s", err, s.peer.Dump())
 			}
@@ -406,8 +408,16 @@ func TestSendlimPeerCwndFull(t *testing.T) {
 			if err := s.conn.AckAll(65535); err != nil {
 				t.Fatal(err)
 			}
+			info, err := s.sock.TCPInfo()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Notsent_bytes == 0 && s.conn.BytesReceived() >= total {
+				return
+			}
 		}
 	})
+	s.ackUntil(total, 65535)
 	runs := s.finish()
 	s.requireStallReason(runs, "cwnd")
 }
@@ -470,4 +480,3 @@ func TestSendlimPeerAppIdle(t *testing.T) {
 	runs := s.finish()
 	s.requireStallReason(runs, "app")
 }
-

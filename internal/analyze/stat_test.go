@@ -1,0 +1,85 @@
+package analyze_test
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/skbtrace/skbtrace/internal/analyze"
+	"github.com/skbtrace/skbtrace/internal/event"
+)
+
+var (
+	local = netip.MustParseAddrPort("10.0.0.1:40000")
+	peer  = netip.MustParseAddrPort("10.0.0.2:5201")
+)
+
+func connEvent(t int64, sock uint64, l, p netip.AddrPort, state event.TCPState) *event.Event {
+	return &event.Event{Type: event.TypeTCPConn, Time: t, Conn: event.TCPConn{Socket: event.Socket{Sock: sock, Local: l, Peer: p}, New: state}}
+}
+
+func sendlimEvent(t, begin int64, sock uint64, l, p netip.AddrPort, r event.SendlimReason, busy, rwnd uint64) *event.Event {
+	return &event.Event{Type: event.TypeTCPSendlim, Time: t, Begin: begin, Sendlim: event.TCPSendlim{
+		Socket: event.Socket{Sock: sock, Local: l, Peer: p}, Reason: r, Begin: begin, Cnt: 1, BusyUs: busy, RwndLimitedUs: rwnd}}
+}
+
+func active(st *analyze.Stat) []*analyze.ConnStat {
+	var out []*analyze.ConnStat
+	for _, c := range st.Connections {
+		if c.Active() {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// After a linger-0 close the kernel reports the socket with ports 0: the
+// same connection, not a second one.
+func TestStatKeepsASocketsEventsWithoutPortsInItsConnection(t *testing.T) {
+	st := analyze.NewStat()
+	st.Add(connEvent(1, 0xa, local, peer, event.TCPEstablished))
+	st.Add(sendlimEvent(3, 2, 0xa, local, peer, event.SendlimApp, 0, 0))
+	zero := netip.AddrPortFrom(peer.Addr(), 0)
+	st.Add(&event.Event{Type: event.TypeTCPCong, Time: 4, Socket: event.Socket{Sock: 0xa, Local: netip.AddrPortFrom(local.Addr(), 0), Peer: zero}})
+	conns := active(st)
+	if len(conns) != 1 || conns[0].Peer != peer.String() || conns[0].Local != local.String() || len(conns[0].CongStates) != 1 {
+		t.Fatalf("connections %+v, want one to %s with its congestion event", conns, peer)
+	}
+	// The kernel reuses the socket's address for a connection to another peer.
+	other := netip.MustParseAddrPort("10.0.0.3:443")
+	st.Add(sendlimEvent(6, 5, 0xa, local, other, event.SendlimApp, 0, 0))
+	if conns := active(st); len(conns) != 2 || conns[1].Peer != other.String() {
+		t.Fatalf("after reuse: %+v, want a second connection to %s", conns, other)
+	}
+}
+
+// A listener that answers a stray segment with a reset is not a connection.
+func TestStatListenerIsNotAConnection(t *testing.T) {
+	st := analyze.NewStat()
+	any := netip.MustParseAddrPort("0.0.0.0:0")
+	st.Add(connEvent(1, 0xb, netip.MustParseAddrPort("10.0.0.1:80"), any, event.TCPListen))
+	rst := &event.Event{Type: event.TypeTCPReset, Time: 2, Socket: event.Socket{Sock: 0xb, Local: netip.MustParseAddrPort("10.0.0.1:80"), Peer: peer}}
+	rst.Reset.State = uint8(event.TCPListen)
+	st.Add(rst)
+	if conns := active(st); len(conns) != 0 {
+		t.Fatalf("connections %+v, want none", conns)
+	}
+}
+
+// The kernel's chrono totals count from the connection's start when its
+// handshake is in the recording, else from its first run.
+func TestStatKernelTotalsBaseline(t *testing.T) {
+	st := analyze.NewStat()
+	st.Add(connEvent(1, 0xc, local, peer, event.TCPEstablished))
+	st.Add(sendlimEvent(3, 2, 0xc, local, peer, event.SendlimSwnd, 400, 300))
+	st.Add(sendlimEvent(5, 3, 0xc, local, peer, event.SendlimApp, 900, 700))
+	c := active(st)[0]
+	if c.KernelBusyUs != 900 || c.KernelRwndUs != 700 {
+		t.Fatalf("from the handshake: busy %d rwnd %d, want 900 and 700", c.KernelBusyUs, c.KernelRwndUs)
+	}
+	st = analyze.NewStat()
+	st.Add(sendlimEvent(3, 2, 0xc, local, peer, event.SendlimSwnd, 400, 300))
+	st.Add(sendlimEvent(5, 3, 0xc, local, peer, event.SendlimApp, 900, 700))
+	if c := active(st)[0]; c.KernelBusyUs != 500 || c.KernelRwndUs != 400 {
+		t.Fatalf("mid-connection: busy %d rwnd %d, want 500 and 400", c.KernelBusyUs, c.KernelRwndUs)
+	}
+}
