@@ -480,3 +480,46 @@ func TestSendlimPeerAppIdle(t *testing.T) {
 	runs := s.finish()
 	s.requireStallReason(runs, "app")
 }
+
+// A slow qdisc on the way out (tbf at 2 Mbit/s) and TCP small queues' limit
+// at 4 kB (net.ipv4.tcp_limit_output_bytes), a large congestion window and a
+// peer that ACKs at once: the socket's bytes wait below TCP and TSQ holds
+// the rest until the qdisc drains.
+func TestSendlimPeerTSQ(t *testing.T) {
+	requireTool(t, "tc")
+	slowQdisc := func(p *tcppeer.Peer) {
+		for _, args := range [][]string{
+			{"tc", "qdisc", "add", "dev", p.Dev(), "root", "tbf", "rate", "2mbit", "burst", "3000", "limit", "1000000"},
+			{"ip", "route", "replace", p.PeerAddr().String() + "/32", "dev", p.Dev(), "initcwnd", "64"},
+			{"sysctl", "-qw", "net.ipv4.tcp_limit_output_bytes=4096"},
+		} {
+			if out, err := p.NS().Run(args[0], args[1:]...); err != nil {
+				t.Fatalf("%v: %v: %s", args, err, out)
+			}
+		}
+	}
+	s := startPeerScenarioAfter(t, slowQdisc, "cubic", tcppeer.DefaultHandshake())
+	const total = 400_000
+	// The stall lasts while TCP holds unsent data; the qdisc drains after.
+	s.stall(func() {
+		go s.sock.Write(make([]byte, total))
+		for {
+			if _, err := s.conn.ExpectData(10 * time.Second); err != nil {
+				t.Fatalf("%v\n%s", err, s.peer.Dump())
+			}
+			if err := s.conn.AckAll(65535); err != nil {
+				t.Fatal(err)
+			}
+			info, err := s.sock.TCPInfo()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Notsent_bytes == 0 && info.Bytes_acked > 1000 {
+				return
+			}
+		}
+	})
+	s.ackUntil(total, 65535)
+	runs := s.finish()
+	s.requireStallReason(runs, "tsq")
+}
