@@ -151,12 +151,8 @@ static __always_inline void emit_reset(const struct sock *sk, const struct sock_
 #define TCP_TIME_WAIT 6
 #define TCP_NEW_SYN_RECV 12
 
-SEC("tp_btf/tcp_send_reset")
-int tcp_reset_sent(__u64 *ctx)
+static __always_inline void reset_sent(const struct sock *sk, const struct sk_buff *skb, int reason)
 {
-	const struct sock *sk = (void *)ctx[0];
-	const struct sk_buff *skb = (void *)ctx[1];
-	int reason = reset_has_reason ? (int)ctx[2] : 0;
 	struct sock_addrs a = {};
 
 	if (skb) {
@@ -187,6 +183,33 @@ int tcp_reset_sent(__u64 *ctx)
 	}
 	if (filter_match(&a))
 		emit_reset(sk, &a, reason, RESET_SENT);
+}
+
+SEC("tp_btf/tcp_send_reset")
+int tcp_reset_sent(__u64 *ctx)
+{
+	reset_sent((void *)ctx[0], (void *)ctx[1], reset_has_reason ? (int)ctx[2] : 0);
+	return 0;
+}
+
+/*
+ * Before 6.10 (when it gained its reason) tcp_send_reset fires only for
+ * full sockets: not for a segment to a closed port, nor for timewait and
+ * request sockets. There the loader attaches these to the functions that
+ * send resets instead: tcp_v4_send_reset and tcp_v6_send_reset answer
+ * segments, tcp_send_active_reset resets on close or abort.
+ */
+SEC("fentry/tcp_v4_send_reset")
+int BPF_PROG(tcp_reset_sent_fentry, const struct sock *sk, const struct sk_buff *skb)
+{
+	reset_sent(sk, skb, 0);
+	return 0;
+}
+
+SEC("fentry/tcp_send_active_reset")
+int BPF_PROG(tcp_reset_active_fentry, const struct sock *sk)
+{
+	reset_sent(sk, NULL, 0);
 	return 0;
 }
 

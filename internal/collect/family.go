@@ -88,8 +88,15 @@ var Families = []Family{
 		Name:        "tcp_reset",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_RESET),
 		Description: "resets sent (with the kernel's reason) and received",
-		Hooks: slots(btf(probe.SkbtraceProgTcpResetSent, "tcp_send_reset"),
-			btf(probe.SkbtraceProgTcpResetReceived, "tcp_receive_reset")),
+		// tcp_send_reset fires for every reset from the version with its
+		// reason (6.10); before, only for full sockets, so the functions that
+		// send resets stand in, or the tracepoint's resets of full sockets.
+		Hooks: [][]probe.Hook{
+			{everyReset, fentry(probe.SkbtraceProgTcpResetSentFentry, "tcp_v4_send_reset", 2), fullSockResets},
+			{everyReset, fentry(probe.SkbtraceProgTcpResetSentFentry, "tcp_v6_send_reset", 2), fullSockResets},
+			{everyReset, fentry(probe.SkbtraceProgTcpResetActiveFentry, "tcp_send_active_reset", 2), fullSockResets},
+			{btf(probe.SkbtraceProgTcpResetReceived, "tcp_receive_reset")},
+		},
 	},
 	{
 		Name:        "tcp_rcvbuf",
@@ -173,6 +180,11 @@ var Families = []Family{
 		PerPacket: true,
 	},
 }
+
+var (
+	everyReset     = probe.Hook{Program: probe.SkbtraceProgTcpResetSent, Kind: probe.BTFTracepoint, Name: "tcp_send_reset", Args: 3}
+	fullSockResets = btf(probe.SkbtraceProgTcpResetSent, "tcp_send_reset")
+)
 
 func tracepoint(prog, group, name string) probe.Hook {
 	return probe.Hook{Program: prog, Kind: probe.Tracepoint, Group: group, Name: name}

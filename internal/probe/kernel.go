@@ -55,7 +55,10 @@ func CheckHook(h Hook) error {
 	case Iterator:
 		return nil // iterators exist on every kernel with BTF tracing, which the tp_btf hooks already check
 	case BTFTracepoint:
-		_, err := TracepointArgs(h.Name)
+		n, err := TracepointArgs(h.Name)
+		if err == nil && n < h.Args {
+			err = fmt.Errorf("tracepoint %s passes %d arguments here, not the %d of the version this hook needs", h.Name, n, h.Args)
+		}
 		return err
 	case FEntry, FExit:
 		n, err := FunctionArgs(h.Name)

@@ -26,7 +26,8 @@ type Hook struct {
 	Name    string // tracepoint or kernel function name
 	// Args, for fentry and fexit, is how many arguments the program
 	// expects the function to take: a kernel whose function takes another
-	// number does not get the hook.
+	// number does not get the hook. For a BTF tracepoint, the fewest it
+	// must pass: a tracepoint's later version (0, any).
 	Args int
 }
 
