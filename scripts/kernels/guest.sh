@@ -35,9 +35,8 @@ all="tcp_conn tcp_sendlim tcp_cong tcp_retrans tcp_rtt tcp_reset tcp_rcvbuf sk_l
 # The e2e tests run where the kernel differs from the one CI runs on: the
 # adaptation each kernel needs (see docs/events.md, Kernels), not the whole
 # suite (under emulation it would take most of an hour per kernel).
-# Send-limit decisions between ACKs (a write's hook differs by kernel), resets
-# and RTT (their arguments differ),
-# against scripted peers.
+# Against scripted peers: send-limit decisions between ACKs (a write's hook
+# differs by kernel), resets and RTT (their hooks and arguments differ).
 peers='TestSendlimPeerZeroWindowWithProbes|TestSendlimPeerMsgMore|TestSendlimPeerQdiscDrops|TestSendlimPeerRTOBackoff|TestResetsMatchOutRstsUnderTheNamespaceFilter|TestRTTMatchesTCPInfoAndTheLastACK'
 common="TestEventsMatchesWhatRecordAttaches|TestConnStatesLoopback|TestNetfilterDropsRetransmitsAndRecovery|TestLabRunAllReproducesEveryFaultAndTheDoctorNamesIt|$peers"
 case "$release" in
