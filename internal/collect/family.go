@@ -3,6 +3,7 @@ package collect
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
@@ -306,7 +307,9 @@ func Check() (statuses []Status, feat probe.Features, loaded bool, err error) {
 					errs = append(errs, fmt.Sprintf("%s: %v", h, err))
 					continue
 				}
-				st.Hooks = append(st.Hooks, h)
+				if !slices.Contains(st.Hooks, h) { // a hook slots share is listed once, as when loading
+					st.Hooks = append(st.Hooks, h)
+				}
 				found = true
 				break
 			}
@@ -325,7 +328,9 @@ func Check() (statuses []Status, feat probe.Features, loaded bool, err error) {
 					errs = append(errs, fmt.Sprintf("%s: %v", h, err))
 					continue
 				}
-				st.Hooks = append(st.Hooks, h)
+				if !slices.Contains(st.Hooks, h) {
+					st.Hooks = append(st.Hooks, h)
+				}
 				errs = nil
 				break
 			}

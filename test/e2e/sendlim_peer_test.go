@@ -95,6 +95,40 @@ func (s *peerScenario) ackUntil(want uint32, window uint16) {
 	}
 }
 
+// ackEach answers every segment of data delay later with an ACK of all the
+// kernel sent, offering window, until done says the scenario is over.
+func (s *peerScenario) ackEach(delay time.Duration, window uint16, done func() bool) {
+	s.t.Helper()
+	for {
+		if _, err := s.conn.ExpectData(10 * time.Second); err != nil {
+			s.t.Fatalf("waiting for data (%d bytes so far): %v\n%s", s.conn.BytesReceived(), err, s.peer.Dump())
+		}
+		time.Sleep(delay)
+		if err := s.conn.AckAll(window); err != nil {
+			s.t.Fatal(err)
+		}
+		if done() {
+			return
+		}
+	}
+}
+
+// received is done once the kernel has sent total bytes.
+func (s *peerScenario) received(total uint32) func() bool {
+	return func() bool { return s.conn.BytesReceived() >= total }
+}
+
+// nothingUnsent is done once an ACK has been taken and the kernel holds
+// no unsent byte (it sends inside the tun write of the ACK): what is left
+// is in flight or below TCP.
+func (s *peerScenario) nothingUnsent() bool {
+	info, err := s.sock.TCPInfo()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return info.Notsent_bytes == 0 && info.Bytes_acked > 1
+}
+
 func (s *peerScenario) write(b []byte, flags int) {
 	s.t.Helper()
 	if _, err := s.sock.Send(b, flags); err != nil {
@@ -288,15 +322,8 @@ func TestSendlimPeerSmallWindow(t *testing.T) {
 	s := startPeerScenario(t, h)
 	s.stall(func() {
 		go s.sock.Write(make([]byte, 60000))
-		for s.conn.BytesReceived() < 60000 {
-			if _, err := s.conn.ExpectData(10 * time.Second); err != nil {
-				t.Fatalf("%v\n%s", err, s.peer.Dump())
-			}
-			time.Sleep(5 * time.Millisecond) // an RTT, so the window is what paces the sender
-			if err := s.conn.AckAll(2000); err != nil {
-				t.Fatal(err)
-			}
-		}
+		// An RTT of 5 ms, so the window is what paces the sender.
+		s.ackEach(5*time.Millisecond, 2000, s.received(60000))
 	})
 	runs := s.finish()
 	s.requireStallReason(runs, "swnd")
@@ -373,15 +400,7 @@ func TestSendlimPeerSendBufferFull(t *testing.T) {
 	const total = 300_000
 	s.stall(func() {
 		go s.sock.Write(make([]byte, total))
-		for s.conn.BytesReceived() < total {
-			if _, err := s.conn.ExpectData(10 * time.Second); err != nil {
-				t.Fatalf("%v\n%s", err, s.peer.Dump())
-			}
-			time.Sleep(10 * time.Millisecond)
-			if err := s.conn.AckAll(32000); err != nil {
-				t.Fatal(err)
-			}
-		}
+		s.ackEach(10*time.Millisecond, 32000, s.received(total))
 	})
 	runs := s.finish()
 	s.requireStallReason(runs, "sndbuf")
@@ -400,22 +419,7 @@ func TestSendlimPeerCwndFull(t *testing.T) {
 	// the tun write of the ACK): then the sender waits for nothing but ACKs.
 	s.stall(func() {
 		go s.sock.Write(make([]byte, total))
-		for {
-			if _, err := s.conn.ExpectData(10 * time.Second); err != nil {
-				t.Fatalf("%v\n%s", err, s.peer.Dump())
-			}
-			time.Sleep(30 * time.Millisecond)
-			if err := s.conn.AckAll(65535); err != nil {
-				t.Fatal(err)
-			}
-			info, err := s.sock.TCPInfo()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if info.Notsent_bytes == 0 && s.conn.BytesReceived() >= total {
-				return
-			}
-		}
+		s.ackEach(30*time.Millisecond, 65535, s.nothingUnsent)
 	})
 	s.ackUntil(total, 65535)
 	runs := s.finish()
@@ -503,21 +507,7 @@ func TestSendlimPeerTSQ(t *testing.T) {
 	// The stall lasts while TCP holds unsent data; the qdisc drains after.
 	s.stall(func() {
 		go s.sock.Write(make([]byte, total))
-		for {
-			if _, err := s.conn.ExpectData(10 * time.Second); err != nil {
-				t.Fatalf("%v\n%s", err, s.peer.Dump())
-			}
-			if err := s.conn.AckAll(65535); err != nil {
-				t.Fatal(err)
-			}
-			info, err := s.sock.TCPInfo()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if info.Notsent_bytes == 0 && info.Bytes_acked > 1000 {
-				return
-			}
-		}
+		s.ackEach(0, 65535, s.nothingUnsent)
 	})
 	s.ackUntil(total, 65535)
 	runs := s.finish()
