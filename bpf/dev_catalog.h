@@ -18,8 +18,13 @@ struct dev_id {
 	__u32 ifindex;
 };
 
-/* Passes a device (and its namespace, or sk's when sk is set) through the filters. */
-static __always_inline bool dev_passes(const struct net_device *dev, const struct sock *sk, struct dev_id *id)
+/*
+ * Passes a device (and its namespace, or sk's when sk is set) through the
+ * filters; a packet's addresses a, when given, stand in for a namespace
+ * that neither has.
+ */
+static __always_inline bool dev_passes(const struct net_device *dev, const struct sock *sk, struct dev_id *id,
+				       struct sock_addrs *a)
 {
 	char name[16];
 
@@ -28,7 +33,7 @@ static __always_inline bool dev_passes(const struct net_device *dev, const struc
 		id->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
 	else
 		id->netns = dev ? dev->nd_net.net->ns.inum : 0;
-	if (filter_netns && id->netns != filter_netns)
+	if (!netns_passes(&id->netns, a))
 		return false;
 	if (!filter_dev[0])
 		return true;
@@ -134,7 +139,7 @@ static __always_inline struct dev_stats *dev_stats_for(void *slots, void *map, c
 		struct dev_id id;
 
 		v->ready = 1;
-		v->ignored = !dev_passes(dev, NULL, &id);
+		v->ignored = !dev_passes(dev, NULL, &id, NULL);
 		v->netns = id.netns;
 		v->ifindex = id.ifindex;
 		if (dev)
@@ -243,7 +248,7 @@ int BPF_PROG(napi_poll, struct napi_struct *napi, int work, int budget)
 		struct dev_id id;
 
 		v->ready = 1;
-		v->ignored = !dev_passes(dev, NULL, &id);
+		v->ignored = !dev_passes(dev, NULL, &id, NULL);
 		v->netns = id.netns;
 		v->ifindex = id.ifindex;
 		if (dev)
@@ -321,7 +326,7 @@ static __always_inline struct qdisc_stats *qdisc_stats_for(struct Qdisc *q, cons
 	struct dev_id dk;
 	struct qdisc_stats *v;
 
-	if (!dev_passes(dev, NULL, &dk))
+	if (!dev_passes(dev, NULL, &dk, NULL))
 		return NULL;
 	key.netns = dk.netns;
 	key.ifindex = dk.ifindex;
@@ -496,12 +501,13 @@ int skb_drop(__u64 *ctx)
 		return 0;
 	if (!sk && drop_has_rx_sk)
 		sk = (const struct sock *)ctx[3];
-	if (!dev_passes(skb->dev, sk, &dk))
-		return 0;
-	key.netns = dk.netns;
-	key.ifindex = dk.ifindex;
 	__u8 l4proto = skb_addrs(skb, &a);
 
+	if (!dev_passes(skb->dev, sk, &dk, &a))
+		return 0;
+	key.netns = dk.netns;
+	key.netns_by_addr = a.netns_by_addr;
+	key.ifindex = dk.ifindex;
 	a.netns = dk.netns;
 	if ((filter_port || filter_family) && !filter_match(&a))
 		return 0;

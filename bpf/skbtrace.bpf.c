@@ -23,7 +23,13 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define TCP_NAGLE_OFF 1
 #define TCP_NAGLE_CORK 2
 #define TCP_ESTABLISHED 1
+#define TCP_FIN_WAIT1 4
+#define TCP_FIN_WAIT2 5
+#define TCP_TIME_WAIT 6
+#define TCP_CLOSE 7
 #define TCP_CLOSE_WAIT 8
+#define TCP_LISTEN 10
+#define TCP_NEW_SYN_RECV 12
 #define TCP_CA_LOSS 4
 #define ICSK_TIME_PROBE0 3
 
@@ -32,6 +38,14 @@ const volatile __u16 filter_port = 0;
 const volatile __u32 filter_netns = 0;
 const volatile __u16 filter_family = 0;
 const volatile __u8 filter_addr[16] = {};
+/*
+ * The filtered namespace's own addresses (loopback left out), as in struct
+ * sock_addrs: an event whose namespace cannot be read (0) passes the
+ * namespace filter when one of its addresses is among them.
+ */
+#define FILTER_NETNS_ADDRS 16
+const volatile __u32 filter_netns_naddrs = 0;
+const volatile __u64 filter_netns_addrs[FILTER_NETNS_ADDRS][2] = {};
 
 /* Never read: they give these types BTF entries, from which bpf2go generates the Go types. */
 const struct tcp_conn_event *_tcp_conn_event __attribute__((unused));
@@ -50,6 +64,7 @@ const struct sk_limit_event *_sk_limit_event __attribute__((unused));
 const enum sk_limit_kind *_sk_limit_kind __attribute__((unused));
 const enum sock_io_dir *_sock_io_dir __attribute__((unused));
 const enum reset_dir *_reset_dir __attribute__((unused));
+const enum reset_path *_reset_path __attribute__((unused));
 const enum histogram_buckets *_histogram_buckets __attribute__((unused));
 const enum event_type *_event_type __attribute__((unused));
 const enum event_family *_event_family __attribute__((unused));
@@ -220,9 +235,36 @@ static __always_inline bool addr_is(const __u8 *a, __u16 family)
 	return true;
 }
 
-static __always_inline bool filter_match(const struct sock_addrs *a)
+static __always_inline bool addr_in_filter_netns(const __u8 *addr)
 {
-	if (filter_netns && a->netns != filter_netns)
+	__u64 hi, lo;
+
+	__builtin_memcpy(&hi, addr, 8);
+	__builtin_memcpy(&lo, addr + 8, 8);
+	for (int i = 0; i < FILTER_NETNS_ADDRS; i++) {
+		if (i >= filter_netns_naddrs)
+			break;
+		if (hi == filter_netns_addrs[i][0] && lo == filter_netns_addrs[i][1])
+			return true;
+	}
+	return false;
+}
+
+/* Whether the namespace filter takes a's namespace, or by its addresses when it has none. */
+static __always_inline bool netns_passes(__u32 *netns, struct sock_addrs *a)
+{
+	if (!filter_netns || *netns == filter_netns)
+		return true;
+	if (*netns || !a || !(addr_in_filter_netns(a->saddr) || addr_in_filter_netns(a->daddr)))
+		return false;
+	*netns = filter_netns;
+	a->netns_by_addr = 1;
+	return true;
+}
+
+static __always_inline bool filter_match(struct sock_addrs *a)
+{
+	if (!netns_passes(&a->netns, a))
 		return false;
 	if (filter_port && a->sport != filter_port && a->dport != filter_port)
 		return false;
@@ -356,7 +398,8 @@ int tcp_conn(struct trace_event_raw_inet_sock_set_state *ctx)
 	e->oldstate = t.oldstate;
 	e->newstate = t.newstate;
 	e->context = stack_context(t.regs);
-	e->_pad = 0;
+	/* tcp_reset() and tcp_done_with_error() set the error before the socket closes. */
+	e->err = t.newstate == TCP_CLOSE ? BPF_CORE_READ((const struct sock *)t.skaddr, sk_err) : 0;
 	e->pid = bpf_get_current_pid_tgid() >> 32;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	submit_event(e);

@@ -133,7 +133,8 @@ int retrans_open_runs(struct bpf_iter__bpf_sk_storage_map *ctx)
 	return 0;
 }
 
-static __always_inline void emit_reset(const struct sock *sk, const struct sock_addrs *a, __u32 reason, __u8 dir)
+static __always_inline void emit_reset(const struct sock *sk, const struct sock_addrs *a, __u32 reason, __u8 dir,
+				       __u8 path)
 {
 	struct tcp_reset_event *e = reserve_event(FAMILY_TCP_RESET, sizeof(*e), EVENT_TCP_RESET);
 
@@ -144,16 +145,64 @@ static __always_inline void emit_reset(const struct sock *sk, const struct sock_
 	e->reason = reason;
 	e->dir = dir;
 	e->state = sk ? sk->__sk_common.skc_state : 0;
-	e->_pad[0] = e->_pad[1] = 0;
+	e->path = path;
+	e->_pad = 0;
 	submit_event(e);
 }
 
-#define TCP_TIME_WAIT 6
-#define TCP_NEW_SYN_RECV 12
+/*
+ * tcp_reset() serves both the peer's RST and an abort on data (a segment
+ * with data for a socket that closed its receiving side), and its
+ * tracepoint cannot tell them apart. After an abort the receive path
+ * answers the same segment with a reset, on the same CPU and at once: the
+ * socket tcp_reset() last saw here marks that reset as the abort's.
+ */
+struct reset_seen {
+	__u64 sock;
+	__u64 ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct reset_seen);
+} reset_received_here SEC(".maps");
+
+#define ABORT_ANSWER_NS 10000000ULL /* the answer follows within microseconds; TCG emulation is slow */
+
+static __always_inline bool answers_abort(const struct sock *sk)
+{
+	__u32 zero = 0;
+	struct reset_seen *seen = bpf_map_lookup_elem(&reset_received_here, &zero);
+
+	if (!seen || seen->sock != (__u64)sk || bpf_ktime_get_ns() - seen->ns > ABORT_ANSWER_NS)
+		return false;
+	seen->sock = 0;
+	return true;
+}
+
+/* The path of a reset the kernel sends on its own, from what the socket holds then. */
+static __always_inline __u8 active_reset_path(const struct sock *sk)
+{
+	const struct tcp_sock *tp = (const struct tcp_sock *)sk;
+	unsigned long linger = 1UL << bpf_core_enum_value(enum sock_flags, SOCK_LINGER);
+
+	/* Close and disconnect set CLOSE before the reset; timers and ss -K do not. */
+	if (sk->__sk_common.skc_state != TCP_CLOSE)
+		return RESET_PATH_ABORT;
+	/* Close drops unread data without moving copied_seq; one byte may be the FIN. */
+	if (BPF_CORE_READ(tp, rcv_nxt) - BPF_CORE_READ(tp, copied_seq) > 1)
+		return RESET_PATH_CLOSE;
+	if ((BPF_CORE_READ(sk, __sk_common.skc_flags) & linger) && !BPF_CORE_READ(sk, sk_lingertime))
+		return RESET_PATH_LINGER0;
+	return RESET_PATH_CLOSE;
+}
 
 static __always_inline void reset_sent(const struct sock *sk, const struct sk_buff *skb, int reason)
 {
 	struct sock_addrs a = {};
+	__u8 path;
 
 	if (skb) {
 		/*
@@ -173,6 +222,14 @@ static __always_inline void reset_sent(const struct sock *sk, const struct sk_bu
 			a.netns = sk->__sk_common.skc_net.net->ns.inum;
 		else if (skb->dev)
 			a.netns = skb->dev->nd_net.net->ns.inum;
+		if (!sk)
+			path = RESET_PATH_NO_SOCKET;
+		else if (sk->__sk_common.skc_state == TCP_TIME_WAIT)
+			path = RESET_PATH_TIMEWAIT;
+		else if (answers_abort(sk))
+			path = RESET_PATH_ABORT_ON_DATA;
+		else
+			path = RESET_PATH_SEGMENT;
 	} else if (sk) {
 		__u8 state = sk->__sk_common.skc_state;
 
@@ -180,9 +237,12 @@ static __always_inline void reset_sent(const struct sock *sk, const struct sk_bu
 		/* An active reset (close, abort): a full socket keeps its port in inet_sport. */
 		if (state != TCP_TIME_WAIT && state != TCP_NEW_SYN_RECV)
 			a.sport = __builtin_bswap16(BPF_CORE_READ((const struct inet_sock *)sk, inet_sport));
+		path = active_reset_path(sk);
+	} else {
+		return;
 	}
 	if (filter_match(&a))
-		emit_reset(sk, &a, reason, RESET_SENT);
+		emit_reset(sk, &a, reason, RESET_SENT, path);
 }
 
 SEC("tp_btf/tcp_send_reset")
@@ -217,9 +277,17 @@ SEC("tp_btf/tcp_receive_reset")
 int BPF_PROG(tcp_reset_received, struct sock *sk)
 {
 	struct sock_addrs a = {};
+	__u32 zero = 0;
+	struct reset_seen *seen = bpf_map_lookup_elem(&reset_received_here, &zero);
+	__u8 state = sk->__sk_common.skc_state;
 
+	/* Only a socket closing its sending side (FIN_WAIT1/2) aborts on data. */
+	if (seen && (state == TCP_FIN_WAIT1 || state == TCP_FIN_WAIT2)) {
+		seen->sock = (__u64)sk;
+		seen->ns = bpf_ktime_get_ns();
+	}
 	if (sock_passes(sk, &a))
-		emit_reset(sk, &a, 0, RESET_RECEIVED);
+		emit_reset(sk, &a, 0, RESET_RECEIVED, RESET_PATH_PEER);
 	return 0;
 }
 

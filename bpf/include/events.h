@@ -73,6 +73,19 @@ enum reset_dir {
 	RESET_RECEIVED = 1,
 };
 
+/* Which path of the kernel sent or "received" a reset (docs/events.md). */
+enum reset_path {
+	RESET_PATH_UNKNOWN = 0,       /* traces recorded before paths were known */
+	RESET_PATH_PEER = 1,          /* received: the peer's RST */
+	RESET_PATH_ABORT_ON_DATA = 2, /* data arrived after this end closed: the kernel aborts and answers with a RST */
+	RESET_PATH_NO_SOCKET = 3,     /* answers a segment that no socket takes (a closed port) */
+	RESET_PATH_TIMEWAIT = 4,      /* answers a segment to a TIME_WAIT socket */
+	RESET_PATH_SEGMENT = 5,       /* answers an unacceptable segment of a listener, request or connection */
+	RESET_PATH_CLOSE = 6,         /* close() discarded unread data */
+	RESET_PATH_LINGER0 = 7,       /* close() with SO_LINGER and a zero timeout, or a disconnect */
+	RESET_PATH_ABORT = 8,         /* the kernel gave up: keepalive or FIN_WAIT2 timeout, orphan or memory limits, ss -K */
+};
+
 /* Why an established sender is not sending more (docs/events.md). */
 enum sendlim_reason {
 	SENDLIM_OK = 0,     /* nothing held back: data is going out, or all went out and the pipe is kept full */
@@ -110,7 +123,7 @@ struct sock_addrs {
 	__u16 sport;    /* host byte order */
 	__u16 dport;    /* host byte order */
 	__u16 family;   /* AF_INET or AF_INET6 */
-	__u16 _pad;
+	__u16 netns_by_addr; /* 1: the namespace could not be read; the filter's, whose addresses these are */
 	__u32 netns;    /* network namespace inode */
 	__u32 _pad2;
 };
@@ -123,7 +136,7 @@ struct tcp_conn_event {
 	__u8 oldstate;   /* TCP_ESTABLISHED=1 ... TCP_NEW_SYN_RECV=12 */
 	__u8 newstate;
 	__u8 context;    /* enum event_context */
-	__u8 _pad;
+	__u8 err;        /* at the change to CLOSE: the socket's error (ECONNRESET, ETIMEDOUT ...), 0 for a clean close */
 	char comm[16];
 };
 
@@ -227,7 +240,8 @@ struct tcp_reset_event {
 	__u32 reason; /* enum sk_rst_reason for sent resets */
 	__u8 dir;     /* enum reset_dir */
 	__u8 state;
-	__u8 _pad[2];
+	__u8 path;    /* enum reset_path */
+	__u8 _pad;
 };
 
 /* A receive-buffer autotuning step: emitted when sk_rcvbuf changes. */
@@ -423,7 +437,7 @@ struct drop_key {
 	__u32 netns;
 	__u32 ifindex;
 	__u32 reason; /* enum skb_drop_reason */
-	__u32 _pad;
+	__u32 netns_by_addr; /* as in struct sock_addrs */
 };
 
 struct drop_stats {

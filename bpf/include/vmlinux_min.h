@@ -92,6 +92,7 @@ struct sock_common {
 	possible_net_t skc_net;
 	struct in6_addr skc_v6_daddr;
 	struct in6_addr skc_v6_rcv_saddr;
+	unsigned long skc_flags; /* the kernel's sk_flags */
 };
 
 struct sock;
@@ -122,6 +123,12 @@ struct sock {
 	u16 sk_protocol;
 	u16 sk_gso_max_segs;
 	unsigned long sk_tsq_flags;
+	long sk_lingertime;
+	int sk_err;
+};
+
+enum sock_flags {
+	SOCK_LINGER = 4,
 };
 
 /* The socket's own port stays here after the port is released (skc_num is cleared). */
@@ -172,6 +179,8 @@ struct tcp_sock {
 	u32 lost_out;
 	u32 retrans_out;
 	u32 write_seq;
+	u32 rcv_nxt;
+	u32 copied_seq;
 	u32 snd_nxt;
 	u32 snd_una;
 	u32 snd_sml;

@@ -77,17 +77,22 @@ func Replay(r *trace.Reader, filter *event.Filter, s *Summary, emit func(*event.
 	s.Header = r.Header
 	dec := event.NewDecoder(&r.Header)
 	ord := NewOrderer(DefaultWindow)
+	var aborts abortJoiner
 	var ev event.Event
 	var endSeq uint64
-	out := func(e *event.Event) error {
+	matched := func(e *event.Event) error {
 		if !filter.Match(e, s.Names.NetnsName) {
 			return nil
 		}
 		s.Matched++
 		return emit(e)
 	}
+	out := func(e *event.Event) error { return aborts.Push(e, matched) }
 	finish := func(err error) error {
 		ferr := ord.Flush(endSeq, out)
+		if ferr == nil {
+			ferr = aborts.Flush(matched)
+		}
 		s.Gaps, s.Missing, s.Late = ord.Gaps, ord.Missing, ord.Late
 		if err != nil {
 			return err

@@ -55,7 +55,7 @@ func catalogFixture(t *testing.T, o trace.ByteOrder) []byte {
 		DeliveryRate: 125_000_000, BytesAcked: 126_000_000})
 	ev(event.TypeTCPRetrans, &probe.SkbtraceTcpRetransEvent{Hdr: hdr(3, 1_000_003_000, 0, event.TypeTCPRetrans), Sock: sock,
 		BeginNs: 500_000_000, Addrs: a, Cnt: 7, Skbs: 3, State: 1})
-	ev(event.TypeTCPReset, &probe.SkbtraceTcpResetEvent{Hdr: hdr(4, 1_000_004_000, 0, event.TypeTCPReset), Addrs: a, Reason: 1})
+	ev(event.TypeTCPReset, &probe.SkbtraceTcpResetEvent{Hdr: hdr(4, 1_000_004_000, 0, event.TypeTCPReset), Addrs: a, Reason: 1, Path: 3})
 	ev(event.TypeTCPRcvbuf, &probe.SkbtraceTcpRcvbufEvent{Hdr: hdr(5, 1_000_005_000, 1, event.TypeTCPRcvbuf), Sock: sock, Addrs: a,
 		Rcvbuf: 262144, OldRcvbuf: 131072, RcvSpace: 65536, WindowClamp: 3145728, RcvWnd: 131072, RmemAlloc: 4096})
 	ev(event.TypeSkLimit, &probe.SkbtraceSkLimitEvent{Hdr: hdr(6, 1_000_006_000, 0, event.TypeSkLimit), BeginNs: 0, Sock: sock, Addrs: a, Cnt: 5, Kind: 2})

@@ -54,6 +54,8 @@ func (f *filterFlags) probeFilter() (probe.Filter, error) {
 			return probe.Filter{}, usagef("--filter-netns: %v", err)
 		}
 		pf.NetnsInode = ino
+		// Best effort: without them, events of unknown namespace are left out.
+		pf.NetnsAddrs, _ = host.NetnsAddrs(f.netns)
 	}
 	return pf, nil
 }

@@ -382,6 +382,7 @@ func drainSkbDrop(d *drainer) error {
 			BeginNs: first, Location: k.Location, Dev: sum.Dev, Ifindex: k.Ifindex, Netns: k.Netns,
 			Reason: k.Reason, Protocol: sum.Protocol, L4proto: sum.L4proto, Cnt: sum.Cnt - p.Cnt, Addrs: sum.Addrs,
 		}
+		ev.Addrs.NetnsByAddr = uint16(k.NetnsByAddr)
 		return d.emit(event.TypeSkbDrop, 0, &ev)
 	})
 }

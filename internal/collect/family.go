@@ -322,21 +322,7 @@ func Check() (statuses []Status, feat probe.Features, loaded bool, err error) {
 			if st.Err != nil {
 				break
 			}
-			var errs []string
-			for _, h := range o.Hooks {
-				if err := probe.CheckHook(h); err != nil {
-					errs = append(errs, fmt.Sprintf("%s: %v", h, err))
-					continue
-				}
-				if !slices.Contains(st.Hooks, h) {
-					st.Hooks = append(st.Hooks, h)
-				}
-				errs = nil
-				break
-			}
-			if errs != nil {
-				st.Without = append(st.Without, fmt.Sprintf("%s (%s)", o.Without, strings.Join(errs, "; ")))
-			}
+			st.Hooks, st.Without = probe.ChooseOptional(o, st.Hooks, st.Without, probe.CheckHook)
 		}
 		statuses = append(statuses, st)
 	}

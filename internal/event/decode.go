@@ -46,6 +46,7 @@ func (d Decoder) Decode(rec trace.Record, ev *Event) (ok bool, err error) {
 		c.Context = Context(w.Context)
 		c.Pid = w.Pid
 		c.Comm = *(*[16]byte)(unsafe.Pointer(&w.Comm))
+		c.Err = w.Err
 		ev.Begin = 0
 		return true, nil
 	case TypeTCPSendlim:
@@ -174,10 +175,11 @@ func decodeWireFrom[T any](d Decoder, rec trace.Record, w *T, minSize int) error
 
 func socket(sock uint64, a *probe.SkbtraceSockAddrs) Socket {
 	return Socket{
-		Sock:  sock,
-		Local: netip.AddrPortFrom(addr(a.Family, &a.Saddr), a.Sport),
-		Peer:  netip.AddrPortFrom(addr(a.Family, &a.Daddr), a.Dport),
-		Netns: a.Netns,
+		Sock:        sock,
+		Local:       netip.AddrPortFrom(addr(a.Family, &a.Saddr), a.Sport),
+		Peer:        netip.AddrPortFrom(addr(a.Family, &a.Daddr), a.Dport),
+		Netns:       a.Netns,
+		NetnsByAddr: a.NetnsByAddr != 0,
 	}
 }
 

@@ -1,6 +1,10 @@
 package event
 
 import (
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 	"net/netip"
 	"unsafe"
 
@@ -78,6 +82,9 @@ type Socket struct {
 	Local netip.AddrPort
 	Peer  netip.AddrPort
 	Netns uint32 // network namespace inode
+	// NetnsByAddr: the kernel could not say; Netns is the recording's
+	// namespace filter, which the event's addresses belong to.
+	NetnsByAddr bool
 }
 
 // Sock returns the socket (or, for skb_drop, the packet's addresses) the event is about, if any.
@@ -141,12 +148,76 @@ func SockIODir(d uint32) string {
 	return "send"
 }
 
+// Directions of tcp_reset events (enum reset_dir).
+const (
+	ResetSent     = uint8(probe.SkbtraceResetDirRESET_SENT)
+	ResetReceived = uint8(probe.SkbtraceResetDirRESET_RECEIVED)
+)
+
 // ResetDir names enum reset_dir.
 func ResetDir(d uint8) string {
 	if d == uint8(probe.SkbtraceResetDirRESET_RECEIVED) {
 		return "received"
 	}
 	return "sent"
+}
+
+// ResetPath is enum reset_path: which path of the kernel sent or "received" a reset.
+type ResetPath uint8
+
+// Reset paths.
+const (
+	ResetPathUnknown     = ResetPath(probe.SkbtraceResetPathRESET_PATH_UNKNOWN)
+	ResetPathPeer        = ResetPath(probe.SkbtraceResetPathRESET_PATH_PEER)
+	ResetPathAbortOnData = ResetPath(probe.SkbtraceResetPathRESET_PATH_ABORT_ON_DATA)
+	ResetPathNoSocket    = ResetPath(probe.SkbtraceResetPathRESET_PATH_NO_SOCKET)
+	ResetPathTimewait    = ResetPath(probe.SkbtraceResetPathRESET_PATH_TIMEWAIT)
+	ResetPathSegment     = ResetPath(probe.SkbtraceResetPathRESET_PATH_SEGMENT)
+	ResetPathClose       = ResetPath(probe.SkbtraceResetPathRESET_PATH_CLOSE)
+	ResetPathLinger0     = ResetPath(probe.SkbtraceResetPathRESET_PATH_LINGER0)
+	ResetPathAbort       = ResetPath(probe.SkbtraceResetPathRESET_PATH_ABORT)
+)
+
+var resetPaths = [...]string{"unknown", "peer", "abort_on_data", "no_socket", "timewait", "segment", "close", "linger0", "abort"}
+
+func (p ResetPath) String() string {
+	if int(p) < len(resetPaths) {
+		return resetPaths[p]
+	}
+	return "unknown"
+}
+
+// resetPathByReason is the path each of the kernel's reset reasons names
+// unambiguously; the others (TCP_STATE serves a disconnect and the FIN_WAIT2
+// timer alike) leave the path the recorder found.
+var resetPathByReason = map[string]ResetPath{
+	"NO_SOCKET":                ResetPathNoSocket,
+	"TCP_TIMEWAIT_SOCKET":      ResetPathTimewait,
+	"TCP_INVALID_ACK_SEQUENCE": ResetPathSegment,
+	"TCP_RFC7323_PAWS":         ResetPathSegment,
+	"TCP_TOO_OLD_ACK":          ResetPathSegment,
+	"TCP_ACK_UNSENT_DATA":      ResetPathSegment,
+	"TCP_FLAGS":                ResetPathSegment,
+	"TCP_OLD_ACK":              ResetPathSegment,
+	"INVALID_SYN":              ResetPathSegment,
+	"TCP_ABORT_ON_DATA":        ResetPathAbortOnData,
+	"TCP_ABORT_ON_CLOSE":       ResetPathClose,
+	"TCP_DISCONNECT_WITH_DATA": ResetPathLinger0,
+	"TCP_ABORT_ON_LINGER":      ResetPathAbort,
+	"TCP_ABORT_ON_MEMORY":      ResetPathAbort,
+	"TCP_KEEPALIVE_TIMEOUT":    ResetPathAbort,
+}
+
+// ResetPathOf is a reset's path: the kernel's reason where it names one
+// (reasonName is that reason's name in the recording kernel), else what the
+// recorder inferred from the socket.
+func ResetPathOf(r *probe.SkbtraceTcpResetEvent, reasonName string) ResetPath {
+	if r.Dir == ResetSent {
+		if p, ok := resetPathByReason[reasonName]; ok {
+			return p
+		}
+	}
+	return ResetPath(r.Path)
 }
 
 // SoftirqVec names the network softirq vectors.
@@ -167,6 +238,9 @@ type TCPConn struct {
 	Context  Context
 	Pid      uint32   // valid when Context is ContextTask
 	Comm     [16]byte // NUL-padded, valid when Context is ContextTask
+	// Err is the socket's error at the change to CLOSE (an errno: ECONNRESET,
+	// ETIMEDOUT ...); 0 for a clean close and for every other change.
+	Err uint8
 }
 
 // TCPSendlim is a folded run of identical send-limit decisions.
@@ -217,6 +291,8 @@ type TCPState uint8
 // TCP states stat tells apart.
 const (
 	TCPEstablished TCPState = 1
+	TCPFinWait1    TCPState = 4
+	TCPFinWait2    TCPState = 5
 	TCPListen      TCPState = 10
 )
 
@@ -290,4 +366,38 @@ func cstr(b []byte) []byte {
 // int8sAsBytes views a C char array, which bpf2go makes []int8, as bytes.
 func int8sAsBytes(s []int8) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s))
+}
+
+// Errno names a Linux errno as the kernel's headers do (ECONNRESET).
+func Errno(n uint8) string {
+	if name := unix.ErrnoName(syscall.Errno(n)); name != "" {
+		return name
+	}
+	return "errno" + strconv.Itoa(int(n))
+}
+
+// ProtocolName names a packet's protocols as skb_drop prints them: ipv4/tcp, ipv6/udp, arp.
+func ProtocolName(ethertype uint16, l4 uint8) string {
+	var l3 string
+	switch ethertype {
+	case 0x0800:
+		l3 = "ipv4"
+	case 0x86dd:
+		l3 = "ipv6"
+	case 0x0806:
+		return "arp"
+	case 0:
+		return "none"
+	default:
+		return "0x" + strconv.FormatUint(uint64(ethertype), 16)
+	}
+	switch l4 {
+	case 6:
+		return l3 + "/tcp"
+	case 17:
+		return l3 + "/udp"
+	case 1, 58:
+		return l3 + "/icmp"
+	}
+	return l3 + "/" + strconv.Itoa(int(l4))
 }

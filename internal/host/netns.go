@@ -2,12 +2,14 @@ package host
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 )
 
 // NetnsDirs are where iproute2 keeps named namespaces.
@@ -141,4 +143,58 @@ func NamedNetns() []string {
 		}
 	}
 	return out
+}
+
+// netnsPath finds a file that opens the namespace given as LookupNetns takes
+// it: a named namespace, init, self, or an inode held by a named namespace or
+// a process.
+func netnsPath(s string) (string, error) {
+	ino, err := LookupNetns(s)
+	if err != nil {
+		return "", err
+	}
+	candidates := []string{"/proc/self/ns/net", "/proc/1/ns/net"}
+	for _, dir := range NetnsDirs {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			candidates = append(candidates, filepath.Join(dir, e.Name()))
+		}
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/ns/net")
+	for _, path := range append(candidates, procs...) {
+		if i, err := inode(path); err == nil && i == ino {
+			return path, nil
+		}
+	}
+	return "", fmt.Errorf("no file opens network namespace %d", ino)
+}
+
+// NetnsAddrs lists the addresses of a namespace's interfaces, loopback
+// addresses left out (every namespace has them, so they name none).
+func NetnsAddrs(s string) ([]netip.Addr, error) {
+	path, err := netnsPath(s)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := netns.GetFromPath(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening network namespace %s: %w", s, err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return nil, fmt.Errorf("netlink in namespace %s: %w", s, err)
+	}
+	defer h.Close()
+	list, err := h.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, fmt.Errorf("listing addresses in namespace %s: %w", s, err)
+	}
+	var out []netip.Addr
+	for _, a := range list {
+		if p, ok := netipPrefix(a); ok && !p.Addr().IsLoopback() {
+			out = append(out, p.Addr())
+		}
+	}
+	return out, nil
 }

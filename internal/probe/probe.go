@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -67,6 +68,9 @@ type Filter struct {
 	Port       uint16
 	Addr       netip.Addr
 	NetnsInode uint32
+	// NetnsAddrs are the namespace's addresses: an event whose namespace the
+	// kernel cannot say passes when one of its addresses is among them.
+	NetnsAddrs []netip.Addr
 	Dev        string // device name, for device-level families
 	Pid        uint32 // process (thread group), for sock_io
 }
@@ -89,6 +93,24 @@ type Unit struct {
 type OptionalSlot struct {
 	Hooks   []Hook
 	Without string // what the unit loses where none of Hooks attaches
+}
+
+// ChooseOptional adds to hooks the first of o's hooks that try accepts or,
+// when none does, adds to without what the unit goes without and why each
+// hook failed.
+func ChooseOptional(o OptionalSlot, hooks []Hook, without []string, try func(Hook) error) ([]Hook, []string) {
+	var errs []string
+	for _, h := range o.Hooks {
+		if err := try(h); err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", h, err))
+			continue
+		}
+		if !slices.Contains(hooks, h) {
+			hooks = append(hooks, h)
+		}
+		return hooks, without
+	}
+	return hooks, append(without, fmt.Sprintf("%s (%s)", o.Without, strings.Join(errs, "; ")))
 }
 
 // UnitStatus is what became of a unit: the hooks it runs on, or why it
@@ -265,21 +287,7 @@ func (s *Session) openUnit(u Unit) UnitStatus {
 		}
 	}
 	for _, o := range u.Optional {
-		var errs []string
-		for _, h := range o.Hooks {
-			if err := s.useHook(h); err != nil {
-				errs = append(errs, fmt.Sprintf("%s: %v", h, err))
-				continue
-			}
-			if !slices.Contains(st.Hooks, h) {
-				st.Hooks = append(st.Hooks, h)
-			}
-			errs = nil
-			break
-		}
-		if errs != nil {
-			st.Without = append(st.Without, fmt.Sprintf("%s (%s)", o.Without, strings.Join(errs, "; ")))
-		}
+		st.Hooks, st.Without = ChooseOptional(o, st.Hooks, st.Without, s.useHook)
 	}
 	return st
 }
@@ -389,6 +397,9 @@ func setFilter(spec *ebpf.CollectionSpec, f Filter) error {
 		return err
 	}
 	if err := set(SkbtraceVarFilterNetns, f.NetnsInode); err != nil {
+		return err
+	}
+	if err := setNetnsAddrs(set, f.NetnsAddrs); err != nil {
 		return err
 	}
 	if err := set(SkbtraceVarFilterPid, f.Pid); err != nil {
@@ -664,4 +675,32 @@ func (s *Session) ForgetSoftirqStarts() error {
 		}
 	}
 	return nil
+}
+
+// filterNetnsAddrs is FILTER_NETNS_ADDRS in skbtrace.bpf.c.
+const filterNetnsAddrs = 16
+
+// setNetnsAddrs lays the addresses out as struct sock_addrs holds them
+// (IPv4 in the first 4 bytes), as two native-endian words each.
+func setNetnsAddrs(set func(string, any) error, addrs []netip.Addr) error {
+	var words [filterNetnsAddrs][2]uint64
+	n := 0
+	for _, a := range addrs {
+		if n == filterNetnsAddrs {
+			break
+		}
+		var b [16]byte
+		if a = a.Unmap(); a.Is4() {
+			a4 := a.As4()
+			copy(b[:], a4[:])
+		} else {
+			b = a.As16()
+		}
+		words[n] = [2]uint64{binary.NativeEndian.Uint64(b[:8]), binary.NativeEndian.Uint64(b[8:])}
+		n++
+	}
+	if err := set(SkbtraceVarFilterNetnsAddrs, words); err != nil {
+		return err
+	}
+	return set(SkbtraceVarFilterNetnsNaddrs, uint32(n))
 }

@@ -55,12 +55,12 @@ type SkbtraceDevStats struct {
 }
 
 type SkbtraceDropKey struct {
-	_        structs.HostLayout
-	Location uint64
-	Netns    uint32
-	Ifindex  uint32
-	Reason   uint32
-	Pad      uint32
+	_           structs.HostLayout
+	Location    uint64
+	Netns       uint32
+	Ifindex     uint32
+	Reason      uint32
+	NetnsByAddr uint32
 }
 
 type SkbtraceDropStats struct {
@@ -236,6 +236,26 @@ const (
 	SkbtraceResetDirRESET_RECEIVED SkbtraceResetDir = 1
 )
 
+type SkbtraceResetPath uint32
+
+const (
+	SkbtraceResetPathRESET_PATH_UNKNOWN       SkbtraceResetPath = 0
+	SkbtraceResetPathRESET_PATH_PEER          SkbtraceResetPath = 1
+	SkbtraceResetPathRESET_PATH_ABORT_ON_DATA SkbtraceResetPath = 2
+	SkbtraceResetPathRESET_PATH_NO_SOCKET     SkbtraceResetPath = 3
+	SkbtraceResetPathRESET_PATH_TIMEWAIT      SkbtraceResetPath = 4
+	SkbtraceResetPathRESET_PATH_SEGMENT       SkbtraceResetPath = 5
+	SkbtraceResetPathRESET_PATH_CLOSE         SkbtraceResetPath = 6
+	SkbtraceResetPathRESET_PATH_LINGER0       SkbtraceResetPath = 7
+	SkbtraceResetPathRESET_PATH_ABORT         SkbtraceResetPath = 8
+)
+
+type SkbtraceResetSeen struct {
+	_    structs.HostLayout
+	Sock uint64
+	Ns   uint64
+}
+
 type SkbtraceSendlimReason uint32
 
 const (
@@ -318,15 +338,15 @@ type SkbtraceSkbDropEvent struct {
 }
 
 type SkbtraceSockAddrs struct {
-	_      structs.HostLayout
-	Saddr  [16]uint8
-	Daddr  [16]uint8
-	Sport  uint16
-	Dport  uint16
-	Family uint16
-	Pad    uint16
-	Netns  uint32
-	Pad2   uint32
+	_           structs.HostLayout
+	Saddr       [16]uint8
+	Daddr       [16]uint8
+	Sport       uint16
+	Dport       uint16
+	Family      uint16
+	NetnsByAddr uint16
+	Netns       uint32
+	Pad2        uint32
 }
 
 type SkbtraceSockIoDir uint32
@@ -404,7 +424,7 @@ type SkbtraceTcpConnEvent struct {
 	Oldstate uint8
 	Newstate uint8
 	Context  uint8
-	Pad      uint8
+	Err      uint8
 	Comm     [16]int8
 }
 
@@ -429,7 +449,8 @@ type SkbtraceTcpResetEvent struct {
 	Reason uint32
 	Dir    uint8
 	State  uint8
-	Pad    [2]uint8
+	Path   uint8
+	Pad    uint8
 }
 
 type SkbtraceTcpRetransEvent struct {
@@ -509,6 +530,7 @@ const (
 	SkbtraceMapQdiscs                = "qdiscs"
 	SkbtraceMapRcvbufStates          = "rcvbuf_states"
 	SkbtraceMapRcvbufStatesBySock    = "rcvbuf_states_by_sock"
+	SkbtraceMapResetReceivedHere     = "reset_received_here"
 	SkbtraceMapRetransRuns           = "retrans_runs"
 	SkbtraceMapRetransRunsBySock     = "retrans_runs_by_sock"
 	SkbtraceMapSendlimRuns           = "sendlim_runs"
@@ -560,6 +582,7 @@ const (
 	SkbtraceVarNapiEvent             = "_napi_event"
 	SkbtraceVarQdiscEvent            = "_qdisc_event"
 	SkbtraceVarResetDir              = "_reset_dir"
+	SkbtraceVarResetPath             = "_reset_path"
 	SkbtraceVarSendlimReason         = "_sendlim_reason"
 	SkbtraceVarSkLimitEvent          = "_sk_limit_event"
 	SkbtraceVarSkLimitKind           = "_sk_limit_kind"
@@ -582,6 +605,8 @@ const (
 	SkbtraceVarFilterDev             = "filter_dev"
 	SkbtraceVarFilterFamily          = "filter_family"
 	SkbtraceVarFilterNetns           = "filter_netns"
+	SkbtraceVarFilterNetnsAddrs      = "filter_netns_addrs"
+	SkbtraceVarFilterNetnsNaddrs     = "filter_netns_naddrs"
 	SkbtraceVarFilterPid             = "filter_pid"
 	SkbtraceVarFilterPort            = "filter_port"
 	SkbtraceVarIntervalJiffies       = "interval_jiffies"
@@ -691,6 +716,7 @@ type SkbtraceMapSpecs struct {
 	Qdiscs             *ebpf.MapSpec `ebpf:"qdiscs"`
 	RcvbufStates       *ebpf.MapSpec `ebpf:"rcvbuf_states"`
 	RcvbufStatesBySock *ebpf.MapSpec `ebpf:"rcvbuf_states_by_sock"`
+	ResetReceivedHere  *ebpf.MapSpec `ebpf:"reset_received_here"`
 	RetransRuns        *ebpf.MapSpec `ebpf:"retrans_runs"`
 	RetransRunsBySock  *ebpf.MapSpec `ebpf:"retrans_runs_by_sock"`
 	SendlimRuns        *ebpf.MapSpec `ebpf:"sendlim_runs"`
@@ -712,6 +738,7 @@ type SkbtraceVariableSpecs struct {
 	NapiEvent          *ebpf.VariableSpec `ebpf:"_napi_event"`
 	QdiscEvent         *ebpf.VariableSpec `ebpf:"_qdisc_event"`
 	ResetDir           *ebpf.VariableSpec `ebpf:"_reset_dir"`
+	ResetPath          *ebpf.VariableSpec `ebpf:"_reset_path"`
 	SendlimReason      *ebpf.VariableSpec `ebpf:"_sendlim_reason"`
 	SkLimitEvent       *ebpf.VariableSpec `ebpf:"_sk_limit_event"`
 	SkLimitKind        *ebpf.VariableSpec `ebpf:"_sk_limit_kind"`
@@ -734,6 +761,8 @@ type SkbtraceVariableSpecs struct {
 	FilterDev          *ebpf.VariableSpec `ebpf:"filter_dev"`
 	FilterFamily       *ebpf.VariableSpec `ebpf:"filter_family"`
 	FilterNetns        *ebpf.VariableSpec `ebpf:"filter_netns"`
+	FilterNetnsAddrs   *ebpf.VariableSpec `ebpf:"filter_netns_addrs"`
+	FilterNetnsNaddrs  *ebpf.VariableSpec `ebpf:"filter_netns_naddrs"`
 	FilterPid          *ebpf.VariableSpec `ebpf:"filter_pid"`
 	FilterPort         *ebpf.VariableSpec `ebpf:"filter_port"`
 	IntervalJiffies    *ebpf.VariableSpec `ebpf:"interval_jiffies"`
@@ -779,6 +808,7 @@ type SkbtraceMaps struct {
 	Qdiscs             *ebpf.Map `ebpf:"qdiscs"`
 	RcvbufStates       *ebpf.Map `ebpf:"rcvbuf_states"`
 	RcvbufStatesBySock *ebpf.Map `ebpf:"rcvbuf_states_by_sock"`
+	ResetReceivedHere  *ebpf.Map `ebpf:"reset_received_here"`
 	RetransRuns        *ebpf.Map `ebpf:"retrans_runs"`
 	RetransRunsBySock  *ebpf.Map `ebpf:"retrans_runs_by_sock"`
 	SendlimRuns        *ebpf.Map `ebpf:"sendlim_runs"`
@@ -802,6 +832,7 @@ func (m *SkbtraceMaps) Close() error {
 		m.Qdiscs,
 		m.RcvbufStates,
 		m.RcvbufStatesBySock,
+		m.ResetReceivedHere,
 		m.RetransRuns,
 		m.RetransRunsBySock,
 		m.SendlimRuns,
@@ -824,6 +855,7 @@ type SkbtraceVariables struct {
 	NapiEvent          *ebpf.Variable `ebpf:"_napi_event"`
 	QdiscEvent         *ebpf.Variable `ebpf:"_qdisc_event"`
 	ResetDir           *ebpf.Variable `ebpf:"_reset_dir"`
+	ResetPath          *ebpf.Variable `ebpf:"_reset_path"`
 	SendlimReason      *ebpf.Variable `ebpf:"_sendlim_reason"`
 	SkLimitEvent       *ebpf.Variable `ebpf:"_sk_limit_event"`
 	SkLimitKind        *ebpf.Variable `ebpf:"_sk_limit_kind"`
@@ -846,6 +878,8 @@ type SkbtraceVariables struct {
 	FilterDev          *ebpf.Variable `ebpf:"filter_dev"`
 	FilterFamily       *ebpf.Variable `ebpf:"filter_family"`
 	FilterNetns        *ebpf.Variable `ebpf:"filter_netns"`
+	FilterNetnsAddrs   *ebpf.Variable `ebpf:"filter_netns_addrs"`
+	FilterNetnsNaddrs  *ebpf.Variable `ebpf:"filter_netns_naddrs"`
 	FilterPid          *ebpf.Variable `ebpf:"filter_pid"`
 	FilterPort         *ebpf.Variable `ebpf:"filter_port"`
 	IntervalJiffies    *ebpf.Variable `ebpf:"interval_jiffies"`

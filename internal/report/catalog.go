@@ -58,8 +58,15 @@ func catalogFields(f fields, ev *event.Event, names Names) {
 		if r.Sock != 0 {
 			f.str("state", event.TCPState(r.State).String())
 		}
+		var reason string
 		if r.Dir == 0 {
-			f.str("reason", enumName(names, r.Reason, Names.ResetReason))
+			reason = enumName(names, r.Reason, Names.ResetReason)
+		}
+		if p := event.ResetPathOf(r, reason); p != event.ResetPathUnknown {
+			f.str("path", p.String())
+		}
+		if r.Dir == 0 {
+			f.str("reason", reason)
 		}
 	case event.TypeTCPRcvbuf:
 		r := &ev.Rcvbuf
@@ -81,13 +88,16 @@ func catalogFields(f fields, ev *event.Event, names Names) {
 		f.flag("reason", enumName(names, d.Reason, Names.DropReason))
 		f.bytes("dev", event.CString(d.Dev[:]))
 		f.str("location", symbol(names, d.Location))
-		f.str("protocol", protocolName(d.Protocol, d.L4proto))
+		f.str("protocol", event.ProtocolName(d.Protocol, d.L4proto))
 		if ev.Socket.Local.Addr().IsValid() {
 			// A dropped packet may be inbound or outbound: its own source and destination.
 			f.str("src", ev.Socket.Local.String())
 			f.str("dst", ev.Socket.Peer.String())
 		}
 		netns(f, d.Netns, names)
+		if ev.Socket.NetnsByAddr {
+			f.str("netns_by", "addr")
+		}
 		f.uint("cnt", d.Cnt)
 		f.time("begin", ev.Begin)
 	case event.TypeDevXmit, event.TypeDevRecv:
@@ -193,31 +203,6 @@ func qdiscHandle(h uint32) string {
 	return s
 }
 
-func protocolName(ethertype uint16, l4 uint8) string {
-	var l3 string
-	switch ethertype {
-	case 0x0800:
-		l3 = "ipv4"
-	case 0x86dd:
-		l3 = "ipv6"
-	case 0x0806:
-		return "arp"
-	case 0:
-		return "none"
-	default:
-		return "0x" + strconv.FormatUint(uint64(ethertype), 16)
-	}
-	switch l4 {
-	case 6:
-		return l3 + "/tcp"
-	case 17:
-		return l3 + "/udp"
-	case 1, 58:
-		return l3 + "/icmp"
-	}
-	return l3 + "/" + strconv.Itoa(int(l4))
-}
-
 type textFields struct{ b []byte }
 
 func (t *textFields) flag(_, v string) {
@@ -250,6 +235,9 @@ func (t *textFields) hist(k string, v []uint64) {
 func (t *textFields) socket(s *event.Socket, names Names) {
 	t.b = appendSocket(t.b, s)
 	t.b = appendNetns(t.b, s.Netns, names)
+	if s.NetnsByAddr {
+		t.b = append(t.b, " netns_by=addr"...)
+	}
 }
 
 type jsonFields struct{ b []byte }

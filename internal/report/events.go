@@ -37,6 +37,10 @@ func AppendText(b []byte, ev *event.Event, names Names) []byte {
 		b = appendSocket(b, &c.Socket)
 		b = append(b, " from="...)
 		b = append(b, c.Old.String()...)
+		if c.Err != 0 {
+			b = append(b, " err="...)
+			b = append(b, event.Errno(c.Err)...)
+		}
 		b = appendNetns(b, c.Netns, names)
 		if c.Context == event.ContextTask {
 			b = append(b, " pid="...)
@@ -111,6 +115,9 @@ func AppendJSON(b []byte, ev *event.Event, names Names) []byte {
 		c := &ev.Conn
 		b = jsonString(b, "state", c.New.String())
 		b = jsonString(b, "from", c.Old.String())
+		if c.Err != 0 {
+			b = jsonString(b, "err", event.Errno(c.Err))
+		}
 		b = jsonSocket(b, &c.Socket, names)
 		b = jsonString(b, "ctx", c.Context.String())
 		if c.Context == event.ContextTask {
@@ -202,6 +209,9 @@ func jsonSocket(b []byte, s *event.Socket, names Names) []byte {
 		if n := names.NetnsName(s.Netns); n != "" {
 			b = jsonString(b, "netns_name", n)
 		}
+	}
+	if s.NetnsByAddr {
+		b = jsonString(b, "netns_by", "addr")
 	}
 	return b
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/skbtrace/skbtrace/internal/host"
+	"github.com/skbtrace/skbtrace/internal/probe"
 	"github.com/skbtrace/skbtrace/internal/report"
 	"github.com/skbtrace/skbtrace/internal/tcppeer"
 )
@@ -200,3 +202,211 @@ func TestRTTMatchesTCPInfoAndTheLastACK(t *testing.T) {
 		t.Errorf("last sample's bytes_acked %v, tcp_info's %d", acked, info.Bytes_acked)
 	}
 }
+
+// dialPeer opens one connection from the kernel to the scripted peer.
+func dialPeer(t *testing.T, peer *tcppeer.Peer, port uint16, opts ...tcppeer.SockOpt) (*tcppeer.Socket, *tcppeer.Conn) {
+	t.Helper()
+	sock, err := peer.DialFromKernel(port, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := peer.Accept(port, tcppeer.DefaultHandshake(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sock, conn
+}
+
+// Each path that sends or "receives" a reset, and an abort without one,
+// against the counters the kernel keeps for it: the peer's RST, data after
+// close (TCPAbortOnData, and the kernel's tcp_reset() fires the receive
+// tracepoint though no RST came), close with unread data (TCPAbortOnClose),
+// linger 0 (TCPAbortOnData too) and a user timeout (TCPAbortOnTimeout, no
+// reset at all: tcp_conn's close carries ETIMEDOUT).
+func TestResetPathsMatchTheAbortCounters(t *testing.T) {
+	peer, rec, before := recordPeer(t, "tcp_reset,tcp_conn")
+	local := func(c *tcppeer.Conn) string { return fmt.Sprintf("%s:%d", peer.KernelAddr(), c.KernelPort) }
+
+	// The peer resets an established connection.
+	_, byPeer := dialPeer(t, peer, 5001)
+	if err := byPeer.Rst(); err != nil {
+		t.Fatal(err)
+	}
+	// Data arrives after the kernel's side closed: abort on data.
+	sock, onData := dialPeer(t, peer, 5002)
+	sock.Close()
+	if _, err := onData.ExpectFlags(5*time.Second, tcppeer.FIN); err != nil {
+		t.Fatalf("no FIN after close: %v\n%s", err, peer.Dump())
+	}
+	if err := onData.Send(make([]byte, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := onData.ExpectFlags(5*time.Second, tcppeer.RST); err != nil {
+		t.Fatalf("no reset for data after close: %v\n%s", err, peer.Dump())
+	}
+	// Close with data the application never read.
+	sock, unread := dialPeer(t, peer, 5003)
+	if err := unread.Send(make([]byte, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unread.Expect(5*time.Second, func(s *tcppeer.Segment) bool { return s.Flags&tcppeer.ACK != 0 && s.Ack != 0 }); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the data sits in the receive queue
+	sock.Close()
+	if _, err := unread.ExpectFlags(5*time.Second, tcppeer.RST); err != nil {
+		t.Fatalf("no reset on close with unread data: %v\n%s", err, peer.Dump())
+	}
+	// Close with linger 0.
+	sock, linger := dialPeer(t, peer, 5004)
+	if err := unix.SetsockoptLinger(sock.FD, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0}); err != nil {
+		t.Fatal(err)
+	}
+	sock.Close()
+	if _, err := linger.ExpectFlags(5*time.Second, tcppeer.RST); err != nil {
+		t.Fatalf("no reset on close with linger 0: %v\n%s", err, peer.Dump())
+	}
+	// A user timeout: data never acknowledged, the kernel gives up without a reset.
+	sock, timedOut := dialPeer(t, peer, 5005, tcppeer.SockOpt{Level: unix.IPPROTO_TCP, Name: unix.TCP_USER_TIMEOUT, Value: 300})
+	if _, err := sock.Write(make([]byte, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := sock.TCPInfo()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State == 7 { // TCP_CLOSE
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the user timeout never closed the socket (state %d)", info.State)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	sock.Close()
+	after, err := peer.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := stopAndParse(t, rec)
+	delta := after.Sub(before)
+
+	paths := map[string][]string{}
+	received := 0
+	closeErr := map[string]string{}
+	for _, ev := range events {
+		switch ev["action"] {
+		case "tcp_reset":
+			if ev["dir"] == "received" {
+				received++
+			}
+			paths[fmt.Sprint(ev["path"])] = append(paths[fmt.Sprint(ev["path"])], fmt.Sprint(ev["local"]))
+		case "tcp_conn":
+			if ev["state"] == "CLOSE" {
+				closeErr[fmt.Sprint(ev["local"])] = fmt.Sprint(ev["err"])
+			}
+		}
+	}
+	t.Logf("reset paths %v; counters: OutRsts %d AbortOnData %d AbortOnClose %d AbortOnTimeout %d",
+		paths, delta["Tcp.OutRsts"], delta["TcpExt.TCPAbortOnData"], delta["TcpExt.TCPAbortOnClose"], delta["TcpExt.TCPAbortOnTimeout"])
+	expect := func(path string, c *tcppeer.Conn) {
+		t.Helper()
+		if len(paths[path]) != 1 || paths[path][0] != local(c) {
+			t.Errorf("resets with path %s: %v, want one of %s", path, paths[path], local(c))
+		}
+	}
+	expect("peer", byPeer)
+	expect("abort_on_data", onData)
+	expect("close", unread)
+	expect("linger0", linger)
+	if received != 1 {
+		t.Errorf("%d received resets, want 1: the abort on data received none", received)
+	}
+	if sent := int64(len(resetsSent(events))); sent != delta["Tcp.OutRsts"] || sent != 3 {
+		t.Errorf("%d resets sent, TcpOutRsts %d, want 3", sent, delta["Tcp.OutRsts"])
+	}
+	if n := int64(len(paths["abort_on_data"]) + len(paths["linger0"])); n != delta["TcpExt.TCPAbortOnData"] {
+		t.Errorf("abort_on_data and linger0 resets %d, TCPAbortOnData %d", n, delta["TcpExt.TCPAbortOnData"])
+	}
+	if n := int64(len(paths["close"])); n != delta["TcpExt.TCPAbortOnClose"] {
+		t.Errorf("close resets %d, TCPAbortOnClose %d", n, delta["TcpExt.TCPAbortOnClose"])
+	}
+	if got := closeErr[local(byPeer)]; got != "ECONNRESET" {
+		t.Errorf("close after the peer's reset has err %s, want ECONNRESET", got)
+	}
+	if got := closeErr[local(timedOut)]; got != "ETIMEDOUT" || delta["TcpExt.TCPAbortOnTimeout"] != 1 {
+		t.Errorf("close after the user timeout has err %s (TCPAbortOnTimeout %d), want ETIMEDOUT", got, delta["TcpExt.TCPAbortOnTimeout"])
+	}
+}
+
+// Drops inside TCP's receive processing, under the namespace filter, against
+// the counters the kernel keeps beside them: old data (a duplicate segment:
+// TCP_OLD_DATA, DelayedACKLost) and a timestamp older than the last one
+// (TCP_RFC7323_PAWS, PAWSEstab).
+func TestTCPDropsMatchTheirCounters(t *testing.T) {
+	feats, err := probe.ProbeFeatures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !feats.DropReasons {
+		// tcp_drop() frees with __kfree_skb there, which has no tracepoint.
+		if os.Getenv("SKBTRACE_KERNEL_MATRIX") != "1" {
+			t.Fatal("kfree_skb has no drop reason on this kernel")
+		}
+		t.Skip("before 5.17 TCP frees its drops without the kfree_skb tracepoint")
+	}
+	requireFamilies(t, "skb_drop")
+	peer, rec, before := recordPeer(t, "skb_drop,tcp_conn")
+	_, conn := dialPeer(t, peer, 5006)
+	const rounds = 3
+	for i := 0; i < rounds; i++ {
+		seg := conn.Build(tcppeer.PSH|tcppeer.ACK, make([]byte, 100))
+		if err := conn.Write(seg); err != nil {
+			t.Fatal(err)
+		}
+		acked := func(s *tcppeer.Segment) bool { return s.Flags&tcppeer.ACK != 0 && !seqLess(s.Ack, seg.Seq+100) }
+		if _, err := conn.Expect(5*time.Second, acked); err != nil {
+			t.Fatalf("data not acknowledged: %v\n%s", err, peer.Dump())
+		}
+		// The same segment again: old data.
+		if err := peer.Write(seg); err != nil {
+			t.Fatal(err)
+		}
+		// New data with a timestamp from the past: PAWS.
+		stale := conn.Build(tcppeer.PSH|tcppeer.ACK, make([]byte, 100))
+		stale.Opts.TSval -= 1 << 20
+		if err := peer.Write(stale); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	after, err := peer.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := stopAndParse(t, rec)
+	delta := after.Sub(before)
+	byReason := map[string]int64{}
+	var byAddr int
+	for _, ev := range events {
+		if ev["action"] == "skb_drop" && ev["protocol"] == "ipv4/tcp" {
+			byReason[fmt.Sprint(ev["reason"])] += int64(ev["cnt"].(float64))
+			if ev["netns_by"] == "addr" {
+				byAddr++
+			}
+		}
+	}
+	t.Logf("TCP drops by reason %v (%d events placed by address); DelayedACKLost %d PAWSEstab %d",
+		byReason, byAddr, delta["TcpExt.DelayedACKLost"], delta["TcpExt.PAWSEstab"])
+	if got, want := byReason["TCP_OLD_DATA"], delta["TcpExt.DelayedACKLost"]; got != want || want != rounds {
+		t.Errorf("TCP_OLD_DATA drops %d, DelayedACKLost %d, want %d", got, want, rounds)
+	}
+	if got, want := byReason["TCP_RFC7323_PAWS"], delta["TcpExt.PAWSEstab"]; got != want || want != rounds {
+		t.Errorf("TCP_RFC7323_PAWS drops %d, PAWSEstab %d, want %d", got, want, rounds)
+	}
+}
+
+func seqLess(a, b uint32) bool { return int32(a-b) < 0 }
