@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"math"
+	"net/netip"
 	"sort"
 
 	"github.com/skbtrace/skbtrace/internal/event"
@@ -36,6 +37,7 @@ type dropKey struct {
 	reason   uint32
 	location uint64
 	dev      string
+	protocol string
 }
 
 // ConnStat is one TCP connection's view from one end.
@@ -200,7 +202,10 @@ type DropStat struct {
 	Reason   uint32
 	Location uint64
 	Dev      string
+	Protocol string // ipv4/tcp, ipv6/icmp, arp ...
 	Count    uint64
+	// Src and Dst are the last dropped packet's addresses, when it had them.
+	Src, Dst netip.AddrPort
 }
 
 // NewStat returns an empty summary.
@@ -315,14 +320,17 @@ func (s *Stat) Add(ev *event.Event) {
 		qs.BacklogMax = max(qs.BacklogMax, q.BacklogMax)
 	case event.TypeSkbDrop:
 		d := &ev.Drop
-		k := dropKey{d.Reason, d.Location, string(event.CString(d.Dev[:]))}
+		k := dropKey{d.Reason, d.Location, string(event.CString(d.Dev[:])), event.ProtocolName(d.Protocol, d.L4proto)}
 		ds := s.drops[k]
 		if ds == nil {
-			ds = &DropStat{Reason: k.reason, Location: k.location, Dev: k.dev}
+			ds = &DropStat{Reason: k.reason, Location: k.location, Dev: k.dev, Protocol: k.protocol}
 			s.drops[k] = ds
 			s.Drops = append(s.Drops, ds)
 		}
 		ds.Count += d.Cnt
+		if ev.Socket.Local.Addr().IsValid() {
+			ds.Src, ds.Dst = ev.Socket.Local, ev.Socket.Peer
+		}
 	}
 }
 

@@ -71,7 +71,7 @@ an iperf3 client gets -J so its result joins the evidence.`,
 	c.Flags().StringSliceVar(&netns, "netns", nil, "observe these network namespaces (`NAME`; default: this one and every named one)")
 	c.Flags().BoolVar(&asJSON, "json", false, "write the report as JSON")
 	c.Flags().StringVarP(&output, "output", "o", "", "write the report to `FILE` (default standard output)")
-	c.Flags().BoolVar(&deep, "deep", false, "also record per-packet events (segments per skb, softirq time, socket call sizes): more evidence, more cost")
+	c.Flags().BoolVar(&deep, "deep", false, "record the per-packet families (segments per skb, softirq time, socket call sizes) all the time rather than 5% of each second: exact counts, more cost")
 	c.Flags().StringVar(&traceFile, "trace", "", "keep the kernel-event recording in `FILE` for parse and stat")
 	c.Flags().SetInterspersed(false)
 	return c

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"net/netip"
+	"strings"
 
 	"github.com/skbtrace/skbtrace/internal/host"
 )
@@ -51,6 +52,37 @@ type Namespace struct {
 	Sysctls  map[string]string `json:"sysctls,omitempty"`
 	Counters host.Counters     `json:"counters,omitempty"`
 	Devices  []Device          `json:"devices,omitempty"`
+	// NetnsIDs are the ids this namespace gave the other observed ones (by
+	// name): a veth's PeerNetnsID says in which of them its peer lives.
+	NetnsIDs map[string]int `json:"netns_ids,omitempty"`
+}
+
+// vethPeer finds a veth's other end among the observed namespaces: in the
+// namespace its link netnsid names, or in its own when it has none. Evidence
+// without namespace ids (older recordings) pairs only an unambiguous match.
+func (e *Evidence) vethPeer(ns *Namespace, d *Device) (*Namespace, *Device) {
+	var candNs *Namespace
+	var cand *Device
+	n := 0
+	for i := range e.Namespaces {
+		o := &e.Namespaces[i]
+		if ns.NetnsIDs != nil {
+			id, known := ns.NetnsIDs[o.Name]
+			if d.PeerNetnsID < 0 && o.Name != ns.Name || d.PeerNetnsID >= 0 && (!known || id != d.PeerNetnsID) {
+				continue
+			}
+		}
+		for j := range o.Devices {
+			if p := &o.Devices[j]; p.Kind == "veth" && p.Index == d.PeerIndex && p.PeerIndex == d.Index && p != d {
+				candNs, cand = o, p
+				n++
+			}
+		}
+	}
+	if n != 1 {
+		return nil, nil
+	}
+	return candNs, cand
 }
 
 // Device is a device's settings with its traffic over the observation: the
@@ -128,12 +160,32 @@ func rate(bytes uint64, seconds float64) float64 {
 	return float64(bytes) * 8 / seconds
 }
 
-// Drop is the skb_drop events of one reason at one location on one device.
+// Drop is the skb_drop events of one reason at one location on one device,
+// for one protocol.
 type Drop struct {
 	Reason   string `json:"reason"`
 	Location string `json:"location"`
 	Dev      string `json:"dev,omitempty"`
+	Protocol string `json:"protocol,omitempty"` // ipv4/tcp, ipv6/icmp, arp ...
 	Count    uint64 `json:"count"`
+	// Src and Dst are the last dropped packet's addresses.
+	Src netip.AddrPort `json:"src,omitzero"`
+	Dst netip.AddrPort `json:"dst,omitzero"`
+}
+
+// Suffered says whether a flow could have suffered the drop: TCP or UDP to
+// a unicast address. Neighbour discovery, MLD, ARP and multicast that an
+// interface drops as it comes up throttle no flow. A drop recorded before
+// protocols were (no protocol) counts.
+func (d *Drop) Suffered() bool {
+	if d.Protocol == "" {
+		return true
+	}
+	if !strings.HasSuffix(d.Protocol, "/tcp") && !strings.HasSuffix(d.Protocol, "/udp") {
+		return false
+	}
+	dst := d.Dst.Addr()
+	return !dst.IsValid() || !(dst.IsMulticast() || dst == netip.AddrFrom4([4]byte{255, 255, 255, 255}))
 }
 
 // SockIO is one process's socket calls in one direction (sock_io family).

@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/trace"
+	"github.com/vishvananda/netlink"
 )
 
 // Families are the event families the doctor records by default: what its
@@ -22,9 +25,13 @@ import (
 // what they would add.
 var Families = []string{"tcp_conn", "tcp_sendlim", "tcp_cong", "tcp_retrans", "tcp_reset", "skb_drop", "qdisc"}
 
-// DeepFamilies are the per-packet families Options.Deep adds: segments per
-// skb, softirq time and socket call sizes, measured directly instead of
-// inferred from settings and device counters, at about four times the cost.
+// SampleShare is the share of each second the per-packet families are
+// attached without --deep: record's default.
+const SampleShare = 0.05
+
+// DeepFamilies are the per-packet families: segments per skb, softirq time
+// and socket call sizes. They run SampleShare of each second by default and
+// all the time with Options.Deep (exact counts, at about four times the cost).
 var DeepFamilies = []string{"dev_xmit", "dev_recv", "softirq", "sock_io"}
 
 // Options say what to observe and for how long.
@@ -44,7 +51,7 @@ type Options struct {
 	NoKernelEvents bool
 	// Families overrides the recorded event families (default Families).
 	Families []string
-	// Deep adds DeepFamilies.
+	// Deep attaches DeepFamilies all the time rather than SampleShare of it.
 	Deep bool
 	// Ready, if set, is called once everything is attached and the first
 	// readings are taken, just before the workload starts.
@@ -184,6 +191,7 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 		}
 		ev.Namespaces = append(ev.Namespaces, namespaceEvidence(w, b, after))
 	}
+	netnsIDs(spaces, ev)
 	ev.Flows = poller.flows(seconds, ev, &notes)
 	poller.notes(&notes)
 
@@ -266,11 +274,16 @@ func startRecording(opts Options, notes []string) (*collect.Recording, []string)
 	if names == nil {
 		names = Families
 	}
-	if opts.Deep {
+	// The per-packet families run by default too, attached a share of each
+	// second as record's default set is, so the verdicts match --deep's.
+	sample := 1.0
+	if opts.Families == nil {
 		names = append(slices.Clone(names), DeepFamilies...)
-	} else if !slices.Contains(names, "dev_xmit") {
-		notes = append(notes, "segments per skb, softirq time and socket call sizes were inferred from settings and "+
-			"device counters; --deep records them (dev_xmit, dev_recv, softirq, sock_io) at a higher cost")
+		if !opts.Deep {
+			sample = SampleShare
+			notes = append(notes, fmt.Sprintf("segments per skb, softirq time and socket calls (%s) were recorded %.0f%% of each second "+
+				"and scaled to the observation; --deep records them all the time, at a higher cost", strings.Join(DeepFamilies, ", "), SampleShare*100))
+		}
 	}
 	var fams []collect.Family
 	for _, name := range names {
@@ -279,7 +292,7 @@ func startRecording(opts Options, notes []string) (*collect.Recording, []string)
 		}
 	}
 	// Drained once a second: every 200 ms cost the stream a few percent more.
-	rec, err := collect.Start(collect.Options{Families: fams, Interval: time.Second})
+	rec, err := collect.Start(collect.Options{Families: fams, Interval: time.Second, Sample: sample})
 	if err != nil {
 		return nil, append(notes, "kernel events unavailable: "+err.Error())
 	}
@@ -316,6 +329,36 @@ func softnetDelta(before, after []host.Softnet) host.Softnet {
 		d.TimeSqueeze += after[i].TimeSqueeze - before[i].TimeSqueeze
 	}
 	return d
+}
+
+// netnsIDs records the ids each observed namespace gave the others.
+func netnsIDs(spaces []*watched, ev *Evidence) {
+	fds := map[string]int{}
+	for _, w := range spaces {
+		if w.ns != nil {
+			fds[w.name] = int(w.ns.Handle())
+		} else if f, err := os.Open("/proc/self/ns/net"); err == nil {
+			defer f.Close()
+			fds[w.name] = int(f.Fd())
+		}
+	}
+	for _, w := range spaces {
+		ns := ev.namespace(w.name)
+		if ns == nil {
+			continue
+		}
+		_ = w.do(func() error {
+			for name, fd := range fds {
+				if id, err := netlink.GetNetNsIdByFd(fd); err == nil && id >= 0 && name != w.name {
+					if ns.NetnsIDs == nil {
+						ns.NetnsIDs = map[string]int{}
+					}
+					ns.NetnsIDs[name] = id
+				}
+			}
+			return nil
+		})
+	}
 }
 
 // namespaceEvidence keeps the later settings with the counters' changes.
@@ -397,16 +440,30 @@ func joinRecording(obs *Observation, data []byte, spaces []*watched) error {
 			f.LimitShares = (&analyze.ConnStat{LimitNs: limitNs}).LimitShares()
 		}
 	}
+	// A sampled family's counts cover only its windows: scaled to the
+	// observation, they stand for it (ratios are unchanged).
+	sampled := func(family string) bool {
+		return obs.Summary.Sample != nil && slices.Contains(obs.Summary.Sample.Families, family)
+	}
+	scale := func(family string, covered float64) float64 {
+		if !sampled(family) || covered <= 0 || covered >= ev.Seconds {
+			return 1
+		}
+		return ev.Seconds / covered
+	}
+	scaled := func(n uint64, by float64) uint64 { return uint64(float64(n)*by + 0.5) }
 	for _, d := range obs.Stat.Devices {
 		dev := ev.device(nsName[d.Netns], d.Name)
 		if dev == nil {
 			continue
 		}
 		if d.Xmit.Skbs > 0 {
-			dev.Xmit = &DirUse{Skbs: d.Xmit.Skbs, Segs: d.Xmit.Segs, Bytes: d.Xmit.Bytes}
+			k := scale("dev_xmit", d.Xmit.Seconds)
+			dev.Xmit = &DirUse{Skbs: scaled(d.Xmit.Skbs, k), Segs: scaled(d.Xmit.Segs, k), Bytes: scaled(d.Xmit.Bytes, k)}
 		}
 		if d.Recv.Skbs > 0 {
-			dev.Recv = &DirUse{Skbs: d.Recv.Skbs, Segs: d.Recv.Segs, Bytes: d.Recv.Bytes}
+			k := scale("dev_recv", d.Recv.Seconds)
+			dev.Recv = &DirUse{Skbs: scaled(d.Recv.Skbs, k), Segs: scaled(d.Recv.Segs, k), Bytes: scaled(d.Recv.Bytes, k)}
 		}
 	}
 	for _, q := range obs.Stat.Qdiscs {
@@ -416,8 +473,8 @@ func joinRecording(obs *Observation, data []byte, spaces []*watched) error {
 	}
 	for _, c := range obs.Stat.CPUs {
 		if int(c.CPU) < len(ev.CPUs) && ev.Seconds > 0 {
-			ev.CPUs[c.CPU].NetRx = float64(c.NetRxNs) / (ev.Seconds * 1e9)
-			ev.CPUs[c.CPU].NetTx = float64(c.NetTxNs) / (ev.Seconds * 1e9)
+			ev.CPUs[c.CPU].NetRx = float64(c.NetRxNs) * scale("softirq", c.NetRxSeconds) / (ev.Seconds * 1e9)
+			ev.CPUs[c.CPU].NetTx = float64(c.NetTxNs) * scale("softirq", c.NetTxSeconds) / (ev.Seconds * 1e9)
 		}
 	}
 	for _, d := range obs.Stat.Drops {
@@ -429,10 +486,11 @@ func joinRecording(obs *Observation, data []byte, spaces []*watched) error {
 		if reason == "" {
 			reason = fmt.Sprint(d.Reason)
 		}
-		ev.Drops = append(ev.Drops, Drop{Reason: reason, Location: loc, Dev: d.Dev, Count: d.Count})
+		ev.Drops = append(ev.Drops, Drop{Reason: reason, Location: loc, Dev: d.Dev, Protocol: d.Protocol, Count: d.Count, Src: d.Src, Dst: d.Dst})
 	}
 	for _, s := range obs.Stat.SockIO {
-		ev.SockIO = append(ev.SockIO, SockIO{Pid: s.Pid, Comm: s.Comm, Dir: s.Dir, Calls: s.Calls, Bytes: s.Bytes})
+		k := scale("sock_io", s.Seconds)
+		ev.SockIO = append(ev.SockIO, SockIO{Pid: s.Pid, Comm: s.Comm, Dir: s.Dir, Calls: scaled(s.Calls, k), Bytes: scaled(s.Bytes, k)})
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package doctor
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ const (
 	smallCallRate  = 20000
 	noCoalescing   = 1.5 // segments per skb below which offloads do nothing
 	minOffloadSkbs = 1000
+	smallWindow    = 64 << 10 // a default socket's initial window: only SO_RCVBUF or a reader that does not drain keeps it below
 )
 
 // Offload features by the kernel's names, as the evidence holds them.
@@ -61,7 +63,7 @@ var symptoms = map[string][]string{
 	"cwnd-limited":     {"packet-loss", "mtu-mismatch", "rate-shaped"},
 	"packet-loss":      {"mtu-mismatch", "rate-shaped", "known-nic-issue", "gro-blocked"},
 	"rwnd-limited":     {"cpu-saturated", "mtu-mismatch"},
-	"cpu-saturated":    {"small-packet-bound"},
+	"cpu-saturated":    {"small-packet-bound", "offload-disabled", "gro-blocked", "rate-shaped"},
 	"asymmetric-path":  {"known-nic-issue", "offload-disabled"},
 	"offload-disabled": {"known-nic-issue", "rate-shaped"},
 }
@@ -89,6 +91,9 @@ func Diagnose(ev *Evidence) *Report {
 	}
 	Rank(fs)
 	rep := &Report{Findings: fs, Evidence: ev, Notes: ev.Notes}
+	if n := unsufferedDrops(ev); n != "" {
+		rep.Notes = append(slices.Clone(rep.Notes), n)
+	}
 	if rep.Top(Warning) == nil {
 		rep.Healthy = healthy(ev)
 	}
@@ -236,7 +241,17 @@ func rwndLimited(ev *Evidence) []Finding {
 		severity := Warning
 		explanation := "The receiver advertises how many bytes it can still buffer; the sender may not exceed it. A small " +
 			"receive buffer (tcp_rmem) or an application that reads slowly keeps that window below bandwidth x RTT."
-		if maxOf(rmem) >= 1<<20 && !physicalPath(ev, f) {
+		// The socket's real buffer outranks the sysctl: a window below a
+		// default socket's initial one is the socket's own (SO_RCVBUF locks
+		// it) or a reader that does not drain it.
+		capped := f.SndWnd > 0 && f.SndWnd < smallWindow && maxOf(rmem) > smallWindow
+		if capped {
+			evidence = append(evidence, fmt.Sprintf("the advertised window stayed at %d bytes, far below the %d that tcp_rmem allows", f.SndWnd, maxOf(rmem)))
+			explanation += " Here the window never grew toward what tcp_rmem allows: the receiving socket's buffer is capped " +
+				"(an SO_RCVBUF set by the application fixes it and turns autotuning off) or its reader does not keep up."
+			remedy = append(remedy, fmt.Sprintf("in the receiving application: drop its setsockopt(SO_RCVBUF), or set at least %d (bandwidth x RTT x 2)", want))
+		}
+		if maxOf(rmem) >= 1<<20 && !physicalPath(ev, f) && !capped {
 			// A roomy buffer that still fills over veth or loopback: the
 			// reader copies as fast as its CPU allows, the expected limit.
 			severity = Info
@@ -303,7 +318,11 @@ func cwndLimited(ev *Evidence) []Finding {
 		share := f.LimitShares["cwnd"]
 		cong := f.CongStates["Recovery"] + f.CongStates["Loss"] + f.CongStates["CWR"]
 		lossy := f.SegsOut > 0 && float64(f.Retrans) >= 0.001*float64(f.SegsOut)
-		if share < 0.5 || !lossy && float64(cong) < max(3, f.Seconds) {
+		// Without loss, waiting for the window is how every loss-based flow
+		// fills the queue at its bottleneck: the bottleneck is the finding.
+		// A few recoveries at a high rate cost nothing either; only the
+		// window cuts of ECN marks or local congestion (CWR) stand for loss.
+		if share < 0.5 || !lossy && float64(f.CongStates["CWR"]) < max(3, f.Seconds) {
 			continue
 		}
 		out = append(out, Finding{ID: "cwnd-limited", Severity: Warning,
@@ -346,10 +365,17 @@ func packetLoss(ev *Evidence) []Finding {
 	var where []string
 	for _, ns := range ev.Namespaces {
 		r, n := ns.Counters["Tcp.RetransSegs"], ns.Counters["Tcp.OutSegs"]
+		// Retransmissions the receiver reported as duplicates (DSACK) were
+		// not lost: reordering or a too-early timer sent them.
+		dup := min(r, dsackSegs(ns.Counters))
 		if r > 0 {
-			where = append(where, fmt.Sprintf("%d of %d segments sent in netns %s were retransmissions (Tcp.RetransSegs)", r, n, ns.Name))
+			w := fmt.Sprintf("%d of %d segments sent in netns %s were retransmissions (Tcp.RetransSegs)", r, n, ns.Name)
+			if dup > 0 {
+				w += fmt.Sprintf(", %d of them proven needless by the receiver's DSACKs (TcpExt.TCPDSACKRecvSegs)", dup)
+			}
+			where = append(where, w)
 		}
-		retrans, segs = retrans+r, segs+n
+		retrans, segs = retrans+r-dup, segs+n
 		for _, d := range ns.Devices {
 			packets += d.Stats.RxPackets + d.Stats.TxPackets
 		}
@@ -357,7 +383,7 @@ func packetLoss(ev *Evidence) []Finding {
 	var drops []Drop
 	var dropped uint64
 	for _, d := range ev.Drops {
-		if !benignDrops[d.Reason] {
+		if !benignDrops[d.Reason] && d.Suffered() {
 			drops = append(drops, d)
 			dropped += d.Count
 		}
@@ -648,36 +674,65 @@ func mtuMismatch(ev *Evidence) []Finding {
 	return out
 }
 
-// mtuDiffers notes veth pairs whose ends disagree: it works while both ends
-// negotiate MSS from their own MTU, and breaks when anything advertises more.
+// mtuDiffers reports veth pairs whose ends disagree. TCP usually works
+// across such a link (each end derives its MSS from its own MTU), so it is a
+// note until the link's traffic suffers: then the drops and retransmissions
+// are its symptoms, and it is at least as severe as they are.
 func mtuDiffers(ev *Evidence, already []Finding) []Finding {
 	if len(already) > 0 {
 		return nil
 	}
 	var out []Finding
-	seen := map[string]bool{}
-	for _, ns := range ev.Namespaces {
-		for _, d := range ns.Devices {
-			if d.Kind != "veth" {
+	seen := map[*Device]bool{}
+	for i := range ev.Namespaces {
+		ns := &ev.Namespaces[i]
+		for j := range ns.Devices {
+			d := &ns.Devices[j]
+			if d.Kind != "veth" || seen[d] {
 				continue
 			}
-			for _, ons := range ev.Namespaces {
-				for _, o := range ons.Devices {
-					key := ns.Name + d.Name + ons.Name + o.Name
-					if o.Kind != "veth" || o.Index != d.PeerIndex || o.PeerIndex != d.Index || o.MTU == d.MTU || seen[key] ||
-						(ons.Name == ns.Name && o.Name == d.Name) {
-						continue
-					}
-					seen[ons.Name+o.Name+ns.Name+d.Name] = true
-					out = append(out, Finding{ID: "mtu-mismatch", Severity: Info,
-						Title:    fmt.Sprintf("the ends of a link disagree on the MTU: %s %d, %s %d", d.Name, d.MTU, o.Name, o.MTU),
-						Evidence: []string{fmt.Sprintf("%s (netns %s) MTU %d; its peer %s (netns %s) MTU %d", d.Name, ns.Name, d.MTU, o.Name, ons.Name, o.MTU)},
-						Explanation: "TCP works across it because each end derives its MSS from its own MTU, but anything that " +
-							"advertises a larger MSS, or UDP larger than the smaller MTU, is dropped.",
-						Remedy: []string{nsPrefix(ns.Name) + fmt.Sprintf("ip link set %s mtu %d", d.Name, min(d.MTU, o.MTU))},
-						Scope:  "device " + d.Name, Impact: 0.05, ImpactText: "none measured"})
+			ons, o := ev.vethPeer(ns, d)
+			if o == nil || o.MTU == d.MTU {
+				continue
+			}
+			seen[d], seen[o] = true, true
+			evidence := []string{fmt.Sprintf("%s (netns %s) MTU %d; its peer %s (netns %s) MTU %d", d.Name, ns.Name, d.MTU, o.Name, ons.Name, o.MTU)}
+			var dropped uint64
+			for _, dr := range ev.Drops {
+				if (dr.Dev == d.Name || dr.Dev == o.Name) && dr.Suffered() && tooBigForLink(dr) {
+					dropped += dr.Count
+					evidence = append(evidence, fmt.Sprintf("%d skb_drop [%s] at %s on %s", dr.Count, dr.Reason, dr.Location, dr.Dev))
 				}
 			}
+			var retrans, segs uint64
+			for k := range ev.Flows {
+				f := &ev.Flows[k]
+				if f.Netns == ns.Name && f.Dev == d.Name || f.Netns == ons.Name && f.Dev == o.Name {
+					retrans, segs = retrans+uint64(f.Retrans), segs+uint64(f.SegsOut)
+				}
+			}
+			if retrans > 0 {
+				evidence = append(evidence, fmt.Sprintf("%d of %d segments of the flows over the link retransmitted (tcp_info)", retrans, segs))
+			}
+			// Only drops of packets too big for the link convict it; the
+			// retransmissions of its flows, which any loss causes, size it.
+			severity, impact, impactText := Info, 0.05, "none measured"
+			if dropped > 0 {
+				severity, impact = Warning, 0.5
+				if segs > 0 {
+					impact = math.Min(0.9, math.Max(impact, 5*math.Sqrt(float64(retrans)/float64(segs))))
+				}
+				impactText = fmt.Sprintf("about %s (from the link's drops and retransmissions)", pct(impact))
+			}
+			out = append(out, Finding{ID: "mtu-mismatch", Severity: severity,
+				Title:    fmt.Sprintf("the ends of a link disagree on the MTU: %s %d, %s %d", d.Name, d.MTU, o.Name, o.MTU),
+				Evidence: evidence,
+				Explanation: "Each end derives its MSS from its own MTU, so TCP often works across it; but a packet larger than " +
+					"the receiving end's MTU (a larger advertised MSS, GSO or UDP beyond the smaller MTU) is dropped there " +
+					"without an ICMP error, and the sender retransmits into the same hole.",
+				Remedy: []string{nsPrefix(ns.Name) + fmt.Sprintf("ip link set %s mtu %d", d.Name, min(d.MTU, o.MTU)) +
+					"   (or " + nsPrefix(ons.Name) + fmt.Sprintf("ip link set %s mtu %d: one MTU on both ends)", o.Name, max(d.MTU, o.MTU))},
+				Scope: "device " + d.Name, Impact: impact, ImpactText: impactText})
 		}
 	}
 	return out
@@ -754,7 +809,11 @@ func rateShaped(ev *Evidence) []Finding {
 				}
 				limit := float64(q.RateBps) * 8
 				pressed := q.Overlimits > 0 || q.Drops > 0 || d.QdiscBacklogMax > 0
-				if tx < 0.7*limit || tx > 1.2*limit || !pressed {
+				// Below the rate, the shaper still sets the pace when the flow's
+				// bursts (TSO skbs) overrun its bucket: most packets wait, or
+				// some are dropped, and a backlog stands.
+				held := q.Drops > 0 || q.Packets > 0 && q.Overlimits*10 >= q.Packets && d.QdiscBacklogMax >= uint32(3*d.MTU)
+				if tx > 1.2*limit || !pressed || tx < 0.7*limit && (!held || tx < 0.1*limit) {
 					continue
 				}
 				evidence := []string{
@@ -762,21 +821,39 @@ func rateShaped(ev *Evidence) []Finding {
 					fmt.Sprintf("TCP through %s: %s, %s of the configured rate", d.Name, units.Bits(tx), pct(tx/limit)),
 					fmt.Sprintf("%d packets over the limit, %d dropped during the observation", q.Overlimits, q.Drops),
 				}
+				if q.Packets > 0 {
+					evidence[2] = fmt.Sprintf("%d of %d packets over the limit, %d dropped during the observation", q.Overlimits, q.Packets, q.Drops)
+				}
 				if d.QdiscBacklogMax > 0 {
 					evidence = append(evidence, fmt.Sprintf("backlog up to %d bytes (qdisc events)", d.QdiscBacklogMax))
+				}
+				title := fmt.Sprintf("a %s qdisc on %s caps the rate at %s", q.Kind, d.Name, units.Bits(limit))
+				explanation := "A shaper holds packets back to keep its rate: whatever the link could do, flows through it " +
+					"cannot exceed the configured rate."
+				remedyBurst := ""
+				if tx < 0.7*limit {
+					title = fmt.Sprintf("a %s qdisc on %s holds TCP to %s of its %s", q.Kind, d.Name, pct(tx/limit), units.Bits(limit))
+					explanation += " Here the flow stays well below that rate: its bursts (a TSO/GSO skb is up to 64 KB) " +
+						"overrun the shaper's bucket, so packets wait and TCP's small queues throttle the sender."
+					remedyBurst = nsPrefix(ns.Name) + fmt.Sprintf("tc qdisc change dev %s %s %s rate %.0fkbit burst 256k ...   (a bucket of several TSO bursts)",
+						d.Name, parentArg(q.Parent), q.Kind, limit/1e3)
 				}
 				impact := 0.5
 				if d.physical() {
 					impact = max(0, 1-limit/(float64(d.SpeedMbps)*1e6))
 				}
+				if remedyBurst != "" {
+					impact = max(impact, 1-tx/limit)
+				}
+				remedy := []string{
+					nsPrefix(ns.Name) + fmt.Sprintf("tc qdisc show dev %s   (is the limit intended?)", d.Name),
+					nsPrefix(ns.Name) + fmt.Sprintf("tc qdisc change dev %s %s %s rate NEWRATE ...  or  tc qdisc del dev %s %s", d.Name, parentArg(q.Parent), q.Kind, d.Name, parentArg(q.Parent)),
+				}
+				if remedyBurst != "" {
+					remedy = append([]string{remedyBurst}, remedy...)
+				}
 				out = append(out, Finding{ID: "rate-shaped", Severity: Warning,
-					Title: fmt.Sprintf("a %s qdisc on %s caps the rate at %s", q.Kind, d.Name, units.Bits(limit)), Evidence: evidence,
-					Explanation: "A shaper holds packets back to keep its rate: whatever the link could do, flows through it " +
-						"cannot exceed the configured rate.",
-					Remedy: []string{
-						nsPrefix(ns.Name) + fmt.Sprintf("tc qdisc show dev %s   (is the limit intended?)", d.Name),
-						nsPrefix(ns.Name) + fmt.Sprintf("tc qdisc change dev %s %s %s rate NEWRATE ...  or  tc qdisc del dev %s %s", d.Name, parentArg(q.Parent), q.Kind, d.Name, parentArg(q.Parent)),
-					},
+					Title: title, Evidence: evidence, Explanation: explanation, Remedy: remedy,
 					Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: impact,
 					ImpactText: "everything above the configured rate"})
 			}
@@ -1049,4 +1126,43 @@ func pct(v float64) string { return fmt.Sprintf("%.0f%%", v*100) }
 
 func sortBy[T any](s []T, key func(T) float64) {
 	sort.SliceStable(s, func(i, j int) bool { return key(s[i]) < key(s[j]) })
+}
+
+// tooBigForLink says a drop is the forwarding check of a link against its
+// MTU: veth's __dev_forward_skb (is_skb_forwardable), or the kernel's reason.
+func tooBigForLink(d Drop) bool {
+	return d.Reason == "PKT_TOO_BIG" || strings.HasPrefix(d.Location, "__dev_forward_skb") || strings.HasPrefix(d.Location, "is_skb_forwardable")
+}
+
+// dsackSegs is how many retransmitted segments the receiver reported as
+// duplicates: TCPDSACKRecvSegs (5.10 and later), else one per DSACK.
+func dsackSegs(c map[string]int64) int64 {
+	if n, ok := c["TcpExt.TCPDSACKRecvSegs"]; ok {
+		return n
+	}
+	return c["TcpExt.TCPDSACKRecv"]
+}
+
+// unsufferedDrops is a note on the drops no flow suffered, with their counts.
+func unsufferedDrops(ev *Evidence) string {
+	var parts []string
+	var total uint64
+	for _, d := range ev.Drops {
+		if d.Suffered() || benignDrops[d.Reason] {
+			continue
+		}
+		total += d.Count
+		if len(parts) < 3 {
+			what := d.Protocol
+			if d.Dst.Addr().IsValid() {
+				what += " to " + d.Dst.Addr().String()
+			}
+			parts = append(parts, fmt.Sprintf("%d [%s] at %s (%s)", d.Count, d.Reason, d.Location, what))
+		}
+	}
+	if total == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d dropped packets no flow suffered (neighbour discovery, multicast, other protocols), not judged: %s",
+		total, strings.Join(parts, "; "))
 }
