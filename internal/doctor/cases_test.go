@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -213,5 +214,31 @@ func TestCaseWindowWaitsWithoutLossAreNotCwndLimited(t *testing.T) {
 		if !slices.ContainsFunc(Diagnose(ev).Findings, func(f Finding) bool { return f.ID == "cwnd-limited" }) {
 			t.Errorf("%s: 3 %% loss and 89 %% of the time waiting for the window: no cwnd-limited", name)
 		}
+	}
+}
+
+// Every finding says how sure it is and what to run to confirm it.
+func TestEveryFindingSaysHowSureItIsAndHowToConfirmIt(t *testing.T) {
+	files, err := filepath.Glob("testdata/*/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, file := range files {
+		rep := Diagnose(load(t, strings.TrimPrefix(file, "testdata/")))
+		for _, f := range rep.Findings {
+			seen[f.ID] = true
+			switch f.Confidence {
+			case Strong, Likely, Possible:
+			default:
+				t.Errorf("%s: %s has confidence %q", file, f.ID, f.Confidence)
+			}
+			if len(f.Confirm) == 0 {
+				t.Errorf("%s: %s says nothing to confirm it", file, f.ID)
+			}
+		}
+	}
+	if len(seen) < 10 {
+		t.Errorf("the fixtures raised only %d finding ids: %v", len(seen), seen)
 	}
 }

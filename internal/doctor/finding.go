@@ -53,7 +53,28 @@ type Finding struct {
 	// within a severity; ImpactText says how it was estimated.
 	Impact     float64 `json:"impact"`
 	ImpactText string  `json:"impact_text"`
+	// Confidence says how sure the finding is; Confirm is what to run next
+	// to confirm it (or rule it out).
+	Confidence Confidence `json:"confidence"`
+	Confirm    []string   `json:"confirm,omitempty"`
 }
+
+// Confidence grades a finding by what convicts it.
+type Confidence string
+
+// Confidences, surest first.
+const (
+	// Strong: the kernel measured what the flow suffered (its send-limit
+	// time, drops of its packets, its segments per skb) and the cause is in
+	// the evidence.
+	Strong Confidence = "strong"
+	// Likely: measured indirectly (counters, tcp_info clocks, a CPU's
+	// busy time) or the cause is inferred from what the flow suffered.
+	Likely Confidence = "likely"
+	// Possible: inferred from settings or device counters; nothing showed
+	// the flow suffering it.
+	Possible Confidence = "possible"
+)
 
 // Report is the doctor's verdict.
 type Report struct {
@@ -99,12 +120,18 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	for i, f := range r.Findings {
 		fmt.Fprintf(&b, "%d. [%s] %s: %s\n", i+1, f.Severity, f.ID, f.Title)
-		fmt.Fprintf(&b, "   scope: %s; at stake: %s\n", f.Scope, f.ImpactText)
+		fmt.Fprintf(&b, "   scope: %s; at stake: %s; confidence: %s\n", f.Scope, f.ImpactText, f.Confidence)
 		b.WriteString("   evidence:\n")
 		for _, e := range f.Evidence {
 			fmt.Fprintf(&b, "     - %s\n", e)
 		}
 		fmt.Fprintf(&b, "   why: %s\n", f.Explanation)
+		if len(f.Confirm) > 0 {
+			b.WriteString("   confirm:\n")
+			for _, c := range f.Confirm {
+				fmt.Fprintf(&b, "     %s\n", c)
+			}
+		}
 		if len(f.Remedy) > 0 {
 			b.WriteString("   fix:\n")
 			for _, c := range f.Remedy {

@@ -181,7 +181,8 @@ func cpuSaturated(ev *Evidence) []Finding {
 		out = append(out, Finding{ID: "cpu-saturated", Severity: Warning,
 			Title:    fmt.Sprintf("CPU %d is saturated (%s busy)", c.CPU, pct(c.Busy())),
 			Evidence: evidence, Explanation: explanation, Remedy: remedy, Scope: fmt.Sprintf("cpu %d", c.CPU),
-			Impact: impact, ImpactText: fmt.Sprintf("up to %s of throughput", pct(impact))})
+			Impact: impact, ImpactText: fmt.Sprintf("up to %s of throughput", pct(impact)), Confidence: Likely,
+			Confirm: []string{fmt.Sprintf("mpstat -P %d 1 during the transfer (is it 100%% busy throughout?), then perf top -C %d: what runs there", c.CPU, c.CPU)}})
 	}
 	return out
 }
@@ -211,7 +212,8 @@ func sndbufLimited(ev *Evidence) []Finding {
 				nsPrefix(f.Netns) + fmt.Sprintf("sysctl -w net.ipv4.tcp_wmem=\"%s\"", tripleWithMax(wmem, want)),
 				fmt.Sprintf("or, in the application, setsockopt(SO_SNDBUF) of at least %d (capped by net.core.wmem_max)", want/2),
 			},
-			Scope: flowScope(f), Impact: share, ImpactText: fmt.Sprintf("%s of the sender's time", pct(share))})
+			Scope: flowScope(f), Impact: share, ImpactText: fmt.Sprintf("%s of the sender's time", pct(share)),
+			Confidence: measured(source), Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ss -tim dst %s   (skmem tb: the send buffer; sndbuf_limited grows)", f.Peer)}})
 	}
 	return out
 }
@@ -238,7 +240,7 @@ func rwndLimited(ev *Evidence) []Finding {
 			evidence = append(evidence, fmt.Sprintf("net.ipv4.tcp_rmem = %s in the receiver's netns %s", rmem, rmemNs))
 		}
 		want := bufferTarget(ev, f, rmem)
-		severity := Warning
+		severity, confidence := Warning, measured(source)
 		explanation := "The receiver advertises how many bytes it can still buffer; the sender may not exceed it. A small " +
 			"receive buffer (tcp_rmem) or an application that reads slowly keeps that window below bandwidth x RTT."
 		// The socket's real buffer outranks the sysctl: a window below a
@@ -254,7 +256,7 @@ func rwndLimited(ev *Evidence) []Finding {
 		if maxOf(rmem) >= 1<<20 && !physicalPath(ev, f) && !capped {
 			// A roomy buffer that still fills over veth or loopback: the
 			// reader copies as fast as its CPU allows, the expected limit.
-			severity = Info
+			severity, confidence = Info, Possible
 			if c := busiest(ev); c != nil {
 				evidence = append(evidence, fmt.Sprintf("busiest CPU %d: %s busy (%s)", c.CPU, pct(c.Busy()), cpuSplit(c)))
 			}
@@ -267,7 +269,8 @@ func rwndLimited(ev *Evidence) []Finding {
 			Title:       fmt.Sprintf("the receiver's window caps %s -> %s", f.Local, f.Peer),
 			Evidence:    evidence,
 			Explanation: explanation,
-			Remedy:      remedy, Scope: flowScope(f), Impact: share, ImpactText: fmt.Sprintf("%s of the sender's time", pct(share))})
+			Remedy:      remedy, Scope: flowScope(f), Impact: share, ImpactText: fmt.Sprintf("%s of the sender's time", pct(share)),
+			Confidence: confidence, Confirm: []string{nsPrefix(rmemNs) + fmt.Sprintf("ss -tim src %s   (on the receiver: rcv_space and skmem rb, the receive buffer; a window that stays small)", f.Peer)}})
 	}
 	return out
 }
@@ -296,7 +299,9 @@ func nagleDelay(ev *Evidence) []Finding {
 				"in the application: setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, 1) on the socket",
 				"or write each message in one call (writev, or TCP_CORK around the writes and uncork after the last)",
 			},
-			Scope: flowScope(f), Impact: 0.9, ImpactText: "most of it: each message waits for a delayed ACK"})
+			Scope: flowScope(f), Impact: 0.9, ImpactText: "most of it: each message waits for a delayed ACK", Confidence: Strong,
+			Confirm: []string{"strace -f -e trace=setsockopt,write,sendto,sendmsg -p PID   (small writes, no TCP_NODELAY)",
+				fmt.Sprintf("skbtrace record -e tcp_sendlim --filter-port %d -d 5, then skbtrace parse: [nagle] runs", f.Local.Port())}})
 	}
 	return out
 }
@@ -333,7 +338,9 @@ func cwndLimited(ev *Evidence) []Finding {
 			},
 			Explanation: "After a loss or an ECN mark TCP halves its congestion window and grows it back slowly; repeated losses keep it small.",
 			Remedy:      []string{"find and remove the loss (see packet-loss); with unavoidable random loss a loss-tolerant congestion control (bbr) helps"},
-			Scope:       flowScope(f), Impact: share / 2, ImpactText: fmt.Sprintf("%s of the sender's time", pct(share))})
+			Scope:       flowScope(f), Impact: share / 2, ImpactText: fmt.Sprintf("%s of the sender's time", pct(share)), Confidence: Likely,
+			Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ss -ti dst %s   (cwnd, ssthresh and retrans over a few seconds)", f.Peer),
+				nsPrefix(f.Netns) + "nstat -az TcpRetransSegs TcpExtTCPLossProbes TcpExtTCPSackRecoveryFail"}})
 	}
 	return out
 }
@@ -427,6 +434,12 @@ func packetLoss(ev *Evidence) []Finding {
 		remedy = append(remedy, "record where packets die: skbtrace record -e skb_drop,tcp_retrans -d 10s, then skbtrace stat")
 	}
 	impact := math.Min(0.9, math.Max(dropRatio, 5*math.Sqrt(ratio)))
+	// Drops of the flows' packets, with a reason, convict; retransmissions
+	// alone say something was lost, not where.
+	lossConfidence := Likely
+	if len(drops) > 0 && dropped >= 10 {
+		lossConfidence = Strong
+	}
 	title := "packets are lost on the path"
 	if len(drops) > 0 {
 		title = fmt.Sprintf("packets are dropped: %s at %s", drops[0].Reason, drops[0].Location)
@@ -435,7 +448,8 @@ func packetLoss(ev *Evidence) []Finding {
 		Explanation: "Every lost segment is retransmitted and halves the congestion window; with loss p a Reno/CUBIC flow " +
 			"reaches at most about MSS/RTT x 1.2/sqrt(p). Lost UDP datagrams are simply gone.",
 		Remedy: remedy, Scope: "path", Impact: impact,
-		ImpactText: fmt.Sprintf("about %s (from the retransmission and drop rates)", pct(impact))}}
+		ImpactText: fmt.Sprintf("about %s (from the retransmission and drop rates)", pct(impact)), Confidence: lossConfidence,
+		Confirm: []string{"skbtrace record -e skb_drop,tcp_retrans -d 10, then skbtrace stat: drops by reason and location beside the retransmissions"}}}
 }
 
 func appLimited(ev *Evidence) []Finding {
@@ -450,7 +464,8 @@ func appLimited(ev *Evidence) []Finding {
 			Evidence: []string{fmt.Sprintf("tcp_sendlim [app] %s of the sender's time; throughput %s", pct(share), units.Bits(f.SendBps()))},
 			Explanation: "TCP had room to send but nothing queued: the sending application, or what feeds it, sets the pace. " +
 				"On a CPU-bound host that is the application's copying; otherwise look at the application itself.",
-			Scope: flowScope(f), Impact: share / 4, ImpactText: "none that the network can recover"})
+			Scope: flowScope(f), Impact: share / 4, ImpactText: "none that the network can recover", Confidence: Strong,
+			Confirm: []string{"top -H -p PID of the sender: is it busy elsewhere, or waiting on its own input?"}})
 	}
 	return out
 }
@@ -489,7 +504,10 @@ func offloadDisabled(ev *Evidence) []Finding {
 				out = append(out, Finding{ID: "offload-disabled", Severity: severity,
 					Title: title, Evidence: ev, Explanation: explanation, Remedy: remedy,
 					Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.4,
-					ImpactText: "CPU per byte several times higher; throughput where the CPU is the limit"})
+					ImpactText: "CPU per byte several times higher; throughput where the CPU is the limit",
+					Confidence: shapeConfidence(d.Xmit != nil, severity),
+					Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -k %s | grep -e segmentation -e checksum", d.Name),
+						"turn it on for one run and compare: " + remedy[0]}})
 			}
 			// Without dev_recv, received packets no larger than the MTU show
 			// that nothing upstream (the peer's GSO over veth) made them large.
@@ -508,7 +526,8 @@ func offloadDisabled(ev *Evidence) []Finding {
 					Explanation: explanation,
 					Remedy:      []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s gro on", d.Name)},
 					Scope:       fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.4,
-					ImpactText: "receive CPU per byte several times higher"})
+					ImpactText: "receive CPU per byte several times higher", Confidence: shapeConfidence(d.Recv != nil, severity),
+					Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s gro on for one run and compare", d.Name)}})
 			}
 		}
 	}
@@ -565,7 +584,8 @@ func groBlocked(ev *Evidence) []Finding {
 					"make the encapsulating side set DF on the outer header (ip link set VXLAN type vxlan ... df set) or keep per-flow IP IDs",
 				},
 				Scope: fmt.Sprintf("device %s (netns %s)", blocked.Name, ns.Name), Impact: 0.45,
-				ImpactText: "receive CPU per byte several times higher; drops where the receive path overflows"})
+				ImpactText: "receive CPU per byte several times higher; drops where the receive path overflows", Confidence: Likely,
+				Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("tcpdump -i %s -s 128 -c 20000 -w gro.pcap, then skbtrace pcap gro.pcap: IP-ID continuity of DF=0 packets, outer and inner", blocked.Name)}})
 		}
 	}
 	return out
@@ -620,7 +640,8 @@ func knownNICIssue(ev *Evidence) []Finding {
 					Title: fmt.Sprintf("%s matches known issue %s", d.Name, ki.ID), Evidence: evidence,
 					Explanation: fmt.Sprintf("%s. Cause: %s (source: %s).", ki.Symptom, ki.Cause, ki.Source),
 					Remedy:      remedy, Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.33,
-					ImpactText: "as measured where it was found: " + ki.Symptom})
+					ImpactText: "as measured where it was found: " + ki.Symptom, Confidence: Possible,
+					Confirm: []string{"apply the workaround for one run and compare throughput in both directions (iperf3 and iperf3 -R)"}})
 			}
 		}
 	}
@@ -668,7 +689,8 @@ func mtuMismatch(ev *Evidence) []Finding {
 				"or remove what advertises the larger MSS (ip route ... advmss), or raise the MTU of every hop",
 				nsPrefix(f.Netns) + "sysctl -w net.ipv4.tcp_mtu_probing=1   (recovers from black holes by probing)",
 			},
-			Scope: flowScope(f), Impact: 0.99, ImpactText: "nearly all of it: bulk data stalls"})
+			Scope: flowScope(f), Impact: 0.99, ImpactText: "nearly all of it: bulk data stalls", Confidence: Strong,
+			Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ping -M do -s %d -c 3 %s   (a full-size packet with DF: no reply through the hole)", packet-28, f.Peer.Addr())}})
 	}
 	out = append(out, mtuDiffers(ev, out)...)
 	return out
@@ -716,9 +738,9 @@ func mtuDiffers(ev *Evidence, already []Finding) []Finding {
 			}
 			// Only drops of packets too big for the link convict it; the
 			// retransmissions of its flows, which any loss causes, size it.
-			severity, impact, impactText := Info, 0.05, "none measured"
+			severity, impact, impactText, confidence := Info, 0.05, "none measured", Possible
 			if dropped > 0 {
-				severity, impact = Warning, 0.5
+				severity, impact, confidence = Warning, 0.5, Strong
 				if segs > 0 {
 					impact = math.Min(0.9, math.Max(impact, 5*math.Sqrt(float64(retrans)/float64(segs))))
 				}
@@ -732,7 +754,8 @@ func mtuDiffers(ev *Evidence, already []Finding) []Finding {
 					"without an ICMP error, and the sender retransmits into the same hole.",
 				Remedy: []string{nsPrefix(ns.Name) + fmt.Sprintf("ip link set %s mtu %d", d.Name, min(d.MTU, o.MTU)) +
 					"   (or " + nsPrefix(ons.Name) + fmt.Sprintf("ip link set %s mtu %d: one MTU on both ends)", o.Name, max(d.MTU, o.MTU))},
-				Scope: "device " + d.Name, Impact: impact, ImpactText: impactText})
+				Scope: "device " + d.Name, Impact: impact, ImpactText: impactText, Confidence: confidence,
+				Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("ping -M do -s %d -c 3 ADDRESS-BEHIND-%s   (a packet of the larger MTU dies on the link)", max(d.MTU, o.MTU)-28, o.Name)}})
 		}
 	}
 	return out
@@ -794,7 +817,8 @@ func smallPacketFinding(ev *Evidence, evidence []string, scope string, size floa
 	return Finding{ID: "small-packet-bound", Severity: Warning,
 		Title: fmt.Sprintf("%.0f-byte packets: the per-packet cost sets the rate", size), Evidence: evidence,
 		Explanation: explanation, Remedy: remedy, Scope: scope,
-		Impact: 1 - size/1472, ImpactText: fmt.Sprintf("%s of what full-size packets would carry", pct(1-size/1472))}
+		Impact: 1 - size/1472, ImpactText: fmt.Sprintf("%s of what full-size packets would carry", pct(1-size/1472)), Confidence: Likely,
+		Confirm: []string{"run the same transfer with 1400-byte messages: bits per second should grow about with the size, packets per second stay"}}
 }
 
 func rateShaped(ev *Evidence) []Finding {
@@ -855,7 +879,8 @@ func rateShaped(ev *Evidence) []Finding {
 				out = append(out, Finding{ID: "rate-shaped", Severity: Warning,
 					Title: title, Evidence: evidence, Explanation: explanation, Remedy: remedy,
 					Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: impact,
-					ImpactText: "everything above the configured rate"})
+					ImpactText: "everything above the configured rate", Confidence: Strong,
+					Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("tc -s qdisc show dev %s twice, a second apart: overlimits and the backlog grow with the flow", d.Name)}})
 			}
 		}
 	}
@@ -902,7 +927,8 @@ func asymmetricPath(ev *Evidence) []Finding {
 				"receiver's receive path.",
 			Remedy: []string{fmt.Sprintf("on %s compare the transmit settings with the other host: ethtool -k DEV (tso/gso), ethtool -i DEV (driver), and try ethtool -K DEV tso off gso off", from)},
 			Scope:  fmt.Sprintf("%s -> %s", from, to), Impact: 1 - slow/fast,
-			ImpactText: fmt.Sprintf("%s in the slow direction", units.Bits(fast-slow))})
+			ImpactText: fmt.Sprintf("%s in the slow direction", units.Bits(fast-slow)), Confidence: Likely,
+			Confirm: []string{"run the same transfer both ways, one at a time (iperf3, then iperf3 -R): is one direction slow alone too?"}})
 	}
 	return out
 }
@@ -1165,4 +1191,25 @@ func unsufferedDrops(ev *Evidence) string {
 	}
 	return fmt.Sprintf("%d dropped packets no flow suffered (neighbour discovery, multicast, other protocols), not judged: %s",
 		total, strings.Join(parts, "; "))
+}
+
+// measured grades a send-limit finding by its source: the kernel's
+// decisions for the flow, or tcp_info's clocks.
+func measured(source string) Confidence {
+	if strings.HasPrefix(source, "tcp_sendlim") {
+		return Strong
+	}
+	return Likely
+}
+
+// shapeConfidence grades an offload finding: segments per skb measured by
+// events, or inferred from settings and device counters; info ones explain.
+func shapeConfidence(measured bool, severity Severity) Confidence {
+	switch {
+	case severity < Warning:
+		return Possible
+	case measured:
+		return Strong
+	}
+	return Likely
 }
