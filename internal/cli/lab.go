@@ -47,13 +47,17 @@ func labDemoCmd(e *env) *cobra.Command {
 func labListCmd(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
-		Short: "list the scenarios",
+		Short: "list the scenarios: the lab's faults (all), their variants and the noise runs",
 		Args:  noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SCENARIO\tEXPECTED FINDING\tFAULT")
-			for _, s := range lab.Scenarios {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, or(s.Expect, "none"), s.Fault)
+			fmt.Fprintln(tw, "LIST\tSCENARIO\tEXPECTED FINDING\tFAULT")
+			for _, s := range lab.Catalog() {
+				expect := or(s.Expect, "none")
+				if len(s.Also) > 0 {
+					expect += ", then " + strings.Join(s.Also, ", ")
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Set, s.Name, expect, s.Fault)
 			}
 			return tw.Flush()
 		},
@@ -68,12 +72,16 @@ func or(s, alt string) string {
 }
 
 func labRunCmd(e *env) *cobra.Command {
-	var asJSON, keep, withDoctor bool
+	var asJSON, keep, withDoctor, deep, calibrate bool
 	c := &cobra.Command{
-		Use:   "run NAME... | all",
+		Use:   "run NAME... | all | variants | noise | matrix",
 		Short: "run scenarios: control, fault, and the signal that proves it",
+		Long: `run runs scenarios by name or by list: all (the lab's fault for each finding),
+variants (the same findings by other mechanisms), noise (healthy runs with
+background traffic, where the doctor must stay quiet) or matrix (all three).`,
 		Example: `  skbtrace lab run sndbuf-limited
-  skbtrace lab run all --json`,
+  skbtrace lab run all --json
+  skbtrace lab run variants noise --doctor`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usagef("name the scenarios to run, or all (see skbtrace lab list)")
@@ -83,15 +91,14 @@ func labRunCmd(e *env) *cobra.Command {
 		RunE: func(c *cobra.Command, args []string) error {
 			var run []*lab.Scenario
 			for _, name := range args {
-				if name == "all" {
-					run = append(run, lab.Scenarios...)
-					continue
-				}
-				s, ok := lab.ByName(name)
+				list, ok := lab.Select(name)
 				if !ok {
-					return usagef("no scenario %q (see skbtrace lab list)", name)
+					return usagef("no scenario or list %q (see skbtrace lab list)", name)
 				}
-				run = append(run, s)
+				run = append(run, list...)
+			}
+			if deep && !withDoctor {
+				return usagef("--deep is the doctor's: give --doctor too")
 			}
 			if err := host.CheckTracingCaps(); err != nil {
 				return err
@@ -104,7 +111,7 @@ func labRunCmd(e *env) *cobra.Command {
 				if !asJSON {
 					fmt.Fprintf(e.stderr, "skbtrace: lab: running %s ...\n", s.Name)
 				}
-				rep, err := s.Run(ctx, lab.RunOptions{Keep: keep, Doctor: withDoctor})
+				rep, err := s.Run(ctx, lab.RunOptions{Keep: keep, Doctor: withDoctor, Deep: deep, Calibrate: calibrate})
 				if err != nil {
 					return err
 				}
@@ -137,6 +144,8 @@ func labRunCmd(e *env) *cobra.Command {
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "reports as one JSON array")
 	c.Flags().BoolVar(&withDoctor, "doctor", false, "observe each fault run with skbtrace doctor and print its findings beside the expected one")
+	c.Flags().BoolVar(&deep, "deep", false, "the doctor records the per-packet families all the time, as doctor --deep does (default: sampled, as doctor does)")
+	c.Flags().BoolVar(&calibrate, "calibrate", false, "run each fault's load once more with the doctor's remedy applied: what the remedy gains, beside the impact the doctor estimated")
 	c.Flags().BoolVar(&keep, "keep", false, "leave the namespaces in place to inspect them (remove with ip netns del)")
 	return c
 }
@@ -153,6 +162,10 @@ func printLabReport(e *env, r *lab.Report) {
 	if r.ReverseBps > 0 {
 		fmt.Fprintf(e.stdout, "  reverse:  %s  (the fault's load from the receiver back)\n", strings.TrimSpace(bitsPerSecond(r.ReverseBps)))
 	}
+	if r.FixedBps > 0 {
+		fmt.Fprintf(e.stdout, "  fixed:    %s  %.0f ops/s (the doctor's remedy applied): the fault cost %.0f%%\n",
+			strings.TrimSpace(bitsPerSecond(r.FixedBps)), r.FixedOps, r.Gain*100)
+	}
 	fmt.Fprintf(e.stdout, "  signal:   %s\n", r.Signal)
 	if r.Expect != "" {
 		fmt.Fprintf(e.stdout, "  expected finding: %s\n", r.Expect)
@@ -163,6 +176,9 @@ func printLabReport(e *env, r *lab.Report) {
 			verdict = "DISAGREES"
 		}
 		fmt.Fprintf(e.stdout, "  doctor:   %s (top finding of warning or above: %s)\n", verdict, or(d.Top, "none"))
+		if len(d.Findings) > 0 && d.Top != "" {
+			fmt.Fprintf(e.stdout, "            estimated impact %.0f%%, %s\n", d.Findings[0].Impact*100, d.Findings[0].Confidence)
+		}
 		for _, f := range d.Findings {
 			fmt.Fprintf(e.stdout, "            [%s] %s: %s\n", f.Severity, f.ID, f.Title)
 		}

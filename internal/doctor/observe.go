@@ -49,8 +49,9 @@ type Options struct {
 	PollInterval time.Duration
 	// NoKernelEvents skips the eBPF recording (it is skipped anyway without privileges).
 	NoKernelEvents bool
-	// Families overrides the recorded event families (default Families).
-	Families []string
+	// Extra are event families recorded beside the doctor's own (the lab's
+	// signals); per-packet ones are sampled as the doctor's are.
+	Extra []string
 	// Deep attaches DeepFamilies all the time rather than SampleShare of it.
 	Deep bool
 	// Ready, if set, is called once everything is attached and the first
@@ -270,20 +271,19 @@ func startRecording(opts Options, notes []string) (*collect.Recording, []string)
 	if err := host.CheckTracingCaps(); err != nil {
 		return nil, append(notes, "kernel events need root (or CAP_BPF+CAP_PERFMON): judged on tcp_info, counters and settings only ("+err.Error()+")")
 	}
-	names := opts.Families
-	if names == nil {
-		names = Families
-	}
 	// The per-packet families run by default too, attached a share of each
 	// second as record's default set is, so the verdicts match --deep's.
-	sample := 1.0
-	if opts.Families == nil {
-		names = append(slices.Clone(names), DeepFamilies...)
-		if !opts.Deep {
-			sample = SampleShare
-			notes = append(notes, fmt.Sprintf("segments per skb, softirq time and socket calls (%s) were recorded %.0f%% of each second "+
-				"and scaled to the observation; --deep records them all the time, at a higher cost", strings.Join(DeepFamilies, ", "), SampleShare*100))
+	names := slices.Concat(Families, DeepFamilies)
+	for _, name := range opts.Extra {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
 		}
+	}
+	sample := 1.0
+	if !opts.Deep {
+		sample = SampleShare
+		notes = append(notes, fmt.Sprintf("segments per skb, softirq time and socket calls (%s) were recorded %.0f%% of each second "+
+			"and scaled to the observation; --deep records them all the time, at a higher cost", strings.Join(DeepFamilies, ", "), SampleShare*100))
 	}
 	var fams []collect.Family
 	for _, name := range names {

@@ -28,6 +28,12 @@ type Scenario struct {
 	Name   string
 	Fault  string // what the fault run changes
 	Expect string // the finding id the doctor should give (docs/findings.md), "" for none
+	// Also are findings the doctor must report at warning or above besides
+	// Expect, below it (two faults at once).
+	Also []string
+	// Mechanism says how a variant builds its fault, unlike the lab's own
+	// scenario for the same finding (a socket option instead of a sysctl ...).
+	Mechanism string
 	// Families are recorded during both runs.
 	Families []string
 	// Load is the traffic of both runs; FaultLoad, if set, changes it for the fault run.
@@ -36,13 +42,24 @@ type Scenario struct {
 	// Prepare applies to both runs; Inject turns the control into the fault.
 	Prepare func(*Pair) error
 	Inject  func(*Pair) error
-	// During runs alongside the fault run's traffic until its context ends (a CPU hog).
-	During func(ctx context.Context)
+	// During runs alongside the fault run's traffic until its context ends
+	// (a CPU hog, background traffic).
+	During func(ctx context.Context, p *Pair)
+	// Workload, if set, is the traffic of both runs instead of the lab's
+	// generator (iperf3, a script): it gets the generator's options with the
+	// address, namespace and CPU filled in, and reports what it moved.
+	Workload func(ctx context.Context, p *Pair, o load.Options) (*load.Result, error)
 	// Tunnel sends the load over the VXLAN overlay (Pair.AddVXLAN, set up by Prepare).
 	Tunnel bool
 	// Reverse also measures the fault's load in the other direction, from
 	// the receiver to the sender, to show an asymmetry.
 	Reverse bool
+	// Fix applies the doctor's remedy for the fault, and FixLoad what it has
+	// the application change, for the calibration run (RunOptions.Calibrate)
+	// that measures what the remedy gains against the impact the doctor
+	// estimated. During does not run then: it is part of the fault.
+	Fix     func(*Pair) error
+	FixLoad func(*load.Options)
 	// Verdict compares the runs: the signal that shows the fault, and whether it did.
 	Verdict func(control, fault *Measurement, p *Pair) (signal string, reproduced bool)
 }
@@ -75,6 +92,11 @@ type RunOptions struct {
 	Keep bool
 	// Doctor observes the fault run with the doctor and reports its verdict.
 	Doctor bool
+	// Deep has the doctor record the per-packet families all the time.
+	Deep bool
+	// Calibrate runs the fault's load once more with the doctor's remedy
+	// applied (Scenario.Fix, FixLoad), where the scenario has one.
+	Calibrate bool
 }
 
 // Report is the outcome of a scenario.
@@ -88,6 +110,12 @@ type Report struct {
 	FaultOps   float64 `json:"fault_ops_per_second"`
 	// ReverseBps is the fault's load from the receiver back to the sender (Scenario.Reverse).
 	ReverseBps float64 `json:"fault_reverse_bits_per_second,omitempty"`
+	// FixedBps and FixedOps are the calibration run's, with the doctor's
+	// remedy applied; Gain is the share of that throughput the fault cost
+	// (operations per second for request/response).
+	FixedBps   float64 `json:"fixed_bits_per_second,omitempty"`
+	FixedOps   float64 `json:"fixed_ops_per_second,omitempty"`
+	Gain       float64 `json:"gain,omitempty"`
 	Signal     string  `json:"signal"`
 	Reproduced bool    `json:"reproduced"`
 	Seconds    float64 `json:"seconds"`
@@ -106,12 +134,17 @@ type DoctorVerdict struct {
 	Evidence *doctor.Evidence `json:"evidence"`
 }
 
-func verdictOf(expect string, rep *doctor.Report) *DoctorVerdict {
+func verdictOf(s *Scenario, rep *doctor.Report) *DoctorVerdict {
 	v := &DoctorVerdict{Findings: rep.Findings, Healthy: rep.Healthy, Evidence: rep.Evidence}
 	if top := rep.Top(doctor.Warning); top != nil {
 		v.Top = top.ID
 	}
-	v.Agrees = v.Top == expect
+	v.Agrees = v.Top == s.Expect
+	for _, id := range s.Also {
+		if !slices.ContainsFunc(rep.Findings, func(f doctor.Finding) bool { return f.ID == id && f.Severity >= doctor.Warning }) {
+			v.Agrees = false
+		}
+	}
 	return v
 }
 
@@ -133,7 +166,7 @@ func (s *Scenario) Run(ctx context.Context, opts RunOptions) (rep *Report, err e
 			return nil, fmt.Errorf("%s: preparing: %w", s.Name, err)
 		}
 	}
-	control, err := s.measure(ctx, pair, s.Load, false)
+	control, err := s.measure(ctx, pair, s.Load, RunOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("%s: control run: %w", s.Name, err)
 	}
@@ -148,9 +181,9 @@ func (s *Scenario) Run(ctx context.Context, opts RunOptions) (rep *Report, err e
 	}
 	faultCtx, stopDuring := context.WithCancel(ctx)
 	if s.During != nil {
-		go s.During(faultCtx)
+		go s.During(faultCtx, pair)
 	}
-	fault, err := s.measure(ctx, pair, faultLoad, opts.Doctor)
+	fault, err := s.measure(ctx, pair, faultLoad, opts)
 	stopDuring()
 	if err != nil {
 		return nil, fmt.Errorf("%s: fault run: %w", s.Name, err)
@@ -158,6 +191,12 @@ func (s *Scenario) Run(ctx context.Context, opts RunOptions) (rep *Report, err e
 	if s.Reverse {
 		if fault.ReverseBps, err = reverse(ctx, pair, faultLoad); err != nil {
 			return nil, fmt.Errorf("%s: reverse run: %w", s.Name, err)
+		}
+	}
+	var fixed *Measurement
+	if opts.Calibrate && (s.Fix != nil || s.FixLoad != nil) {
+		if fixed, err = s.calibrate(ctx, pair, faultLoad); err != nil {
+			return nil, fmt.Errorf("%s: calibration run: %w", s.Name, err)
 		}
 	}
 	signal, ok := s.Verdict(control, fault, pair)
@@ -168,9 +207,30 @@ func (s *Scenario) Run(ctx context.Context, opts RunOptions) (rep *Report, err e
 		Signal: signal, Reproduced: ok, Seconds: time.Since(start).Seconds(),
 	}
 	if fault.Doctor != nil {
-		rep.Doctor = verdictOf(s.Expect, fault.Doctor)
+		rep.Doctor = verdictOf(s, fault.Doctor)
+	}
+	if fixed != nil {
+		rep.FixedBps, rep.FixedOps = fixed.Load.Bps, fixed.Load.OpsPerSec
+		if faultLoad.Mode == load.RR && fixed.Load.OpsPerSec > 0 {
+			rep.Gain = 1 - fault.Load.OpsPerSec/fixed.Load.OpsPerSec
+		} else if fixed.Load.Bps > 0 {
+			rep.Gain = 1 - fault.Load.Bps/fixed.Load.Bps
+		}
 	}
 	return rep, nil
+}
+
+// calibrate applies the remedy and measures the fault's load again.
+func (s *Scenario) calibrate(ctx context.Context, p *Pair, o load.Options) (*Measurement, error) {
+	if s.Fix != nil {
+		if err := s.Fix(p); err != nil {
+			return nil, fmt.Errorf("applying the remedy: %w", err)
+		}
+	}
+	if s.FixLoad != nil {
+		s.FixLoad(&o)
+	}
+	return s.measure(ctx, p, o, RunOptions{})
 }
 
 // setUp builds a fresh pair emulating two hosts, with the load server
@@ -248,8 +308,8 @@ func reverse(ctx context.Context, p *Pair, o load.Options) (float64, error) {
 }
 
 // measure records the families while the load runs from the sender
-// namespace; withDoctor observes the run with the doctor as well.
-func (s *Scenario) measure(ctx context.Context, p *Pair, o load.Options, withDoctor bool) (*Measurement, error) {
+// namespace; opts.Doctor observes the run with the doctor as well.
+func (s *Scenario) measure(ctx context.Context, p *Pair, o load.Options, opts RunOptions) (*Measurement, error) {
 	o.Addr = fmt.Sprintf("%s:%d", ReceiverAddr.Addr(), Port)
 	if s.Tunnel {
 		o.Addr = fmt.Sprintf("%s:%d", ReceiverTunnelAddr.Addr(), Port)
@@ -258,8 +318,8 @@ func (s *Scenario) measure(ctx context.Context, p *Pair, o load.Options, withDoc
 	if runtime.NumCPU() >= 2 {
 		o.PinCPU, o.CPU = true, 0 // the sending host's CPU, see Pair.TwoHosts
 	}
-	if withDoctor {
-		return s.measureWithDoctor(ctx, p, o)
+	if opts.Doctor {
+		return s.measureWithDoctor(ctx, p, o, opts.Deep)
 	}
 	fams, required, err := collect.Select(s.Families)
 	if err != nil {
@@ -285,7 +345,7 @@ func (s *Scenario) measure(ctx context.Context, p *Pair, o load.Options, withDoc
 	if err != nil {
 		return nil, err
 	}
-	res, lerr := load.Run(ctx, o, nil)
+	res, lerr := s.run(ctx, p, o)
 	cpuAfter, cerr := host.ReadCPUTimes()
 	close(stop)
 	if err := <-recErr; err != nil {
@@ -310,20 +370,15 @@ func (s *Scenario) measure(ctx context.Context, p *Pair, o load.Options, withDoc
 }
 
 // measureWithDoctor runs the load under the doctor's observation of both
-// namespaces, recording the doctor's families and the scenario's.
-func (s *Scenario) measureWithDoctor(ctx context.Context, p *Pair, o load.Options) (*Measurement, error) {
-	fams := slices.Clone(doctor.Families)
-	for _, f := range s.Families {
-		if !slices.Contains(fams, f) {
-			fams = append(fams, f)
-		}
-	}
+// namespaces, as a user would run it (per-packet families sampled unless
+// deep), recording the scenario's families beside the doctor's.
+func (s *Scenario) measureWithDoctor(ctx context.Context, p *Pair, o load.Options, deep bool) (*Measurement, error) {
 	var buf bytes.Buffer
 	var res *load.Result
 	obs, err := doctor.Observe(ctx, doctor.Options{
-		Netns: []string{p.Sender.Name, p.Receiver.Name}, Families: fams, Trace: &buf,
+		Netns: []string{p.Sender.Name, p.Receiver.Name}, Extra: s.Families, Trace: &buf, Deep: deep,
 		Workload: func(ctx context.Context) (err error) {
-			res, err = load.Run(ctx, o, nil)
+			res, err = s.run(ctx, p, o)
 			return err
 		},
 	})
@@ -340,12 +395,23 @@ func (s *Scenario) measureWithDoctor(ctx context.Context, p *Pair, o load.Option
 		Doctor: doctor.Diagnose(obs.Evidence)}, nil
 }
 
-// sender finds the load's data connection as its sender saw it.
+// run is the scenario's traffic: its Workload, or the lab's generator.
+func (s *Scenario) run(ctx context.Context, p *Pair, o load.Options) (*load.Result, error) {
+	if s.Workload != nil {
+		return s.Workload(ctx, p, o)
+	}
+	return load.Run(ctx, o, nil)
+}
+
+// sender finds the load's data connection as its sender saw it: of the
+// connections to the receiver (any port: a variant's server may not be the
+// lab's), the one with the most send decisions.
 func (m *Measurement) sender() *analyze.ConnStat {
 	var best *analyze.ConnStat
-	peers := []string{fmt.Sprintf("%s:%d", ReceiverAddr.Addr(), Port), fmt.Sprintf("%s:%d", ReceiverTunnelAddr.Addr(), Port)}
+	peers := []string{ReceiverAddr.Addr().String(), ReceiverTunnelAddr.Addr().String()}
 	for _, c := range m.Stat.Connections {
-		if !slices.Contains(peers, c.Peer) {
+		host, _, _ := strings.Cut(c.Peer, ":")
+		if !slices.Contains(peers, host) {
 			continue
 		}
 		if best == nil || sum(c.LimitCount) > sum(best.LimitCount) {

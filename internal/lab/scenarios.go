@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
+	"github.com/skbtrace/skbtrace/internal/host"
 
 	"github.com/skbtrace/skbtrace/internal/load"
 	"github.com/skbtrace/skbtrace/internal/units"
@@ -40,6 +41,7 @@ var Scenarios = []*Scenario{
 		Families: []string{"tcp_conn", "tcp_sendlim", "tcp_rtt"},
 		Load:     bulk,
 		Inject:   func(p *Pair) error { return sysctl(p.Sender, "net.ipv4.tcp_wmem", "4096 8192 16384") },
+		Fix:      func(p *Pair) error { return sysctl(p.Sender, "net.ipv4.tcp_wmem", defaultWmem) },
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			share := f.limitShare("sndbuf")
 			return fmt.Sprintf("tcp_sendlim [sndbuf] %.0f%% of the sender's time (control %.0f%%); throughput %s",
@@ -53,6 +55,7 @@ var Scenarios = []*Scenario{
 		Families: []string{"tcp_conn", "tcp_sendlim", "tcp_rtt"},
 		Load:     bulk,
 		Inject:   func(p *Pair) error { return sysctl(p.Receiver, "net.ipv4.tcp_rmem", "4096 8192 16384") },
+		Fix:      func(p *Pair) error { return sysctl(p.Receiver, "net.ipv4.tcp_rmem", defaultRmem) },
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			// The throughput effect needs the two-hosts emulation (Pair.TwoHosts):
 			// on one CPU the ACK returns inside the sender's own softirq. The
@@ -74,6 +77,7 @@ var Scenarios = []*Scenario{
 		FaultLoad: func(o *load.Options) {
 			o.NoDelay = false
 		},
+		FixLoad: func(o *load.Options) { o.NoDelay = true },
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			nagle := f.sender().LimitCount["nagle"]
 			return fmt.Sprintf("%d tcp_sendlim [nagle] decisions; %.0f transactions/s against %.0f with TCP_NODELAY",
@@ -88,6 +92,10 @@ var Scenarios = []*Scenario{
 		Load:     bulk,
 		Inject: func(p *Pair) error {
 			_, err := p.Sender.Run("tc", "qdisc", "add", "dev", p.SenderDev, "root", "tbf", "rate", "200mbit", "burst", "64kb", "latency", "20ms")
+			return err
+		},
+		Fix: func(p *Pair) error {
+			_, err := p.Sender.Run("tc", "qdisc", "del", "dev", p.SenderDev, "root")
 			return err
 		},
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
@@ -107,18 +115,8 @@ var Scenarios = []*Scenario{
 		Expect:   "packet-loss",
 		Families: []string{"tcp_conn", "tcp_retrans", "tcp_cong", "skb_drop"},
 		Load:     bulk,
-		Inject: func(p *Pair) error {
-			for _, args := range [][]string{
-				{"add", "table", "inet", "skbtrace_lab"},
-				{"add", "chain", "inet", "skbtrace_lab", "in", "{ type filter hook input priority 0 ; }"},
-				{"add", "rule", "inet", "skbtrace_lab", "in", "tcp", "dport", fmt.Sprint(Port), "numgen", "random", "mod", "100", "<", "1", "drop"},
-			} {
-				if _, err := p.Receiver.Run("nft", args...); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
+		Inject:   func(p *Pair) error { return dropOnInput(p.Receiver, 1) },
+		Fix:      func(p *Pair) error { return dropNothing(p.Receiver) },
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			drops := f.drops("NETFILTER_DROP")
 			var retrans uint64
@@ -138,6 +136,10 @@ var Scenarios = []*Scenario{
 		Reverse:  true,
 		Inject: func(p *Pair) error {
 			_, err := p.Sender.Run("ethtool", "-K", p.SenderDev, "tso", "off", "gso", "off")
+			return err
+		},
+		Fix: func(p *Pair) error {
+			_, err := p.Sender.Run("ethtool", "-K", p.SenderDev, "tso", "on", "gso", "on")
 			return err
 		},
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
@@ -165,6 +167,11 @@ var Scenarios = []*Scenario{
 			_, err := p.Receiver.Run("ip", "route", "change", ReceiverAddr.Masked().String(), "dev", p.ReceiverDev, "advmss", "8960")
 			return err
 		},
+		// The doctor's remedy: one MTU on the path.
+		Fix: func(p *Pair) error {
+			_, err := p.Sender.Run("ip", "link", "set", p.SenderDev, "mtu", "1500")
+			return err
+		},
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			// The veth drops what exceeds its peer's MTU (no ICMP comes back): a black hole.
 			drops, before := f.devDrops(p.SenderDev), c.devDrops(p.SenderDev)
@@ -180,6 +187,8 @@ var Scenarios = []*Scenario{
 		Families: []string{"tcp_conn", "softirq"},
 		Load:     bulk,
 		During:   hog,
+		// The doctor's remedy moves the competing work away: the run without it.
+		Fix: func(p *Pair) error { return nil },
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			busy, before := f.cpuBusy(1), c.cpuBusy(1)
 			return fmt.Sprintf("the receiver's CPU 1 busy %.0f%% of the run (control %.0f%%); throughput %s",
@@ -196,6 +205,7 @@ var Scenarios = []*Scenario{
 		FaultLoad: func(o *load.Options) {
 			o.Size = 64
 		},
+		FixLoad: func(o *load.Options) { o.Size = 1400 },
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			calls := f.sendCalls()
 			return fmt.Sprintf("%.0f send calls/s of 64 bytes against %.0f of 1400; %.0f against %.0f Mbit/s: the cost is per packet",
@@ -218,6 +228,10 @@ var Scenarios = []*Scenario{
 		},
 		Inject: func(p *Pair) error {
 			_, err := p.Receiver.Run("ethtool", "-K", p.ReceiverDev, "gro", "off")
+			return err
+		},
+		Fix: func(p *Pair) error {
+			_, err := p.Receiver.Run("ethtool", "-K", p.ReceiverDev, "gro", "on")
 			return err
 		},
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
@@ -249,6 +263,11 @@ var Scenarios = []*Scenario{
 			return err
 		},
 		Inject: func(p *Pair) error { return p.ScrambleOuterIPIDs() },
+		// The doctor's remedy: DF on the outer header, whose IDs GRO then ignores.
+		Fix: func(p *Pair) error {
+			_, err := p.Sender.Run("ip", "link", "set", TunnelDev, "type", "vxlan", "df", "set")
+			return err
+		},
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			// Outer GRO on the receiving veth is what the IDs stop; the
 			// overlay's own GRO cells merge the inner segments again after.
@@ -259,14 +278,25 @@ var Scenarios = []*Scenario{
 	},
 }
 
-// ByName finds a scenario.
-func ByName(name string) (*Scenario, bool) {
-	for _, s := range Scenarios {
-		if s.Name == name {
-			return s, true
+// dropOnInput has a netfilter rule in ns drop percent of the TCP segments
+// that arrive for the lab's port.
+func dropOnInput(ns *host.Netns, percent int) error {
+	for _, args := range [][]string{
+		{"add", "table", "inet", "skbtrace_lab"},
+		{"add", "chain", "inet", "skbtrace_lab", "in", "{ type filter hook input priority 0 ; }"},
+		{"add", "rule", "inet", "skbtrace_lab", "in", "tcp", "dport", fmt.Sprint(Port), "numgen", "random", "mod", "100", "<", fmt.Sprint(percent), "drop"},
+	} {
+		if _, err := ns.Run("nft", args...); err != nil {
+			return err
 		}
 	}
-	return nil, false
+	return nil
+}
+
+// dropNothing removes what dropOnInput added.
+func dropNothing(ns *host.Netns) error {
+	_, err := ns.Run("nft", "delete", "table", "inet", "skbtrace_lab")
+	return err
 }
 
 func sysctl(ns interface {
@@ -295,11 +325,12 @@ func topReason(m *Measurement) string {
 }
 
 // sendCalls is the load sender's send calls per second, as sock_io counted
-// them: the lab runs the generator in its own process.
+// them over the intervals it was attached (all of them, or a sample under
+// the doctor): the lab runs the generator in its own process.
 func (m *Measurement) sendCalls() float64 {
 	for _, p := range m.Stat.SockIO {
-		if p.Pid == uint32(os.Getpid()) && p.Dir == "send" && m.Load.Seconds > 0 {
-			return float64(p.Calls) / m.Load.Seconds
+		if p.Pid == uint32(os.Getpid()) && p.Dir == "send" && p.Seconds > 0 {
+			return float64(p.Calls) / min(p.Seconds, m.Load.Seconds)
 		}
 	}
 	return 0
@@ -335,7 +366,7 @@ func (m *Measurement) dropLocation(dev string) string {
 
 // hog spins on the receiver's CPU until ctx ends. It is a thread of this
 // process, so nothing outlives the run.
-func hog(ctx context.Context) {
+func hog(ctx context.Context, _ *Pair) {
 	if runtime.NumCPU() < 2 {
 		return
 	}

@@ -16,6 +16,9 @@ import (
 // The kernel's default tcp_wmem, the fix the story applies.
 const defaultWmem = "4096 16384 4194304"
 
+// defaultRmem is the kernel's default tcp_rmem.
+const defaultRmem = "4096 131072 6291456"
+
 // Story tells seed 001's case on the lab: a sender whose send buffer is too
 // small, what skbtrace shows about it, the fix and its effect.
 func Story(ctx context.Context, w io.Writer) (err error) {
@@ -35,7 +38,7 @@ func Story(ctx context.Context, w io.Writer) (err error) {
 	if err := s.Inject(pair); err != nil {
 		return err
 	}
-	slow, err := s.measure(ctx, pair, s.Load, true)
+	slow, err := s.measure(ctx, pair, s.Load, RunOptions{Doctor: true})
 	if err != nil {
 		return err
 	}
@@ -60,7 +63,7 @@ func Story(ctx context.Context, w io.Writer) (err error) {
 	if err := sysctl(pair.Sender, "net.ipv4.tcp_wmem", defaultWmem); err != nil {
 		return err
 	}
-	fast, err := s.measure(ctx, pair, s.Load, false)
+	fast, err := s.measure(ctx, pair, s.Load, RunOptions{})
 	if err != nil {
 		return err
 	}

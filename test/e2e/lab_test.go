@@ -49,14 +49,42 @@ func TestLabRunAllReproducesEveryFaultAndTheDoctorNamesIt(t *testing.T) {
 	if want == 0 {
 		scenarios, want = []string{"all"}, len(lab.Scenarios)
 	}
-	cmd := exec.Command(binary, append(append([]string{"lab", "run"}, scenarios...), "--doctor", "--json")...)
+	runLab(t, want, append(scenarios, "--doctor")...)
+}
+
+// The variants build each finding's fault by other mechanisms than the
+// lab's, and the noise runs are healthy hosts with background traffic: the
+// doctor must name each variant's fault first and give the noise no
+// warning, in default mode and with --deep alike.
+func TestLabVariantsAndNoiseInBothDoctorModes(t *testing.T) {
+	requireRoot(t)
+	requireTool(t, "ethtool")
+	requireTool(t, "nft")
+	requireTool(t, "iperf3")
+	requireTool(t, "python3")
+	want := len(lab.Variants) + len(lab.Noise)
+	def := runLab(t, want, "variants", "noise", "--doctor")
+	deep := runLab(t, want, "variants", "noise", "--doctor", "--deep")
+	for i := range min(len(def), len(deep)) {
+		if a, b := def[i].Doctor, deep[i].Doctor; a != nil && b != nil && a.Top != b.Top {
+			t.Errorf("%s: default mode's top finding %q, --deep's %q", def[i].Name, a.Top, b.Top)
+		}
+	}
+}
+
+// runLab runs `skbtrace lab run ARGS --json`, logs each report, and fails
+// the test for each fault that did not reproduce and each doctor verdict
+// that differs from the expected one.
+func runLab(t *testing.T, want int, args ...string) []lab.Report {
+	t.Helper()
+	cmd := exec.Command(binary, append(append([]string{"lab", "run"}, args...), "--json")...)
 	var out, errs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errs
 	start := time.Now()
 	err := cmd.Run()
 	var reports []lab.Report
 	if jerr := json.Unmarshal(out.Bytes(), &reports); jerr != nil {
-		t.Fatalf("lab run all --json: %v (%v): %s", jerr, err, errs.String())
+		t.Fatalf("lab run %s --json: %v (%v): %s", strings.Join(args, " "), jerr, err, errs.String())
 	}
 	for _, r := range reports {
 		t.Logf("%-18s reproduced=%-5v %s", r.Name, r.Reproduced, r.Signal)
@@ -80,11 +108,12 @@ func TestLabRunAllReproducesEveryFaultAndTheDoctorNamesIt(t *testing.T) {
 		t.Fatalf("%d reports for %d scenarios, exit %v: %s", len(reports), want, err, errs.String())
 	}
 	if d := time.Since(start); d > 10*time.Minute {
-		t.Fatalf("lab run all took %v, over the 10 minutes allowed", d)
+		t.Fatalf("lab run %s took %v, over the 10 minutes allowed", strings.Join(args, " "), d)
 	}
 	if left := leftovers(t, cmd.Process.Pid); len(left) > 0 {
 		t.Fatalf("left behind: %v", left)
 	}
+	return reports
 }
 
 func TestLabCleansUpAfterAFailedRun(t *testing.T) {
