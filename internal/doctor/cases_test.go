@@ -242,3 +242,22 @@ func TestEveryFindingSaysHowSureItIsAndHowToConfirmIt(t *testing.T) {
 		t.Errorf("the fixtures raised only %d finding ids: %v", len(seen), seen)
 	}
 }
+
+// Case 4: VXLAN whose outer IP IDs block GRO, judged in default mode: the
+// receive backlog overflows (the symptom, drops of the tunnel's UDP) and
+// the per-packet families are sampled. gro-blocked, the cause, ranks first.
+func TestCaseBlockedGROOutranksTheBacklogDropsItCauses(t *testing.T) {
+	ev := load(t, "lab/gro-blocked.json")
+	ev.Notes = append(ev.Notes, "segments per skb, softirq time and socket calls (dev_xmit, dev_recv, softirq, sock_io) were recorded 5% of each second")
+	ev.Drops = append(ev.Drops, Drop{Reason: "CPU_BACKLOG", Location: "enqueue_to_backlog+0x1c4", Dev: "skbr2688-12", Protocol: "ipv4/udp",
+		Count: 5210, Src: netip.MustParseAddrPort("10.200.0.1:40000"), Dst: netip.MustParseAddrPort("10.200.0.2:4789")})
+	rep := Diagnose(ev)
+	if got := top(rep); got != "gro-blocked" {
+		t.Fatalf("top %q, want gro-blocked; findings %v", got, ids(rep.Findings))
+	}
+	for _, f := range rep.Findings {
+		if f.ID == "packet-loss" && f.Severity >= Warning {
+			t.Errorf("packet-loss stays a warning beside the gro-blocked that explains it")
+		}
+	}
+}
