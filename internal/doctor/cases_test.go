@@ -251,13 +251,25 @@ func TestCaseBlockedGROOutranksTheBacklogDropsItCauses(t *testing.T) {
 	ev.Notes = append(ev.Notes, "segments per skb, softirq time and socket calls (dev_xmit, dev_recv, softirq, sock_io) were recorded 5% of each second")
 	ev.Drops = append(ev.Drops, Drop{Reason: "CPU_BACKLOG", Location: "enqueue_to_backlog+0x1c4", Dev: "skbr2688-12", Protocol: "ipv4/udp",
 		Count: 5210, Src: netip.MustParseAddrPort("10.200.0.1:40000"), Dst: netip.MustParseAddrPort("10.200.0.2:4789")})
+	snd := nsNamed(ev, "-snd")
+	snd.Counters["Tcp.RetransSegs"] = snd.Counters["Tcp.OutSegs"] / 50 // 2 %: more at stake than gro-blocked's own estimate
 	rep := Diagnose(ev)
 	if got := top(rep); got != "gro-blocked" {
 		t.Fatalf("top %q, want gro-blocked; findings %v", got, ids(rep.Findings))
 	}
-	for _, f := range rep.Findings {
-		if f.ID == "packet-loss" && f.Severity >= Warning {
-			t.Errorf("packet-loss stays a warning beside the gro-blocked that explains it")
+	var cause, symptom *Finding
+	for i, f := range rep.Findings {
+		switch f.ID {
+		case "packet-loss":
+			symptom = &rep.Findings[i]
+		case "gro-blocked":
+			cause = &rep.Findings[i]
 		}
+	}
+	if symptom == nil || symptom.Severity >= Warning {
+		t.Fatalf("packet-loss should stay, as info beside the gro-blocked that explains it: %v", ids(rep.Findings))
+	}
+	if cause.Impact < symptom.Impact {
+		t.Errorf("gro-blocked's impact %.2f is below that of the packet-loss it explains (%.2f)", cause.Impact, symptom.Impact)
 	}
 }

@@ -80,13 +80,23 @@ func Diagnose(ev *Evidence) *Report {
 			present[f.ID] = true
 		}
 	}
+	// A cause is at least as severe, and weighs at least as much, as the
+	// symptoms it explains.
+	heaviest := map[string]float64{}
 	for i := range fs {
 		for _, cause := range symptoms[fs[i].ID] {
 			if present[cause] && fs[i].Severity >= Warning {
+				heaviest[cause] = max(heaviest[cause], fs[i].Impact)
 				fs[i].Severity = Info
 				fs[i].Explanation += " This is a consequence of " + cause + ", reported above."
 				break
 			}
+		}
+	}
+	for i := range fs {
+		if w, ok := heaviest[fs[i].ID]; ok && fs[i].Severity >= Warning && fs[i].Impact < w {
+			fs[i].Impact = w
+			fs[i].ImpactText += fmt.Sprintf("; at least the %s its consequences put at stake", pct(w))
 		}
 	}
 	Rank(fs)
