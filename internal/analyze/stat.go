@@ -55,9 +55,11 @@ type ConnStat struct {
 	MinRTTus, MaxSRTTus       uint32
 	sumSRTTus                 uint64
 	CwndMin, CwndMax          uint32
-	// From tcp_sendlim runs: nanoseconds and decisions per reason.
+	// From tcp_sendlim runs: nanoseconds, decisions and runs per reason (a
+	// run longer than a second arrives in pieces, each counted).
 	LimitNs    map[string]int64
 	LimitCount map[string]uint64
+	LimitRuns  map[string]uint64
 	// The kernel's own accounting over the same span (tcp_info's busy,
 	// rwnd-limited and sndbuf-limited time), in µs: since the connection
 	// began when its handshake is in the recording, else since its first run.
@@ -234,6 +236,7 @@ func (s *Stat) Add(ev *event.Event) {
 		c := s.conn(&l.Socket, ev.Time)
 		c.LimitNs[l.Reason.String()] += ev.Time - l.Begin
 		c.LimitCount[l.Reason.String()] += uint64(l.Cnt)
+		c.LimitRuns[l.Reason.String()]++
 		c.addChrono(l)
 	case event.TypeTCPRTT:
 		r := &ev.RTT
@@ -346,7 +349,7 @@ func (s *Stat) conn(sock *event.Socket, t int64) *ConnStat {
 	}
 	if c == nil {
 		c = &ConnStat{Sock: sock.Sock, Peer: sock.Peer.String(), Netns: sock.Netns, First: t,
-			LimitNs: map[string]int64{}, LimitCount: map[string]uint64{}, CongStates: map[string]int{}}
+			LimitNs: map[string]int64{}, LimitCount: map[string]uint64{}, LimitRuns: map[string]uint64{}, CongStates: map[string]int{}}
 		s.conns[sock.Sock] = c
 		s.Connections = append(s.Connections, c)
 	}

@@ -273,3 +273,25 @@ func TestCaseBlockedGROOutranksTheBacklogDropsItCauses(t *testing.T) {
 		t.Errorf("gro-blocked's impact %.2f is below that of the packet-loss it explains (%.2f)", cause.Impact, symptom.Impact)
 	}
 }
+
+// Case 1: a stream of 100-byte writes with Nagle on. Nagle holds each tail
+// for a fast path's round trip (57 µs on average here) while full segments
+// go out, and coalesces the writes: it costs nothing (TCP_NODELAY was
+// slower). The small writes are the cost; GRO, off on the receiving veth
+// by default, set nothing, its receiving CPU idle.
+func TestCaseSmallWritesBehindAFullPipeAreNotNagleDelay(t *testing.T) {
+	rep := Diagnose(load(t, "lab/variant-nagle-small-writes.json"))
+	if got := top(rep); got != "small-packet-bound" {
+		t.Fatalf("top %q, want small-packet-bound; findings %v", got, ids(rep.Findings))
+	}
+	for _, f := range rep.Findings {
+		if f.Severity >= Warning && (f.ID == "nagle-delay" || f.ID == "offload-disabled") {
+			t.Errorf("%s is a warning: %v", f.ID, f.Evidence)
+		}
+	}
+	// Request/response, where each hold waits for the delayed ACK (43 ms).
+	rep = Diagnose(load(t, "lab/nagle-delay-measured.json"))
+	if got := top(rep); got != "nagle-delay" {
+		t.Fatalf("request/response: top %q, want nagle-delay; findings %v", got, ids(rep.Findings))
+	}
+}

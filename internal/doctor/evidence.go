@@ -140,11 +140,14 @@ type Flow struct {
 	SndbufLimitedUs uint64 `json:"sndbuf_limited_us"`
 	// From the recording: shares of the sender's time per tcp_sendlim reason,
 	// decisions per reason, retransmitted segments, congestion states entered.
-	LimitShares  map[string]float64 `json:"limit_shares,omitempty"`
-	LimitCounts  map[string]uint64  `json:"limit_counts,omitempty"`
-	TraceRetrans uint64             `json:"trace_retrans,omitempty"`
-	CongStates   map[string]int     `json:"cong_states,omitempty"`
-	Resets       int                `json:"resets,omitempty"`
+	LimitShares map[string]float64 `json:"limit_shares,omitempty"`
+	LimitCounts map[string]uint64  `json:"limit_counts,omitempty"`
+	// LimitMeanRunUs is how long a run of each reason lasted on average:
+	// how long one stall of that kind kept the sender waiting.
+	LimitMeanRunUs map[string]uint64 `json:"limit_mean_run_us,omitempty"`
+	TraceRetrans   uint64            `json:"trace_retrans,omitempty"`
+	CongStates     map[string]int    `json:"cong_states,omitempty"`
+	Resets         int               `json:"resets,omitempty"`
 }
 
 // SendBps is the flow's sending rate in bits per second.

@@ -414,12 +414,16 @@ func joinRecording(obs *Observation, data []byte, spaces []*watched) error {
 	for i := range ev.Flows {
 		f := &ev.Flows[i]
 		limitNs := map[string]int64{}
+		runs := map[string]uint64{}
 		for _, c := range obs.Stat.Connections {
 			if nsName[c.Netns] != f.Netns || c.Local != f.Local.String() || c.Peer != f.Peer.String() {
 				continue
 			}
 			for r, n := range c.LimitNs {
 				limitNs[r] += n
+			}
+			for r, n := range c.LimitRuns {
+				runs[r] += n
 			}
 			for r, n := range c.LimitCount {
 				if f.LimitCounts == nil {
@@ -438,6 +442,12 @@ func joinRecording(obs *Observation, data []byte, spaces []*watched) error {
 		}
 		if len(limitNs) > 0 {
 			f.LimitShares = (&analyze.ConnStat{LimitNs: limitNs}).LimitShares()
+			f.LimitMeanRunUs = map[string]uint64{}
+			for r, n := range runs {
+				if n > 0 {
+					f.LimitMeanRunUs[r] = uint64(limitNs[r]/1000) / n
+				}
+			}
 		}
 	}
 	// A sampled family's counts cover only its windows: scaled to the

@@ -23,6 +23,7 @@ const (
 	noCoalescing   = 1.5 // segments per skb below which offloads do nothing
 	minOffloadSkbs = 1000
 	smallWindow    = 64 << 10 // a default socket's initial window: only SO_RCVBUF or a reader that does not drain keeps it below
+	nagleWaitUs    = 1000     // a Nagle hold this long on average waits for a (delayed) ACK, not for a fast path's round trip
 )
 
 // Offload features by the kernel's names, as the evidence holds them.
@@ -296,13 +297,27 @@ func nagleDelay(ev *Evidence) []Finding {
 		if n < 10 || share < 0.1 {
 			continue
 		}
+		// In a stream of small writes Nagle holds the tail while full
+		// segments go out, for a round trip on a fast path, and coalesces
+		// the writes: that costs nothing. It delays the application when each
+		// hold lasts as long as a delayed ACK (request/response, interactive
+		// writes). Evidence without run lengths is judged by decisions alone.
+		wait, measured := f.LimitMeanRunUs["nagle"]
+		if measured && wait < nagleWaitUs {
+			continue
+		}
+		evidence := []string{
+			fmt.Sprintf("%d send decisions (%.0f/s, %s of all) found a small segment held back by Nagle (tcp_sendlim [nagle])",
+				n, float64(n)/max(f.Seconds, 1e-9), pct(share)),
+			fmt.Sprintf("throughput %s, srtt %d us", units.Bits(max(f.SendBps(), f.RecvBps())), f.RTTus),
+		}
+		if measured {
+			evidence = append(evidence, fmt.Sprintf("each hold kept the segment waiting %.1f ms on average, %s of the sender's time",
+				float64(wait)/1000, pct(f.LimitShares["nagle"])))
+		}
 		out = append(out, Finding{ID: "nagle-delay", Severity: Warning,
-			Title: fmt.Sprintf("Nagle's algorithm holds back small writes on %s -> %s", f.Local, f.Peer),
-			Evidence: []string{
-				fmt.Sprintf("%d send decisions (%.0f/s, %s of all) found a small segment held back by Nagle (tcp_sendlim [nagle])",
-					n, float64(n)/max(f.Seconds, 1e-9), pct(share)),
-				fmt.Sprintf("throughput %s, srtt %d us", units.Bits(max(f.SendBps(), f.RecvBps())), f.RTTus),
-			},
+			Title:    fmt.Sprintf("Nagle's algorithm holds back small writes on %s -> %s", f.Local, f.Peer),
+			Evidence: evidence,
 			Explanation: "With Nagle on, TCP sends a small segment only when all earlier data is acknowledged. An application " +
 				"that writes one message in several small writes waits for the peer's delayed ACK (up to 40 ms on Linux) on every message.",
 			Remedy: []string{
@@ -524,7 +539,7 @@ func offloadDisabled(ev *Evidence) []Finding {
 			notMerged := d.Recv.SegsPerSkb() > 0 && d.Recv.SegsPerSkb() < noCoalescing && d.Recv.Skbs >= minOffloadSkbs && d.Recv.smallSkbs() ||
 				d.Recv == nil && d.rxBytesPerPacket() > 0 && d.rxBytesPerPacket() <= float64(d.MTU+l2Header)
 			if rx >= bulkBps && notMerged && d.featureOff(featGRO) {
-				severity, explanation := cpuHeadroom(ev, Warning, "GRO merges consecutive segments of a flow into one large skb before the stack processes it; "+
+				severity, explanation := receiveHeadroom(ev, "GRO merges consecutive segments of a flow into one large skb before the stack processes it; "+
 					"without it every MSS-sized packet pays the whole receive path.")
 				out = append(out, Finding{ID: "offload-disabled", Severity: severity,
 					Title: fmt.Sprintf("GRO is off on %s", d.Name),
@@ -542,6 +557,30 @@ func offloadDisabled(ev *Evidence) []Finding {
 		}
 	}
 	return out
+}
+
+// receiveHeadroom makes GRO being off a warning only where receive
+// processing loads a CPU: the busiest receiving CPU (by NET_RX softirq time,
+// else softirq time) at least half busy and a third of it receive work.
+// Otherwise the setting costs CPU but did not set the rate.
+func receiveHeadroom(ev *Evidence, explanation string) (Severity, string) {
+	var rx *CPUUse
+	share := func(c *CPUUse) float64 {
+		if c.NetRx > 0 {
+			return c.NetRx
+		}
+		return c.Softirq
+	}
+	for i := range ev.CPUs {
+		if c := &ev.CPUs[i]; rx == nil || share(c) > share(rx) {
+			rx = c
+		}
+	}
+	if rx == nil || rx.Busy() >= 0.5 && share(rx) >= 0.3 {
+		return Warning, explanation
+	}
+	return Info, explanation + fmt.Sprintf(" The CPU doing the most receive work (CPU %d) spent %s on it and was %s busy: "+
+		"receive processing did not set the rate.", rx.CPU, pct(share(rx)), pct(rx.Busy()))
 }
 
 // cpuHeadroom lowers an offload finding to info when no CPU is near busy:
@@ -846,7 +885,9 @@ func rateShaped(ev *Evidence) []Finding {
 				// Below the rate, the shaper still sets the pace when the flow's
 				// bursts (TSO skbs) overrun its bucket: most packets wait, or
 				// some are dropped, and a backlog stands.
-				held := q.Drops > 0 || q.Packets > 0 && q.Overlimits*10 >= q.Packets && d.QdiscBacklogMax >= uint32(3*d.MTU)
+				// Drops alone do not say the rate binds: a short queue under a
+				// rate far above the flow drops too (packet-loss names it).
+				held := q.Packets > 0 && q.Overlimits*10 >= q.Packets && d.QdiscBacklogMax >= uint32(3*d.MTU)
 				if tx > 1.2*limit || !pressed || tx < 0.7*limit && (!held || tx < 0.1*limit) {
 					continue
 				}

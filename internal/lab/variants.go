@@ -2,7 +2,10 @@ package lab
 
 import (
 	"fmt"
+	"runtime"
+	"time"
 
+	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/load"
 )
 
@@ -10,7 +13,7 @@ import (
 // scenario for it (Scenarios): other tools (iperf3, scripts), socket options
 // instead of sysctls, the other side, other qdiscs. The doctor was not tuned
 // on them; they show whether its judgement holds off its own lab.
-var Variants = []*Scenario{
+var Variants = append([]*Scenario{
 	{
 		Name:      "sndbuf-so-sndbuf",
 		Mechanism: "socket option in the sending application",
@@ -54,7 +57,7 @@ var Variants = []*Scenario{
 				share*100, drops, change(c, f)), share > 0.3 && drops > 0 && f.Load.Bps < 0.7*c.Load.Bps
 		},
 	},
-}
+}, moreVariants...)
 
 // rwndVerdict: the sender waited for the peer's window most of its time,
 // well above the control's CPU-bound reader, and lost throughput for it.
@@ -62,6 +65,286 @@ func rwndVerdict(c, f *Measurement, p *Pair) (string, bool) {
 	share := f.limitShare("swnd")
 	return fmt.Sprintf("tcp_sendlim [swnd] %.0f%% of the sender's time (control %.0f%%); throughput %s",
 		share*100, c.limitShare("swnd")*100, change(c, f)), share > 0.5 && share > c.limitShare("swnd")+0.3 && f.Load.Bps < 0.7*c.Load.Bps
+}
+
+// More variants, one or more per finding, each unlike the lab's scenario.
+var moreVariants = []*Scenario{
+	{
+		Name:      "rwnd-slow-reader",
+		Mechanism: "an application (python) with SO_RCVBUF 8 KB that reads slowly; tcp_rmem left large",
+		Fault:     "the receiving application sets SO_RCVBUF to 8 KB and sleeps 0.5 ms after each 4 KB read (control: its defaults, reading at full speed)",
+		Expect:    "rwnd-limited",
+		Families:  []string{"tcp_conn", "tcp_sendlim"},
+		Load:      bulk,
+		Workload: generatorTo(slowReaderPort, func(p *Pair, o load.Options) (func() string, error) {
+			delay := 0.0
+			if o.RcvBuf > 0 {
+				delay = 0.0005
+			}
+			return p.Background(p.Receiver, "python3", "-c", pySlowReader, fmt.Sprint(slowReaderPort), fmt.Sprint(o.RcvBuf), fmt.Sprint(delay))
+		}),
+		FaultLoad: func(o *load.Options) { o.RcvBuf = 8 << 10 },
+		FixLoad:   func(o *load.Options) { o.RcvBuf = 0 },
+		// The control's python reader holds the window most of the time too,
+		// with a window that grows: the fault shows in what the window lets through.
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			share := f.limitShare("swnd")
+			return fmt.Sprintf("tcp_sendlim [swnd] %.0f%% of the sender's time (control %.0f%%); throughput %s",
+				share*100, c.limitShare("swnd")*100, change(c, f)), share > 0.5 && f.Load.Bps < 0.1*c.Load.Bps
+		},
+	},
+	{
+		Name:      "nagle-small-writes",
+		Mechanism: "a stream of 100-byte writes with Nagle on (not request/response)",
+		Fault:     "bulk TCP in 100-byte writes, Nagle on (control: the same writes with TCP_NODELAY)",
+		// Nagle holds each tail for a round trip while full segments go out:
+		// here it even coalesces the writes (faster than TCP_NODELAY). What
+		// costs is the small writes.
+		Expect:    "small-packet-bound",
+		Families:  []string{"tcp_conn", "tcp_sendlim", "sock_io"},
+		Load:      load.Options{Mode: load.Bulk, Duration: 2 * time.Second, Size: 100, NoDelay: true, CC: "cubic"},
+		FaultLoad: func(o *load.Options) { o.NoDelay = false },
+		FixLoad:   func(o *load.Options) { o.Size = 128 << 10 },
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			nagle := f.sender().LimitCount["nagle"]
+			return fmt.Sprintf("%d tcp_sendlim [nagle] decisions (control %d); throughput %s", nagle, c.sender().LimitCount["nagle"], change(c, f)),
+				nagle > 10*(c.sender().LimitCount["nagle"]+1)
+		},
+	},
+	{
+		Name:      "rate-tbf-bursts",
+		Mechanism: "a shaper the flow stays well below: TSO bursts overrun a small bucket",
+		Fault:     "tbf rate 500mbit burst 16kb on the sender's veth (control: none)",
+		Expect:    "rate-shaped",
+		Families:  []string{"tcp_conn", "qdisc"},
+		Load:      bulk,
+		Inject: func(p *Pair) error {
+			_, err := p.Sender.Run("tc", "qdisc", "add", "dev", p.SenderDev, "root", "tbf", "rate", "500mbit", "burst", "16kb", "latency", "20ms")
+			return err
+		},
+		Fix: func(p *Pair) error {
+			_, err := p.Sender.Run("tc", "qdisc", "del", "dev", p.SenderDev, "root")
+			return err
+		},
+		Verdict: shapedVerdict("tbf", 500e6),
+	},
+	{
+		Name:      "rate-htb",
+		Mechanism: "an htb class instead of tbf, traffic by iperf3",
+		Fault:     "htb with one class at 300mbit on the sender's veth, iperf3 traffic (control: none)",
+		Expect:    "rate-shaped",
+		Families:  []string{"tcp_conn", "qdisc"},
+		Load:      bulk,
+		Workload:  iperf3(),
+		Inject: func(p *Pair) error {
+			for _, args := range [][]string{
+				{"qdisc", "add", "dev", p.SenderDev, "root", "handle", "1:", "htb", "default", "10"},
+				{"class", "add", "dev", p.SenderDev, "parent", "1:", "classid", "1:10", "htb", "rate", "300mbit"},
+			} {
+				if _, err := p.Sender.Run("tc", args...); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		Fix: func(p *Pair) error {
+			_, err := p.Sender.Run("tc", "qdisc", "del", "dev", p.SenderDev, "root")
+			return err
+		},
+		Verdict: shapedVerdict("htb", 300e6),
+	},
+	{
+		Name:      "loss-on-output",
+		Mechanism: "a netfilter rule on the sender's output, not the receiver's input",
+		Fault:     "nft drops 1 % of the sender's outgoing segments to the lab's port (control: none)",
+		Expect:    "packet-loss",
+		Families:  []string{"tcp_conn", "tcp_retrans", "skb_drop"},
+		Load:      bulk,
+		Inject:    func(p *Pair) error { return dropOnOutput(p.Sender, 1) },
+		Fix:       func(p *Pair) error { return dropNothing(p.Sender) },
+		// A segment dropped on its own host's output was never sent: TCP
+		// sends it again later, not as a retransmission, and loses little.
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			drops := f.drops("NETFILTER_DROP")
+			return fmt.Sprintf("%d skb_drop [NETFILTER_DROP] on the sender's output, %d in the control; throughput %s", drops,
+				c.drops("NETFILTER_DROP"), change(c, f)), drops > 0 && c.drops("NETFILTER_DROP") == 0
+		},
+	},
+	{
+		Name:      "loss-tiny-queue",
+		Mechanism: "a queue that overflows: an htb class far above the flow's rate whose pfifo holds 4 packets",
+		Fault:     "htb class at 20gbit with a 4-packet pfifo on the sender's veth (control: none)",
+		Expect:    "packet-loss",
+		Families:  []string{"tcp_conn", "skb_drop", "qdisc"},
+		Load:      bulk,
+		Inject: func(p *Pair) error {
+			for _, args := range [][]string{
+				{"qdisc", "add", "dev", p.SenderDev, "root", "handle", "1:", "htb", "default", "10"},
+				{"class", "add", "dev", p.SenderDev, "parent", "1:", "classid", "1:10", "htb", "rate", "20gbit"},
+				{"qdisc", "add", "dev", p.SenderDev, "parent", "1:10", "pfifo", "limit", "4"},
+			} {
+				if _, err := p.Sender.Run("tc", args...); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		Fix: func(p *Pair) error {
+			_, err := p.Sender.Run("tc", "qdisc", "del", "dev", p.SenderDev, "root")
+			return err
+		},
+		// Like a netfilter drop on output, a qdisc drop of the host's own
+		// segment is not retransmitted: TCP enters CWR and sends it again.
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			drops := f.devDrops(p.SenderDev)
+			return fmt.Sprintf("%d skb_drop on %s (%s), %d in the control; throughput %s", drops, p.SenderDev, f.dropLocation(p.SenderDev),
+				c.devDrops(p.SenderDev), change(c, f)), drops > 0 && c.devDrops(p.SenderDev) == 0
+		},
+	},
+	{
+		Name:      "offload-tx-csum-off",
+		Mechanism: "transmit checksum offload off, which takes TSO and GSO with it",
+		Fault:     "ethtool -K tx off on the sender's veth (control: on)",
+		Expect:    "offload-disabled",
+		Families:  []string{"tcp_conn", "dev_xmit"},
+		Load:      bulk,
+		Inject: func(p *Pair) error {
+			_, err := p.Sender.Run("ethtool", "-K", p.SenderDev, "tx", "off")
+			return err
+		},
+		Fix: func(p *Pair) error {
+			_, err := p.Sender.Run("ethtool", "-K", p.SenderDev, "tx", "on", "tso", "on", "gso", "on")
+			return err
+		},
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			on, off := c.device(p.SenderDev).Xmit.SegsPerSkb(), f.device(p.SenderDev).Xmit.SegsPerSkb()
+			return fmt.Sprintf("dev_xmit %.1f segments per skb, against %.1f with checksum offload; throughput %s", off, on, change(c, f)),
+				on > 4 && off < 1.1
+		},
+	},
+	{
+		Name:      "gro-off-iperf3",
+		Mechanism: "GRO off on the receiver with iperf3's traffic",
+		Fault:     "GRO off on the receiver's veth, sender TSO and GSO off in both runs, iperf3 (control: GRO on)",
+		Expect:    "offload-disabled",
+		Families:  []string{"tcp_conn", "dev_recv"},
+		Load:      bulk,
+		Workload:  iperf3(),
+		Prepare: func(p *Pair) error {
+			if _, err := p.Sender.Run("ethtool", "-K", p.SenderDev, "tso", "off", "gso", "off"); err != nil {
+				return err
+			}
+			_, err := p.Receiver.Run("ethtool", "-K", p.ReceiverDev, "gro", "on")
+			return err
+		},
+		Inject: func(p *Pair) error {
+			_, err := p.Receiver.Run("ethtool", "-K", p.ReceiverDev, "gro", "off")
+			return err
+		},
+		Fix: func(p *Pair) error {
+			_, err := p.Receiver.Run("ethtool", "-K", p.ReceiverDev, "gro", "on")
+			return err
+		},
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			on, off := c.device(p.ReceiverDev).Recv.SegsPerSkb(), f.device(p.ReceiverDev).Recv.SegsPerSkb()
+			return fmt.Sprintf("dev_recv %.1f segments per skb, against %.1f with GRO; throughput %s", off, on, change(c, f)), on > 1.5 && off < 1.1
+		},
+	},
+	{
+		Name:      "cpu-hog-process",
+		Mechanism: "another process (python) busy on the receiver's CPU, not a thread of the generator",
+		Fault:     "a python busy loop pinned to CPU 1 with taskset (control: none)",
+		Expect:    "cpu-saturated",
+		Families:  []string{"tcp_conn", "softirq"},
+		Load:      bulk,
+		Inject: func(p *Pair) error {
+			_, err := p.Background(p.Receiver, "taskset", "-c", "1", "python3", "-c", "while True: pass")
+			return err
+		},
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			busy := f.cpuBusy(1)
+			return fmt.Sprintf("CPU 1 busy %.0f%% of the run (control %.0f%%); throughput %s", busy*100, c.cpuBusy(1)*100, change(c, f)),
+				runtime.NumCPU() >= 2 && busy > 0.95 && f.Load.Bps < 0.8*c.Load.Bps
+		},
+	},
+	{
+		Name:      "small-tcp-nodelay",
+		Mechanism: "TCP instead of UDP: 64-byte writes with TCP_NODELAY",
+		Fault:     "bulk TCP in 64-byte writes with TCP_NODELAY (control: 1400-byte writes)",
+		Expect:    "small-packet-bound",
+		Families:  []string{"tcp_conn", "sock_io"},
+		Load:      load.Options{Mode: load.Bulk, Duration: 2 * time.Second, Size: 1400, NoDelay: true, CC: "cubic"},
+		FaultLoad: func(o *load.Options) { o.Size = 64 },
+		FixLoad:   func(o *load.Options) { o.Size = 1400 },
+		Verdict:   smallPacketVerdict,
+	},
+	{
+		Name:      "small-udp-iperf3",
+		Mechanism: "iperf3's UDP instead of the lab's generator",
+		Fault:     "iperf3 -u -b 0 -l 64 (control: -l 1400)",
+		Expect:    "small-packet-bound",
+		Families:  []string{"sock_io"},
+		Load:      load.Options{Mode: load.UDP, Duration: 2 * time.Second, Size: 1400},
+		Workload:  iperf3(),
+		FaultLoad: func(o *load.Options) { o.Size = 64 },
+		FixLoad:   func(o *load.Options) { o.Size = 1400 },
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			return fmt.Sprintf("%.0f against %.0f Mbit/s with 64 against 1400-byte datagrams", f.Load.Bps/1e6, c.Load.Bps/1e6),
+				f.Load.Bps < 0.2*c.Load.Bps
+		},
+	},
+	{
+		Name:      "sndbuf-iperf3-wmem",
+		Mechanism: "iperf3's traffic with the sender namespace's tcp_wmem maximum small",
+		Fault:     "net.ipv4.tcp_wmem = 4096 16384 32768 in the sender, iperf3 (control: the default)",
+		Expect:    "sndbuf-limited",
+		Families:  []string{"tcp_conn", "tcp_sendlim"},
+		Load:      bulk,
+		Workload:  iperf3(),
+		Inject:    func(p *Pair) error { return sysctl(p.Sender, "net.ipv4.tcp_wmem", "4096 16384 32768") },
+		Fix:       func(p *Pair) error { return sysctl(p.Sender, "net.ipv4.tcp_wmem", defaultWmem) },
+		Verdict:   sndbufVerdict,
+	},
+}
+
+// Ports of the variants' own servers, beside the lab's (Port) and iperf3's.
+const slowReaderPort = 5302
+
+// dropOnOutput has a netfilter rule in ns drop percent of the TCP segments
+// it sends to the lab's port.
+func dropOnOutput(ns *host.Netns, percent int) error {
+	for _, args := range [][]string{
+		{"add", "table", "inet", "skbtrace_lab"},
+		{"add", "chain", "inet", "skbtrace_lab", "out", "{ type filter hook output priority 0 ; }"},
+		{"add", "rule", "inet", "skbtrace_lab", "out", "tcp", "dport", fmt.Sprint(Port), "numgen", "random", "mod", "100", "<", fmt.Sprint(percent), "drop"},
+	} {
+		if _, err := ns.Run("nft", args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shapedVerdict: a qdisc of that kind on the sender's veth held a backlog
+// and the flow stayed below its rate.
+func shapedVerdict(kind string, rate float64) func(c, f *Measurement, p *Pair) (string, bool) {
+	return func(c, f *Measurement, p *Pair) (string, bool) {
+		var backlog uint32
+		for _, q := range f.Stat.Qdiscs {
+			if q.Dev == p.SenderDev {
+				backlog = max(backlog, q.BacklogMax)
+			}
+		}
+		return fmt.Sprintf("%s backlog up to %d bytes; throughput %s", kind, backlog, change(c, f)),
+			backlog > 0 && f.Load.Bps < 1.1*rate && c.Load.Bps > 2*rate
+	}
+}
+
+// smallPacketVerdict: about as many send calls, a fraction of the bytes.
+func smallPacketVerdict(c, f *Measurement, p *Pair) (string, bool) {
+	calls := f.sendCalls()
+	return fmt.Sprintf("%.0f send calls/s against %.0f; %.0f against %.0f Mbit/s: the cost is per call", calls, c.sendCalls(),
+		f.Load.Bps/1e6, c.Load.Bps/1e6), calls > 0.3*c.sendCalls() && f.Load.Bps < 0.2*c.Load.Bps
 }
 
 // sndbufVerdict: the sender waited for send-buffer space most of its time,

@@ -1,0 +1,171 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/skbtrace/skbtrace/internal/host"
+	"github.com/skbtrace/skbtrace/internal/load"
+)
+
+// Python programs some variants and noise runs use instead of the lab's
+// generator: applications the doctor was not built on. Each takes its
+// settings as arguments.
+const (
+	// pySlowReader PORT RCVBUF DELAY_S: accepts connections and reads 4 KB
+	// at a time, sleeping DELAY_S after each read, with SO_RCVBUF set
+	// (before listen, so accepted sockets inherit it) unless RCVBUF is 0.
+	pySlowReader = `
+import socket, sys, threading, time
+port, rcvbuf, delay = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+if rcvbuf:
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+s.bind(("0.0.0.0", port))
+s.listen(64)
+def serve(c):
+    while c.recv(4096):
+        if delay:
+            time.sleep(delay)
+    c.close()
+while True:
+    threading.Thread(target=serve, args=(s.accept()[0],), daemon=True).start()
+`
+	// pyListener PORT: accepts connections and holds them open, reading
+	// whatever comes.
+	pyListener = `
+import socket, sys, threading
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", int(sys.argv[1])))
+s.listen(512)
+def serve(c):
+    while c.recv(65536):
+        pass
+    c.close()
+while True:
+    threading.Thread(target=serve, args=(s.accept()[0],), daemon=True).start()
+`
+	// pyKeepalive HOST PORT N: opens N connections with keepalive probes
+	// every second and leaves them idle.
+	pyKeepalive = `
+import socket, sys, time
+conns = []
+for _ in range(int(sys.argv[3])):
+    c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 1)
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 1)
+    conns.append(c)
+time.sleep(3600)
+`
+	// pyChurn HOST PORT: opens a connection, writes 100 bytes and closes it,
+	// over and over.
+	pyChurn = `
+import socket, sys
+while True:
+    c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+    c.sendall(b"x" * 100)
+    c.close()
+`
+	// pyUDPPinger HOST PORT: small UDP requests, a hundred a second.
+	pyUDPPinger = `
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+while True:
+    s.sendto(b"q" * 64, (sys.argv[1], int(sys.argv[2])))
+    time.sleep(0.01)
+`
+	// pyUDPEcho PORT: answers each datagram with one of 200 bytes.
+	pyUDPEcho = `
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("0.0.0.0", int(sys.argv[1])))
+while True:
+    _, peer = s.recvfrom(2048)
+    s.sendto(b"a" * 200, peer)
+`
+)
+
+// python starts a script in ns for the rest of the pair's life.
+func (p *Pair) python(ns *host.Netns, script string, args ...any) error {
+	argv := []string{"-c", script}
+	for _, a := range args {
+		argv = append(argv, fmt.Sprint(a))
+	}
+	_, err := p.Background(ns, "python3", argv...)
+	return err
+}
+
+// generatorTo is a workload of the lab's generator against a server of the
+// variant's on another port; serve starts that server for the run's options
+// (the fault's changes arrive through them), killed after the run.
+func generatorTo(port int, serve func(p *Pair, o load.Options) (stop func() string, err error)) func(ctx context.Context, p *Pair, o load.Options) (*load.Result, error) {
+	return func(ctx context.Context, p *Pair, o load.Options) (*load.Result, error) {
+		stop, err := serve(p, o)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		if err := waitListening(ctx, p.Receiver, port); err != nil {
+			return nil, err
+		}
+		host, _, _ := strings.Cut(o.Addr, ":")
+		o.Addr = fmt.Sprintf("%s:%d", host, port)
+		o.RcvBuf = 0 // the fault's receive buffer is the server's
+		return load.Run(ctx, o, nil)
+	}
+}
+
+// snmp6 reads one counter of a namespace's /proc/net/snmp6 (Icmp6OutMsgs ...).
+func snmp6(ns *host.Netns, name string) uint64 {
+	out, err := ns.Run("cat", "/proc/net/snmp6")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == name {
+			n, _ := strconv.ParseUint(f[1], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// counter reads one counter of a namespace's /proc/net/snmp or netstat
+// ("Tcp.PassiveOpens", "Icmp.InEchos").
+func counter(ns *host.Netns, name string) int64 {
+	var c host.Counters
+	if err := ns.Do(func() (err error) { c, err = host.ReadCounters(); return err }); err != nil {
+		return 0
+	}
+	return c[name]
+}
+
+// established counts a namespace's established TCP connections to port.
+func established(ns *host.Netns, port int) int {
+	out, _ := ns.Run("ss", "-Htn", "state", "established", fmt.Sprintf("( dport = :%d )", port))
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		if strings.TrimSpace(line) != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// runIn runs a command in ns until it exits or ctx ends.
+func runIn(ctx context.Context, ns *host.Netns, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns.Name, name}, args...)...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s in %s: %w: %s", name, ns.Name, err, out)
+	}
+	return string(out), nil
+}
