@@ -295,3 +295,19 @@ func TestCaseSmallWritesBehindAFullPipeAreNotNagleDelay(t *testing.T) {
 		t.Fatalf("request/response: top %q, want nagle-delay; findings %v", got, ids(rep.Findings))
 	}
 }
+
+// A 4-packet queue under a rate far above the flow: 120 of the sender's own
+// skbs dropped by its qdisc, each a window cut (153 CWR), the flow at 10 of
+// 24 Gbit/s, no retransmission and a drop ratio under 0.1 %. The cuts
+// convict the drops; the shaper's rate, far above the flow, does not.
+func TestCaseLocalQdiscDropsCountByTheWindowCuts(t *testing.T) {
+	rep := Diagnose(load(t, "lab/variant-loss-tiny-queue.json"))
+	if got := top(rep); got != "packet-loss" {
+		t.Fatalf("top %q, want packet-loss; findings %v", got, ids(rep.Findings))
+	}
+	for _, f := range rep.Findings {
+		if f.ID == "rate-shaped" {
+			t.Errorf("rate-shaped for an htb at 20 Gbit/s that a 10 Gbit/s flow never reached: %v", f.Evidence)
+		}
+	}
+}

@@ -427,12 +427,31 @@ func packetLoss(ev *Evidence) []Finding {
 	if packets > 0 {
 		dropRatio = float64(dropped) / float64(packets)
 	}
+	// A sender's own qdisc that drops its segment tells TCP at once: the
+	// segment is sent again, not retransmitted, and the window is cut (CWR)
+	// each time. Few such drops cost much: they count by the cuts.
+	var localDrops uint64
+	for _, d := range drops {
+		if strings.HasPrefix(d.Reason, "QDISC_") {
+			localDrops += d.Count
+		}
+	}
+	cuts, cutShare := 0, 0.0
+	for _, f := range ev.senders() {
+		cuts += f.CongStates["CWR"]
+		cutShare = max(cutShare, f.LimitShares["cwnd"])
+	}
+	local := localDrops >= 10 && cuts >= 3
 	// Relative thresholds: a busy host drops a few packets in any second.
-	if !(retrans >= 10 && ratio >= 0.001) && !(dropped >= 10 && dropRatio >= 0.001) {
+	if !(retrans >= 10 && ratio >= 0.001) && !(dropped >= 10 && dropRatio >= 0.001) && !local {
 		return nil
 	}
 	sort.Slice(drops, func(i, j int) bool { return drops[i].Count > drops[j].Count })
 	evidence := where
+	if local {
+		evidence = append(evidence, fmt.Sprintf("%d of the senders' own segments dropped by their qdisc, %d window cuts (tcp_cong CWR): "+
+			"the sender waited for its congestion window %s of the time", localDrops, cuts, pct(cutShare)))
+	}
 	var remedy []string
 	for i, d := range drops {
 		if i == 3 {
@@ -459,6 +478,9 @@ func packetLoss(ev *Evidence) []Finding {
 		remedy = append(remedy, "record where packets die: skbtrace record -e skb_drop,tcp_retrans -d 10s, then skbtrace stat")
 	}
 	impact := math.Min(0.9, math.Max(dropRatio, 5*math.Sqrt(ratio)))
+	if local {
+		impact = math.Max(impact, cutShare/2)
+	}
 	// Drops of the flows' packets, with a reason, convict; retransmissions
 	// alone say something was lost, not where.
 	lossConfidence := Likely
