@@ -15,6 +15,8 @@ command -v iperf3 >/dev/null || need+=(iperf3)
 command -v nft >/dev/null || need+=(nftables)
 command -v tcpdump >/dev/null || need+=(tcpdump)
 command -v chromium >/dev/null || need+=(chromium)
+command -v ping >/dev/null || need+=(iputils-ping)
+command -v python3 >/dev/null || need+=(python3)
 
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then

@@ -311,3 +311,16 @@ func TestCaseLocalQdiscDropsCountByTheWindowCuts(t *testing.T) {
 		}
 	}
 }
+
+// Noise: connection churn beside a healthy stream leaves segments for
+// closed connections that their TIME_WAIT absorbs (1251 drops at
+// tcp_v4_rcv), and a second stream over loopback shares the CPUs. Neither
+// throttles the stream: no warning.
+func TestNoiseOfChurnAndALoopbackStreamIsNoWarning(t *testing.T) {
+	for _, name := range []string{"noise-churn", "noise-loopback"} {
+		rep := Diagnose(load(t, "lab/"+name+".json"))
+		if got := top(rep); got != "" {
+			t.Errorf("%s: top %q, want none; findings %v", name, got, ids(rep.Findings))
+		}
+	}
+}

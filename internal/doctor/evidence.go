@@ -176,19 +176,39 @@ type Drop struct {
 	Dst netip.AddrPort `json:"dst,omitzero"`
 }
 
-// Suffered says whether a flow could have suffered the drop: TCP or UDP to
-// a unicast address. Neighbour discovery, MLD, ARP and multicast that an
-// interface drops as it comes up throttle no flow. A drop recorded before
-// protocols were (no protocol) counts.
-func (d *Drop) Suffered() bool {
+// suffered says whether a flow could have suffered the drop: TCP or UDP to
+// a unicast address and, for TCP, the packets of an observed flow (the last
+// dropped packet's addresses, either way round). Neighbour discovery, MLD,
+// ARP and multicast that an interface drops as it comes up, and the segments
+// a closed connection's TIME_WAIT absorbs, throttle no flow. A drop recorded
+// before protocols or addresses were (none given) counts.
+func (ev *Evidence) suffered(d *Drop) bool {
 	if d.Protocol == "" {
 		return true
 	}
-	if !strings.HasSuffix(d.Protocol, "/tcp") && !strings.HasSuffix(d.Protocol, "/udp") {
+	tcp := strings.HasSuffix(d.Protocol, "/tcp")
+	if !tcp && !strings.HasSuffix(d.Protocol, "/udp") {
 		return false
 	}
 	dst := d.Dst.Addr()
-	return !dst.IsValid() || !(dst.IsMulticast() || dst == netip.AddrFrom4([4]byte{255, 255, 255, 255}))
+	if dst.IsValid() && (dst.IsMulticast() || dst == netip.AddrFrom4([4]byte{255, 255, 255, 255})) {
+		return false
+	}
+	if !tcp || !d.Src.IsValid() || len(ev.Flows) == 0 {
+		return true
+	}
+	src, dstp := unmapped(d.Src), unmapped(d.Dst)
+	for i := range ev.Flows {
+		local, peer := unmapped(ev.Flows[i].Local), unmapped(ev.Flows[i].Peer)
+		if local == src && peer == dstp || local == dstp && peer == src {
+			return true
+		}
+	}
+	return false
+}
+
+func unmapped(a netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
 }
 
 // SockIO is one process's socket calls in one direction (sock_io family).

@@ -15,10 +15,10 @@ import (
 // bulkBps: below that, per-skb offload counts say little.
 const (
 	bulkBps        = 100e6
-	limitShare     = 0.3  // a send-limit reason holding the sender this share of the time
-	cpuBusy        = 0.9  // a CPU this busy is a bottleneck candidate
-	competingUser  = 0.25 // user time that is not the network path's
-	smallPacket    = 512  // bytes per socket call or packet
+	limitShare     = 0.3 // a send-limit reason holding the sender this share of the time
+	cpuBusy        = 0.9 // a CPU this busy is a bottleneck candidate
+	competingUser  = 0.4 // user time that is not the network path's: a stream's own sender and reader take up to about a quarter
+	smallPacket    = 512 // bytes per socket call or packet
 	smallCallRate  = 20000
 	noCoalescing   = 1.5 // segments per skb below which offloads do nothing
 	minOffloadSkbs = 1000
@@ -415,7 +415,7 @@ func packetLoss(ev *Evidence) []Finding {
 	var drops []Drop
 	var dropped uint64
 	for _, d := range ev.Drops {
-		if !benignDrops[d.Reason] && d.Suffered() {
+		if !benignDrops[d.Reason] && ev.suffered(&d) {
 			drops = append(drops, d)
 			dropped += d.Count
 		}
@@ -792,7 +792,7 @@ func mtuDiffers(ev *Evidence, already []Finding) []Finding {
 			evidence := []string{fmt.Sprintf("%s (netns %s) MTU %d; its peer %s (netns %s) MTU %d", d.Name, ns.Name, d.MTU, o.Name, ons.Name, o.MTU)}
 			var dropped uint64
 			for _, dr := range ev.Drops {
-				if (dr.Dev == d.Name || dr.Dev == o.Name) && dr.Suffered() && tooBigForLink(dr) {
+				if (dr.Dev == d.Name || dr.Dev == o.Name) && ev.suffered(&dr) && tooBigForLink(dr) {
 					dropped += dr.Count
 					evidence = append(evidence, fmt.Sprintf("%d skb_drop [%s] at %s on %s", dr.Count, dr.Reason, dr.Location, dr.Dev))
 				}
@@ -1247,7 +1247,7 @@ func unsufferedDrops(ev *Evidence) string {
 	var parts []string
 	var total uint64
 	for _, d := range ev.Drops {
-		if d.Suffered() || benignDrops[d.Reason] {
+		if ev.suffered(&d) || benignDrops[d.Reason] {
 			continue
 		}
 		total += d.Count
@@ -1262,7 +1262,7 @@ func unsufferedDrops(ev *Evidence) string {
 	if total == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%d dropped packets no flow suffered (neighbour discovery, multicast, other protocols), not judged: %s",
+	return fmt.Sprintf("%d dropped packets no flow suffered (neighbour discovery, multicast, other protocols, closed connections), not judged: %s",
 		total, strings.Join(parts, "; "))
 }
 

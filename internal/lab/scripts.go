@@ -3,10 +3,8 @@ package lab
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/load"
@@ -72,6 +70,15 @@ while True:
     c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
     c.sendall(b"x" * 100)
     c.close()
+`
+	// pySlowWriter HOST PORT: a TCP stream at about 10 Mbit/s, 12.5 KB every
+	// 10 ms (iperf3 -b spins a CPU to keep its rate).
+	pySlowWriter = `
+import socket, sys, time
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+while True:
+    c.sendall(b"s" * 12500)
+    time.sleep(0.01)
 `
 	// pyUDPPinger HOST PORT: small UDP requests, a hundred a second.
 	pyUDPPinger = `
@@ -157,15 +164,4 @@ func established(ns *host.Netns, port int) int {
 		}
 	}
 	return n
-}
-
-// runIn runs a command in ns until it exits or ctx ends.
-func runIn(ctx context.Context, ns *host.Netns, name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns.Name, name}, args...)...).CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("%s in %s: %w: %s", name, ns.Name, err, out)
-	}
-	return string(out), nil
 }
