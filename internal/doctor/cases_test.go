@@ -324,3 +324,31 @@ func TestNoiseOfChurnAndALoopbackStreamIsNoWarning(t *testing.T) {
 		}
 	}
 }
+
+// A server on a dual-stack listener sees IPv4 peers IPv4-mapped in the
+// recording and plain in tcp_info: its send limits must still join.
+func TestRecordedIPv4MappedEndpointsMatchTCPInfo(t *testing.T) {
+	if !sameEndpoint("[::ffff:10.200.0.1]:5301", netip.MustParseAddrPort("10.200.0.1:5301")) {
+		t.Error("an IPv4-mapped endpoint does not match its IPv4 form")
+	}
+	if sameEndpoint("10.200.0.1:5301", netip.MustParseAddrPort("10.200.0.1:5302")) {
+		t.Error("different ports match")
+	}
+}
+
+// iperf3's reader, single-threaded and CPU-bound, holds a window of many
+// megabytes; its last tcp_info reading, as the socket closes, shows 62 KB.
+// The largest window read decides whether the buffer is capped: it is not,
+// and the missing GRO is the finding.
+func TestALastSmallWindowDoesNotMakeACappedBuffer(t *testing.T) {
+	ev := load(t, "lab/variant-gro-off-iperf3.json")
+	if got := top(Diagnose(ev)); got != "offload-disabled" {
+		t.Fatalf("top %q, want offload-disabled", got)
+	}
+	for i := range ev.Flows {
+		ev.Flows[i].MaxSndWnd = 0 // evidence that kept only the last reading
+	}
+	if got := top(Diagnose(ev)); got != "rwnd-limited" {
+		t.Errorf("with the last reading alone the top finding is %q: the fixture no longer shows the closing socket's small window", got)
+	}
+}

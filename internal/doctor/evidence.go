@@ -123,13 +123,15 @@ type Flow struct {
 	BytesAcked    uint64 `json:"bytes_acked"`
 	BytesReceived uint64 `json:"bytes_received"`
 	// From the last tcp_info reading.
-	RTTus        uint32 `json:"rtt_us"`
-	MinRTTus     uint32 `json:"min_rtt_us"`
-	Cwnd         uint32 `json:"cwnd"`
-	SndMSS       uint32 `json:"snd_mss"`
-	AdvMSS       uint32 `json:"adv_mss"`
-	PMTU         uint32 `json:"pmtu"`
-	SndWnd       uint32 `json:"snd_wnd"`
+	RTTus    uint32 `json:"rtt_us"`
+	MinRTTus uint32 `json:"min_rtt_us"`
+	Cwnd     uint32 `json:"cwnd"`
+	SndMSS   uint32 `json:"snd_mss"`
+	AdvMSS   uint32 `json:"adv_mss"`
+	PMTU     uint32 `json:"pmtu"`
+	SndWnd   uint32 `json:"snd_wnd"`
+	// MaxSndWnd is the largest peer window of the readings (0: not kept).
+	MaxSndWnd    uint32 `json:"max_snd_wnd,omitempty"`
 	RcvSpace     uint32 `json:"rcv_space"`
 	DeliveryRate uint64 `json:"delivery_rate"` // bytes per second
 	// Changes over the observation.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -416,7 +417,7 @@ func joinRecording(obs *Observation, data []byte, spaces []*watched) error {
 		limitNs := map[string]int64{}
 		runs := map[string]uint64{}
 		for _, c := range obs.Stat.Connections {
-			if nsName[c.Netns] != f.Netns || c.Local != f.Local.String() || c.Peer != f.Peer.String() {
+			if nsName[c.Netns] != f.Netns || !sameEndpoint(c.Local, f.Local) || !sameEndpoint(c.Peer, f.Peer) {
 				continue
 			}
 			for r, n := range c.LimitNs {
@@ -515,6 +516,7 @@ type poller struct {
 	first   map[sockKey]host.TCPSocket
 	last    map[sockKey]host.TCPSocket
 	opened  map[sockKey]bool
+	maxWnd  map[sockKey]uint32 // the largest peer window read: a closing socket's last reading is small
 	seen    map[sockKey][2]time.Time
 	errs    map[string]error
 }
@@ -529,7 +531,7 @@ type sockKey struct {
 
 func newPoller(spaces []*watched, every time.Duration) *poller {
 	p := &poller{spaces: spaces, every: every, initial: true, first: map[sockKey]host.TCPSocket{},
-		last: map[sockKey]host.TCPSocket{}, opened: map[sockKey]bool{}, seen: map[sockKey][2]time.Time{}, errs: map[string]error{}}
+		last: map[sockKey]host.TCPSocket{}, opened: map[sockKey]bool{}, maxWnd: map[sockKey]uint32{}, seen: map[sockKey][2]time.Time{}, errs: map[string]error{}}
 	p.poll() // sockets alive at the start count from here; later ones from zero
 	p.initial = false
 	return p
@@ -575,6 +577,7 @@ func (p *poller) poll() {
 				p.seen[k] = [2]time.Time{now, now}
 			}
 			p.last[k] = s
+			p.maxWnd[k] = max(p.maxWnd[k], s.SndWnd)
 			p.seen[k] = [2]time.Time{p.seen[k][0], now}
 		}
 		p.mu.Unlock()
@@ -600,7 +603,7 @@ func (p *poller) flows(seconds float64, ev *Evidence, notes *[]string) []Flow {
 		f := Flow{Netns: k.netns, Local: s.Local, Peer: s.Peer, Seconds: span,
 			BytesAcked: s.BytesAcked - b.BytesAcked, BytesReceived: s.BytesReceived - b.BytesReceived,
 			RTTus: s.RTTus, MinRTTus: s.MinRTTus, Cwnd: s.SndCwnd, SndMSS: s.SndMSS, AdvMSS: s.AdvMSS, PMTU: s.PMTU,
-			SndWnd: s.SndWnd, RcvSpace: s.RcvSpace, DeliveryRate: s.DeliveryRate,
+			SndWnd: s.SndWnd, MaxSndWnd: p.maxWnd[k], RcvSpace: s.RcvSpace, DeliveryRate: s.DeliveryRate,
 			SegsOut: s.SegsOut - b.SegsOut, Retrans: s.TotalRetrans - b.TotalRetrans,
 			BusyUs: s.BusyUs - b.BusyUs, RwndLimitedUs: s.RwndLimitedUs - b.RwndLimitedUs, SndbufLimitedUs: s.SndbufLimitedUs - b.SndbufLimitedUs}
 		if f.BytesAcked == 0 && f.BytesReceived == 0 && f.Retrans == 0 {
@@ -621,4 +624,11 @@ func (p *poller) notes(notes *[]string) {
 	for ns, err := range p.errs {
 		*notes = append(*notes, fmt.Sprintf("netns %s: reading tcp_info: %v (it may have disappeared during the observation)", ns, err))
 	}
+}
+
+// sameEndpoint compares a recording's address with a tcp_info one: an IPv4
+// peer of a dual-stack socket is IPv4-mapped in one and not in the other.
+func sameEndpoint(recorded string, a netip.AddrPort) bool {
+	r, err := netip.ParseAddrPort(recorded)
+	return err == nil && r.Addr().Unmap() == a.Addr().Unmap() && r.Port() == a.Port()
 }

@@ -257,9 +257,15 @@ func rwndLimited(ev *Evidence) []Finding {
 		// The socket's real buffer outranks the sysctl: a window below a
 		// default socket's initial one is the socket's own (SO_RCVBUF locks
 		// it) or a reader that does not drain it.
-		capped := f.SndWnd > 0 && f.SndWnd < smallWindow && maxOf(rmem) > smallWindow
+		// The largest window read, where kept: the last reading of a
+		// closing socket is small whatever its buffer was.
+		wnd := f.SndWnd
+		if f.MaxSndWnd > 0 {
+			wnd = f.MaxSndWnd
+		}
+		capped := wnd > 0 && wnd < smallWindow && maxOf(rmem) > smallWindow
 		if capped {
-			evidence = append(evidence, fmt.Sprintf("the advertised window stayed at %d bytes, far below the %d that tcp_rmem allows", f.SndWnd, maxOf(rmem)))
+			evidence = append(evidence, fmt.Sprintf("the advertised window stayed at or below %d bytes, far below the %d that tcp_rmem allows", wnd, maxOf(rmem)))
 			explanation += " Here the window never grew toward what tcp_rmem allows: the receiving socket's buffer is capped " +
 				"(an SO_RCVBUF set by the application fixes it and turns autotuning off) or its reader does not keep up."
 			remedy = append(remedy, fmt.Sprintf("in the receiving application: drop its setsockopt(SO_RCVBUF), or set at least %d (bandwidth x RTT x 2)", want))

@@ -14,26 +14,6 @@ import (
 // generator: applications the doctor was not built on. Each takes its
 // settings as arguments.
 const (
-	// pySlowReader PORT RCVBUF DELAY_S: accepts connections and reads 4 KB
-	// at a time, sleeping DELAY_S after each read, with SO_RCVBUF set
-	// (before listen, so accepted sockets inherit it) unless RCVBUF is 0.
-	pySlowReader = `
-import socket, sys, threading, time
-port, rcvbuf, delay = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-if rcvbuf:
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-s.bind(("0.0.0.0", port))
-s.listen(64)
-def serve(c):
-    while c.recv(4096):
-        if delay:
-            time.sleep(delay)
-    c.close()
-while True:
-    threading.Thread(target=serve, args=(s.accept()[0],), daemon=True).start()
-`
 	// pyListener PORT: accepts connections and holds them open, reading
 	// whatever comes.
 	pyListener = `

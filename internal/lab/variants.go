@@ -2,7 +2,6 @@ package lab
 
 import (
 	"fmt"
-	"runtime"
 	"time"
 
 	"github.com/skbtrace/skbtrace/internal/host"
@@ -69,30 +68,6 @@ func rwndVerdict(c, f *Measurement, p *Pair) (string, bool) {
 
 // More variants, one or more per finding, each unlike the lab's scenario.
 var moreVariants = []*Scenario{
-	{
-		Name:      "rwnd-slow-reader",
-		Mechanism: "an application (python) with SO_RCVBUF 8 KB that reads slowly; tcp_rmem left large",
-		Fault:     "the receiving application sets SO_RCVBUF to 8 KB and sleeps 0.5 ms after each 4 KB read (control: its defaults, reading at full speed)",
-		Expect:    "rwnd-limited",
-		Families:  []string{"tcp_conn", "tcp_sendlim"},
-		Load:      bulk,
-		Workload: generatorTo(slowReaderPort, func(p *Pair, o load.Options) (func() string, error) {
-			delay := 0.0
-			if o.RcvBuf > 0 {
-				delay = 0.0005
-			}
-			return p.Background(p.Receiver, "python3", "-c", pySlowReader, fmt.Sprint(slowReaderPort), fmt.Sprint(o.RcvBuf), fmt.Sprint(delay))
-		}),
-		FaultLoad: func(o *load.Options) { o.RcvBuf = 8 << 10 },
-		FixLoad:   func(o *load.Options) { o.RcvBuf = 0 },
-		// The control's python reader holds the window most of the time too,
-		// with a window that grows: the fault shows in what the window lets through.
-		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
-			share := f.limitShare("swnd")
-			return fmt.Sprintf("tcp_sendlim [swnd] %.0f%% of the sender's time (control %.0f%%); throughput %s",
-				share*100, c.limitShare("swnd")*100, change(c, f)), share > 0.5 && f.Load.Bps < 0.1*c.Load.Bps
-		},
-	},
 	{
 		Name:      "nagle-small-writes",
 		Mechanism: "a stream of 100-byte writes with Nagle on (not request/response)",
@@ -196,9 +171,9 @@ var moreVariants = []*Scenario{
 		// Like a netfilter drop on output, a qdisc drop of the host's own
 		// segment is not retransmitted: TCP enters CWR and sends it again.
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
-			drops := f.devDrops(p.SenderDev)
-			return fmt.Sprintf("%d skb_drop on %s (%s), %d in the control; throughput %s", drops, p.SenderDev, f.dropLocation(p.SenderDev),
-				c.devDrops(p.SenderDev), change(c, f)), drops > 0 && c.devDrops(p.SenderDev) == 0
+			drops := f.drops("QDISC_DROP")
+			return fmt.Sprintf("%d skb_drop [QDISC_DROP] (%s), %d in the control; throughput %s", drops, f.dropLocation(p.SenderDev),
+				c.drops("QDISC_DROP"), change(c, f)), drops > 0 && c.drops("QDISC_DROP") == 0
 		},
 	},
 	{
@@ -251,49 +226,6 @@ var moreVariants = []*Scenario{
 		},
 	},
 	{
-		Name:      "cpu-hog-process",
-		Mechanism: "another process (python) busy on the receiver's CPU, not a thread of the generator",
-		Fault:     "a python busy loop pinned to CPU 1 with taskset (control: none)",
-		Expect:    "cpu-saturated",
-		Families:  []string{"tcp_conn", "softirq"},
-		Load:      bulk,
-		Inject: func(p *Pair) error {
-			_, err := p.Background(p.Receiver, "taskset", "-c", "1", "python3", "-c", "while True: pass")
-			return err
-		},
-		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
-			busy := f.cpuBusy(1)
-			return fmt.Sprintf("CPU 1 busy %.0f%% of the run (control %.0f%%); throughput %s", busy*100, c.cpuBusy(1)*100, change(c, f)),
-				runtime.NumCPU() >= 2 && busy > 0.95 && f.Load.Bps < 0.8*c.Load.Bps
-		},
-	},
-	{
-		Name:      "small-tcp-nodelay",
-		Mechanism: "TCP instead of UDP: 64-byte writes with TCP_NODELAY",
-		Fault:     "bulk TCP in 64-byte writes with TCP_NODELAY (control: 1400-byte writes)",
-		Expect:    "small-packet-bound",
-		Families:  []string{"tcp_conn", "sock_io"},
-		Load:      load.Options{Mode: load.Bulk, Duration: 2 * time.Second, Size: 1400, NoDelay: true, CC: "cubic"},
-		FaultLoad: func(o *load.Options) { o.Size = 64 },
-		FixLoad:   func(o *load.Options) { o.Size = 1400 },
-		Verdict:   smallPacketVerdict,
-	},
-	{
-		Name:      "small-udp-iperf3",
-		Mechanism: "iperf3's UDP instead of the lab's generator",
-		Fault:     "iperf3 -u -b 0 -l 64 (control: -l 1400)",
-		Expect:    "small-packet-bound",
-		Families:  []string{"sock_io"},
-		Load:      load.Options{Mode: load.UDP, Duration: 2 * time.Second, Size: 1400},
-		Workload:  iperf3(),
-		FaultLoad: func(o *load.Options) { o.Size = 64 },
-		FixLoad:   func(o *load.Options) { o.Size = 1400 },
-		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
-			return fmt.Sprintf("%.0f against %.0f Mbit/s with 64 against 1400-byte datagrams", f.Load.Bps/1e6, c.Load.Bps/1e6),
-				f.Load.Bps < 0.2*c.Load.Bps
-		},
-	},
-	{
 		Name:      "sndbuf-iperf3-wmem",
 		Mechanism: "iperf3's traffic with the sender namespace's tcp_wmem maximum small",
 		Fault:     "net.ipv4.tcp_wmem = 4096 16384 32768 in the sender, iperf3 (control: the default)",
@@ -306,9 +238,6 @@ var moreVariants = []*Scenario{
 		Verdict:   sndbufVerdict,
 	},
 }
-
-// Ports of the variants' own servers, beside the lab's (Port) and iperf3's.
-const slowReaderPort = 5302
 
 // dropOnOutput has a netfilter rule in ns drop percent of the TCP segments
 // it sends to the lab's port.
@@ -338,13 +267,6 @@ func shapedVerdict(kind string, rate float64) func(c, f *Measurement, p *Pair) (
 		return fmt.Sprintf("%s backlog up to %d bytes; throughput %s", kind, backlog, change(c, f)),
 			backlog > 0 && f.Load.Bps < 1.1*rate && c.Load.Bps > 2*rate
 	}
-}
-
-// smallPacketVerdict: about as many send calls, a fraction of the bytes.
-func smallPacketVerdict(c, f *Measurement, p *Pair) (string, bool) {
-	calls := f.sendCalls()
-	return fmt.Sprintf("%.0f send calls/s against %.0f; %.0f against %.0f Mbit/s: the cost is per call", calls, c.sendCalls(),
-		f.Load.Bps/1e6, c.Load.Bps/1e6), calls > 0.3*c.sendCalls() && f.Load.Bps < 0.2*c.Load.Bps
 }
 
 // sndbufVerdict: the sender waited for send-buffer space most of its time,
