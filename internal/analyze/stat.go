@@ -60,6 +60,9 @@ type ConnStat struct {
 	LimitNs    map[string]int64
 	LimitCount map[string]uint64
 	LimitRuns  map[string]uint64
+	// ProbedRuns are the runs in which the peer's window stayed closed long
+	// enough for zero-window probes to go unanswered: a reader that stopped.
+	ProbedRuns uint64
 	// The kernel's own accounting over the same span (tcp_info's busy,
 	// rwnd-limited and sndbuf-limited time), in µs: since the connection
 	// began when its handshake is in the recording, else since its first run.
@@ -237,6 +240,9 @@ func (s *Stat) Add(ev *event.Event) {
 		c.LimitNs[l.Reason.String()] += ev.Time - l.Begin
 		c.LimitCount[l.Reason.String()] += uint64(l.Cnt)
 		c.LimitRuns[l.Reason.String()]++
+		if l.Probes > 0 {
+			c.ProbedRuns++
+		}
 		c.addChrono(l)
 	case event.TypeTCPRTT:
 		r := &ev.RTT

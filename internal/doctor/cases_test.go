@@ -352,3 +352,24 @@ func TestALastSmallWindowDoesNotMakeACappedBuffer(t *testing.T) {
 		t.Errorf("with the last reading alone the top finding is %q: the fixture no longer shows the closing socket's small window", got)
 	}
 }
+
+// A python3 reader that stops for 400 ms at a time over veth: the window
+// stays shut for tens of milliseconds per stall while the CPUs idle. That
+// is no CPU-bound reader (whose stalls last a few milliseconds here), so
+// rwnd-limited stays a warning; with the stalls as short as such a reader's,
+// the same evidence is lowered to info.
+func TestAReaderThatStopsIsNotACPUBoundReader(t *testing.T) {
+	ev := load(t, "lab/variant-rwnd-stalled-reader.json")
+	rep := Diagnose(ev)
+	if got := top(rep); got != "rwnd-limited" {
+		t.Fatalf("top %q, want rwnd-limited; findings %v", got, ids(rep.Findings))
+	}
+	if f := rep.Top(Warning); !strings.Contains(strings.Join(f.Remedy, "\n"), "stops reading") {
+		t.Errorf("the remedy does not point at the reader: %v", f.Remedy)
+	}
+	s := flowOf(ev, true)
+	s.LimitMeanRunUs["swnd"], s.ZeroWindowProbed = 4000, 0
+	if got := top(Diagnose(ev)); got == "rwnd-limited" {
+		t.Errorf("a reader that only falls behind (4 ms stalls) still convicts the window")
+	}
+}

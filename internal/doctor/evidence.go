@@ -147,9 +147,12 @@ type Flow struct {
 	// LimitMeanRunUs is how long a run of each reason lasted on average:
 	// how long one stall of that kind kept the sender waiting.
 	LimitMeanRunUs map[string]uint64 `json:"limit_mean_run_us,omitempty"`
-	TraceRetrans   uint64            `json:"trace_retrans,omitempty"`
-	CongStates     map[string]int    `json:"cong_states,omitempty"`
-	Resets         int               `json:"resets,omitempty"`
+	// ZeroWindowProbed counts the sender's runs that probed a closed window
+	// without an answer: the receiving application stopped reading.
+	ZeroWindowProbed uint64         `json:"zero_window_probed,omitempty"`
+	TraceRetrans     uint64         `json:"trace_retrans,omitempty"`
+	CongStates       map[string]int `json:"cong_states,omitempty"`
+	Resets           int            `json:"resets,omitempty"`
 }
 
 // SendBps is the flow's sending rate in bits per second.

@@ -439,6 +439,7 @@ func joinRecording(obs *Observation, data []byte, spaces []*watched) error {
 				f.CongStates[st] += n
 			}
 			f.TraceRetrans += c.RetransSegs
+			f.ZeroWindowProbed += c.ProbedRuns
 			f.Resets += c.Resets
 		}
 		if len(limitNs) > 0 {

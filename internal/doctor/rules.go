@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/skbtrace/skbtrace/internal/units"
 )
@@ -24,6 +25,10 @@ const (
 	minOffloadSkbs = 1000
 	smallWindow    = 64 << 10 // a default socket's initial window: only SO_RCVBUF or a reader that does not drain keeps it below
 	nagleWaitUs    = 1000     // a Nagle hold this long on average waits for a (delayed) ACK, not for a fast path's round trip
+	// stoppedReaderRun is how long a shut window stays shut on average when
+	// the reader stops, not merely falls behind (a CPU-bound reader's runs
+	// last a few milliseconds here).
+	stoppedReaderRun = 20 * time.Millisecond
 )
 
 // Offload features by the kernel's names, as the evidence holds them.
@@ -270,7 +275,19 @@ func rwndLimited(ev *Evidence) []Finding {
 				"(an SO_RCVBUF set by the application fixes it and turns autotuning off) or its reader does not keep up."
 			remedy = append(remedy, fmt.Sprintf("in the receiving application: drop its setsockopt(SO_RCVBUF), or set at least %d (bandwidth x RTT x 2)", want))
 		}
-		if maxOf(rmem) >= 1<<20 && !physicalPath(ev, f) && !capped {
+		// A reader that stops leaves the window shut for long stretches, long
+		// enough for probes to go unanswered; a CPU-bound reader reopens it
+		// within milliseconds, a capped buffer within a round trip.
+		stall := time.Duration(f.LimitMeanRunUs["swnd"]) * time.Microsecond
+		stopped := f.ZeroWindowProbed > 0 || stall >= max(stoppedReaderRun, 4*time.Duration(f.MinRTTus)*time.Microsecond)
+		if stopped {
+			evidence = append(evidence, fmt.Sprintf("the window stayed shut %s at a time on average (tcp_sendlim [swnd] runs); %d times the sender probed it without an opening",
+				stall.Round(time.Millisecond), f.ZeroWindowProbed))
+			explanation += " Here the window shut completely, long enough for the sender to probe it: the receiving application stopped reading, " +
+				"so a larger buffer only delays the stall."
+			remedy = append(remedy, "in the receiving application: find why it stops reading (blocked on a lock, disk or another socket; a pause in its loop) and read from a thread that does nothing else")
+		}
+		if maxOf(rmem) >= 1<<20 && !physicalPath(ev, f) && !capped && !stopped {
 			// A roomy buffer that still fills over veth or loopback: the
 			// reader copies as fast as its CPU allows, the expected limit.
 			severity, confidence = Info, Possible

@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,10 +13,8 @@ import (
 	"time"
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
-	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/load"
-	"github.com/skbtrace/skbtrace/internal/trace"
 	"github.com/skbtrace/skbtrace/internal/units"
 )
 
@@ -566,16 +563,15 @@ func sockRwndVerdict(c, f *Measurement, p *Pair) (string, bool) {
 }
 
 // sockStalledReader is a receiving application that stops reading for
-// stretches longer than the sender's retransmission timeout, so that the
-// sender probes the closed window. Its proof is those probes in the
-// sender's recording (a CPU-bound reader closes the window too, hundreds of
-// times a run here, but never long enough for a probe). The [swnd] share is
-// shown, not judged: a decision run ends at its last decision, and the
-// silence of a closed window after it counts for no reason.
+// stretches longer than the sender's retransmission timeout. Its proof is
+// how long the window stays shut: a CPU-bound reader closes it too, hundreds
+// of times a run here, but reopens it within a few milliseconds; this one
+// keeps it shut tens of milliseconds per stall, sometimes long enough for
+// zero-window probes. The [swnd] share is shown, not judged: a decision run
+// ends at its last decision, and the silence after it counts for no reason.
 func sockStalledReader() *Scenario {
 	return sockReader(&Scenario{
 		Name:      "rwnd-python-stalled-reader",
-		Known:     "a reader that stops reading closes the window to zero, yet rwnd-limited is lowered to info as a CPU-bound reader on veth: the last tcp_info window (0) does not count as capped",
 		Mechanism: "the receiving application (python3) stops reading for long stretches: the window stays closed, the sender probes it",
 		Fault:     "a python3 receiver reads 50 ms, then stops 400 ms, over and over (buffers autotuned), a python3 sender (control: reading all the time)",
 		Expect:    "rwnd-limited",
@@ -583,34 +579,17 @@ func sockStalledReader() *Scenario {
 		Load:      sockBulk,
 		Workload:  sockClient(sockPyBulk, sockBulkArgs),
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
-			probed, before := f.sockProbedRuns(p), c.sockProbedRuns(p)
-			return fmt.Sprintf("%d tcp_sendlim runs with zero-window probes unanswered (control %d); [swnd] %.0f%% of the sender's time (control %.0f%%); throughput %s",
-					probed, before, sockShare(f.sockSender(p), "swnd")*100, sockShare(c.sockSender(p), "swnd")*100, change(c, f)),
-				probed > 0 && before == 0 && f.Load.Bps < 0.5*c.Load.Bps
+			s, cs := f.sockSender(p), c.sockSender(p)
+			stall, before := sockMeanRun(s, "swnd"), sockMeanRun(cs, "swnd")
+			probed := uint64(0)
+			if s != nil {
+				probed = s.ProbedRuns
+			}
+			return fmt.Sprintf("the window stayed shut %s per [swnd] run on average (control %s), %d runs with zero-window probes unanswered; [swnd] %.0f%% of the sender's time (control %.0f%%); throughput %s",
+					stall, before, probed, sockShare(s, "swnd")*100, sockShare(cs, "swnd")*100, change(c, f)),
+				(probed > 0 || stall >= 20*time.Millisecond && stall > 2*before) && f.Load.Bps < 0.5*c.Load.Bps
 		},
 	}, sockSinkArgs{chunk: 256 << 10, pause: 400 * time.Millisecond, burst: 50 * time.Millisecond})
-}
-
-// sockProbedRuns replays the recording for the load sender's tcp_sendlim
-// runs that saw zero-window probes go unanswered (the most a run saw is
-// kept, so folding decisions into runs loses none).
-func (m *Measurement) sockProbedRuns(p *Pair) int {
-	s := m.sockSender(p)
-	if s == nil {
-		return 0
-	}
-	r, err := trace.NewReader(bytes.NewReader(m.Trace))
-	if err != nil {
-		return 0
-	}
-	n := 0
-	analyze.Replay(r, &event.Filter{}, analyze.NewSummary(), func(ev *event.Event) error {
-		if ev.Type == event.TypeTCPSendlim && ev.Sendlim.Sock == s.Sock && ev.Sendlim.Probes > 0 {
-			n++
-		}
-		return nil
-	})
-	return n
 }
 
 // sockConn is the load's connection as one end saw it: of the connections
@@ -650,6 +629,14 @@ func sockShare(c *analyze.ConnStat, reason string) float64 {
 		return 0
 	}
 	return c.LimitShares()[reason]
+}
+
+// sockMeanRun is how long a send-limit reason's runs lasted on average.
+func sockMeanRun(c *analyze.ConnStat, reason string) time.Duration {
+	if c == nil || c.LimitRuns[reason] == 0 {
+		return 0
+	}
+	return (time.Duration(c.LimitNs[reason]) / time.Duration(c.LimitRuns[reason])).Round(time.Millisecond / 10)
 }
 
 // sockCount is a send-limit reason's decisions on a connection.
