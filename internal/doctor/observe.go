@@ -118,12 +118,6 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 		}
 		before[w.name] = s
 	}
-	cpuBefore, err := host.ReadCPUTimes()
-	if err != nil {
-		return nil, err
-	}
-	softBefore, _ := host.ReadSoftnet()
-
 	rec, notes := startRecording(opts, notes)
 	var traceBuf bytes.Buffer
 	var recDone chan error
@@ -154,24 +148,30 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 	if opts.Ready != nil {
 		opts.Ready(rec != nil)
 	}
+	// The CPUs are read around the workload alone: loading and detaching
+	// the BPF programs would dilute a saturated CPU's share.
+	cpuBefore, err := host.ReadCPUTimes()
+	if err != nil {
+		stopPoll()
+		<-pollDone
+		stopRecording(rec, stopRec, recDone)
+		return nil, err
+	}
+	softBefore, _ := host.ReadSoftnet()
 	workErr := opts.Workload(ctx)
+	cpuAfter, cpuErr := host.ReadCPUTimes()
+	softAfter, _ := host.ReadSoftnet()
 
 	stopPoll()
 	<-pollDone
 	poller.poll() // the final reading, after the workload
 	seconds := time.Since(start).Seconds()
-	if rec != nil {
-		close(stopRec)
-		if err := <-recDone; err != nil {
-			notes = append(notes, "kernel event recording failed: "+err.Error())
-		}
-		rec.Close()
+	if err := stopRecording(rec, stopRec, recDone); err != nil {
+		notes = append(notes, "kernel event recording failed: "+err.Error())
 	}
-	cpuAfter, err := host.ReadCPUTimes()
-	if err != nil {
-		return nil, err
+	if cpuErr != nil {
+		return nil, cpuErr
 	}
-	softAfter, _ := host.ReadSoftnet()
 
 	ev := &Evidence{Seconds: seconds, KernelEvents: rec != nil, CPUCount: len(cpuAfter)}
 	id := host.ReadIdentity()
@@ -265,6 +265,17 @@ func takeSnapshot(w *watched) (*snapshot, error) {
 
 // startRecording starts the eBPF recording when this process may, and
 // otherwise says why not in a note.
+// stopRecording ends a recording started by startRecording (nil: none).
+func stopRecording(rec *collect.Recording, stop chan struct{}, done chan error) error {
+	if rec == nil {
+		return nil
+	}
+	close(stop)
+	err := <-done
+	rec.Close()
+	return err
+}
+
 func startRecording(opts Options, notes []string) (*collect.Recording, []string) {
 	if opts.NoKernelEvents {
 		return nil, notes
