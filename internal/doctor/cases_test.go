@@ -373,3 +373,24 @@ func TestAReaderThatStopsIsNotACPUBoundReader(t *testing.T) {
 		t.Errorf("a reader that only falls behind (4 ms stalls) still convicts the window")
 	}
 }
+
+// Noise: iperf3 --bidir, one thread reading and writing both directions on
+// CPUs busy 89-97 %. The slower direction's sender waits on a window its
+// busy reader reopens in bursts (35 ms shut at a time): the ends hold it,
+// not the path, and the reader is CPU-bound. No warning; were the same
+// sender held by its congestion window, the asymmetry would be the path's.
+func TestNoiseOfABidirectionalIperf3IsNoWarning(t *testing.T) {
+	ev := load(t, "lab/noise-iperf3-bidir.json")
+	rep := Diagnose(ev)
+	if got := top(rep); got != "" {
+		t.Fatalf("top %q, want none; findings %v", got, ids(rep.Findings))
+	}
+	for i := range ev.Flows {
+		if f := &ev.Flows[i]; f.LimitShares["swnd"] > 0.5 {
+			f.LimitShares["cwnd"], f.LimitShares["swnd"] = f.LimitShares["swnd"], f.LimitShares["cwnd"]
+		}
+	}
+	if got := top(Diagnose(ev)); got != "asymmetric-path" {
+		t.Errorf("a slow direction held by its congestion window: top %q, want asymmetric-path", got)
+	}
+}

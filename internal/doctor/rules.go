@@ -29,6 +29,9 @@ const (
 	// the reader stops, not merely falls behind (a CPU-bound reader's runs
 	// last a few milliseconds here).
 	stoppedReaderRun = 20 * time.Millisecond
+	// readerCPUBusy is the busiest CPU's share below which no reader is
+	// CPU-bound (such readers leave it 80 % busy and more here).
+	readerCPUBusy = 0.7
 )
 
 // Offload features by the kernel's names, as the evidence holds them.
@@ -279,12 +282,22 @@ func rwndLimited(ev *Evidence) []Finding {
 		// enough for probes to go unanswered; a CPU-bound reader reopens it
 		// within milliseconds, a capped buffer within a round trip.
 		stall := time.Duration(f.LimitMeanRunUs["swnd"]) * time.Microsecond
-		stopped := f.ZeroWindowProbed > 0 || stall >= max(stoppedReaderRun, 4*time.Duration(f.MinRTTus)*time.Microsecond)
+		// A busy CPU is the other explanation of long stalls (one thread
+		// that both sends and reads, as iperf3 --bidir).
+		c := busiest(ev)
+		idle := c == nil || c.Busy() < readerCPUBusy
+		stopped := f.ZeroWindowProbed > 0 || idle && stall >= max(stoppedReaderRun, 4*time.Duration(f.MinRTTus)*time.Microsecond)
 		if stopped {
-			evidence = append(evidence, fmt.Sprintf("the window stayed shut %s at a time on average (tcp_sendlim [swnd] runs); %d times the sender probed it without an opening",
-				stall.Round(time.Millisecond), f.ZeroWindowProbed))
-			explanation += " Here the window shut completely, long enough for the sender to probe it: the receiving application stopped reading, " +
-				"so a larger buffer only delays the stall."
+			shut := fmt.Sprintf("the window stayed shut %s at a time on average (tcp_sendlim [swnd] runs)", stall.Round(time.Millisecond))
+			if c != nil {
+				shut += fmt.Sprintf(" while the busiest CPU was %s busy", pct(c.Busy()))
+			}
+			if f.ZeroWindowProbed > 0 {
+				shut += fmt.Sprintf("; %d times the sender probed it and got no opening", f.ZeroWindowProbed)
+			}
+			evidence = append(evidence, shut)
+			explanation += " Here the window stayed shut for long stretches, and no CPU held the reader back: the receiving " +
+				"application stopped reading, so a larger buffer only delays the stall."
 			remedy = append(remedy, "in the receiving application: find why it stops reading (blocked on a lock, disk or another socket; a pause in its loop) and read from a thread that does nothing else")
 		}
 		if maxOf(rmem) >= 1<<20 && !physicalPath(ev, f) && !capped && !stopped {
@@ -987,11 +1000,14 @@ func asymmetricPath(ev *Evidence) []Finding {
 	// Each flow's data direction: out of a sender, into a receiver.
 	type dir struct{ from, to string }
 	rates := map[dir]float64{}
+	sender := map[dir]*Flow{}
 	for i := range ev.Flows {
 		f := &ev.Flows[i]
 		local, peer := f.Local.Addr().String(), f.Peer.Addr().String()
 		if r := f.SendBps(); r >= bulkBps/10 {
-			rates[dir{local, peer}] = max(rates[dir{local, peer}], r)
+			if r > rates[dir{local, peer}] {
+				rates[dir{local, peer}], sender[dir{local, peer}] = r, f
+			}
 		}
 		if r := f.RecvBps(); r >= bulkBps/10 {
 			rates[dir{peer, local}] = max(rates[dir{peer, local}], r)
@@ -1011,6 +1027,13 @@ func asymmetricPath(ev *Evidence) []Finding {
 		}
 		if slow >= 0.7*fast {
 			continue
+		}
+		// A slow direction whose sender waited on the receiver's window, its
+		// own buffer or its application was held by an end, not the path.
+		if f := sender[dir{from, to}]; f != nil {
+			if reason, share := topLimit(f); share >= limitShare && (reason == "swnd" || reason == "sndbuf" || reason == "app") {
+				continue
+			}
 		}
 		out = append(out, Finding{ID: "asymmetric-path", Severity: Warning,
 			Title: fmt.Sprintf("%s -> %s is %s slower than the reverse direction", from, to, pct(1-slow/fast)),

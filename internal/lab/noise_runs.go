@@ -180,7 +180,6 @@ var noiseRuns = []*Scenario{
 	},
 	{
 		Name:      "noise-iperf3-bidir",
-		Known:     "iperf3 --bidir: the direction whose single-threaded reader falls behind is slower, and asymmetric-path convicts the path without any difference between the directions' devices",
 		Mechanism: "iperf3 --bidir as the stream: full-speed data both ways, beside its idle control connection",
 		Fault:     "none: iperf3 --bidir in both runs",
 		Families:  []string{"tcp_conn"},
