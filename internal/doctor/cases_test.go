@@ -323,6 +323,17 @@ func TestNoiseOfChurnAndALoopbackStreamIsNoWarning(t *testing.T) {
 			t.Errorf("%s: top %q, want none; findings %v", name, got, ids(rep.Findings))
 		}
 	}
+	// The last segment TIME_WAIT absorbed may belong to a churn connection
+	// tcp_info saw: that does not make the drops loss.
+	ev := load(t, "lab/noise-churn.json")
+	for i := range ev.Drops {
+		if d := &ev.Drops[i]; strings.HasPrefix(d.Location, "tcp_v4_rcv") {
+			ev.Flows = append(ev.Flows, Flow{Netns: ev.Flows[0].Netns, Local: d.Dst, Peer: d.Src, Seconds: 0.01})
+		}
+	}
+	if got := top(Diagnose(ev)); got != "" {
+		t.Errorf("TIME_WAIT's drops tied to a churn connection: top %q, want none", got)
+	}
 }
 
 // A server on a dual-stack listener sees IPv4 peers IPv4-mapped in the
@@ -392,5 +403,66 @@ func TestNoiseOfABidirectionalIperf3IsNoWarning(t *testing.T) {
 	}
 	if got := top(Diagnose(ev)); got != "asymmetric-path" {
 		t.Errorf("a slow direction held by its congestion window: top %q, want asymmetric-path", got)
+	}
+}
+
+// A tbf on an ifb device that the receiver's ingress redirects to: no socket
+// sends through the ifb, so the shaper's load is the device's own counters
+// (200 Mbit/s against a rate of 200, 33461 of 33498 packets over the limit).
+func TestAShaperOnAnIfbIsJudgedByItsCounters(t *testing.T) {
+	ev := load(t, "lab/variant-rate-ifb-ingress.json")
+	rep := Diagnose(ev)
+	if got := top(rep); got != "rate-shaped" {
+		t.Fatalf("top %q, want rate-shaped; findings %v", got, ids(rep.Findings))
+	}
+	if f := rep.Top(Warning); !strings.Contains(f.Scope, "skbi") {
+		t.Errorf("the finding names %s, not the ifb", f.Scope)
+	}
+}
+
+// A router namespace whose link to the receiver has MTU 1400 while nftables
+// drops its "fragmentation needed" replies; both ends have MTU 1500. The
+// flow stalls in retransmission timeouts (90 % of its time) after 17
+// segments: few retransmissions, few drops, never a healthy run. The drops
+// of its packets as too big on a device the doctor does not observe, with
+// the ICMP to the sender dropped, name the black hole; the stall alone is
+// packet-loss.
+func TestAPathMTUBlackHoleBeyondTheEndsIsNamed(t *testing.T) {
+	ev := load(t, "lab/variant-mtu-pmtu-blackhole.json")
+	rep := Diagnose(ev)
+	if got := top(rep); got != "mtu-mismatch" {
+		t.Fatalf("top %q, want mtu-mismatch; findings %v", got, ids(rep.Findings))
+	}
+	if f := rep.Top(Warning); f.Severity != Critical || !strings.Contains(strings.Join(f.Evidence, "\n"), "does not observe") {
+		t.Errorf("the black hole is %s: %v", f.Severity, f.Evidence)
+	}
+	var drops []Drop
+	for _, d := range ev.Drops {
+		if d.Reason != "PKT_TOO_BIG" {
+			drops = append(drops, d)
+		}
+	}
+	ev.Drops = drops
+	if got := top(Diagnose(ev)); got != "packet-loss" {
+		t.Errorf("a flow stalled in timeouts with no drops seen: top %q, want packet-loss", got)
+	}
+}
+
+// A router namespace the doctor does not observe shapes to 200 Mbit/s with
+// tbf. The flow waits for its congestion window 99 % of the time with an
+// srtt of 20.6 ms against a minimum of 52 us: the queue of a hop elsewhere.
+// Its one queue drop is the symptom. The same flow with an srtt near its
+// minimum is random loss, not a shaper.
+func TestAShaperOnAnUnobservedHopIsFoundByItsQueue(t *testing.T) {
+	ev := load(t, "lab/variant-rate-router-tbf.json")
+	rep := Diagnose(ev)
+	if got := top(rep); got != "rate-shaped" {
+		t.Fatalf("top %q, want rate-shaped; findings %v", got, ids(rep.Findings))
+	}
+	flowOf(ev, true).RTTus = 180
+	for _, f := range Diagnose(ev).Findings {
+		if f.ID == "rate-shaped" {
+			t.Errorf("a flow without a queue is called shaped: %v", f.Evidence)
+		}
 	}
 }

@@ -212,6 +212,20 @@ func (ev *Evidence) suffered(d *Drop) bool {
 	return false
 }
 
+// sentBy is the observed flow whose own end sent the dropped packet.
+func (ev *Evidence) sentBy(d *Drop) *Flow {
+	if !d.Src.IsValid() {
+		return nil
+	}
+	src, dst := unmapped(d.Src), unmapped(d.Dst)
+	for i := range ev.Flows {
+		if f := &ev.Flows[i]; unmapped(f.Local) == src && unmapped(f.Peer) == dst {
+			return f
+		}
+	}
+	return nil
+}
+
 func unmapped(a netip.AddrPort) netip.AddrPort {
 	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
 }

@@ -32,6 +32,9 @@ const (
 	// readerCPUBusy is the busiest CPU's share below which no reader is
 	// CPU-bound (such readers leave it 80 % busy and more here).
 	readerCPUBusy = 0.7
+	// pathQueueDelay is the growth of a flow's round trip over its minimum
+	// that says packets wait in a queue somewhere, not in the ends' stacks.
+	pathQueueDelay = 5 * time.Millisecond
 )
 
 // Offload features by the kernel's names, as the evidence holds them.
@@ -413,6 +416,15 @@ var benignDrops = map[string]bool{
 	"TCP_CLOSE": true, "NO_SOCKET": true, "TCP_OFOMERGE": true, "TCP_RESET": true, "QUEUE_PURGE": true, "TCP_INVALID_SEQUENCE": true,
 }
 
+// benign says whether a drop follows from normal operation. Beside the
+// benign reasons, a segment that a TIME_WAIT socket absorbs (the last ACK or
+// FIN of a closed connection) leaves tcp_v4_rcv or tcp_v6_rcv without a
+// reason of its own: every other drop there has one since 5.17.
+func benign(d *Drop) bool {
+	return benignDrops[d.Reason] || d.Reason == "NOT_SPECIFIED" &&
+		(strings.HasPrefix(d.Location, "tcp_v4_rcv+") || strings.HasPrefix(d.Location, "tcp_v6_rcv+"))
+}
+
 // dropRemedies say where to look for each drop reason.
 var dropRemedies = map[string]string{
 	"NETFILTER_DROP":  "a firewall rule drops packets: {ns}nft list ruleset (or iptables -L -v -n); look for statistic, limit or numgen rules",
@@ -451,7 +463,7 @@ func packetLoss(ev *Evidence) []Finding {
 	var drops []Drop
 	var dropped uint64
 	for _, d := range ev.Drops {
-		if !benignDrops[d.Reason] && ev.suffered(&d) {
+		if !benign(&d) && ev.suffered(&d) {
 			drops = append(drops, d)
 			dropped += d.Count
 		}
@@ -478,12 +490,24 @@ func packetLoss(ev *Evidence) []Finding {
 		cutShare = max(cutShare, f.LimitShares["cwnd"])
 	}
 	local := localDrops >= 10 && cuts >= 3
+	// A flow that waits on retransmission timeouts lost what it sent,
+	// however few segments that was: it is stalled, never healthy.
+	var stalled *Flow
+	for _, f := range ev.senders() {
+		if f.LimitShares["rto"] >= limitShare && (stalled == nil || f.LimitShares["rto"] > stalled.LimitShares["rto"]) {
+			stalled = f
+		}
+	}
 	// Relative thresholds: a busy host drops a few packets in any second.
-	if !(retrans >= 10 && ratio >= 0.001) && !(dropped >= 10 && dropRatio >= 0.001) && !local {
+	if !(retrans >= 10 && ratio >= 0.001) && !(dropped >= 10 && dropRatio >= 0.001) && !local && stalled == nil {
 		return nil
 	}
 	sort.Slice(drops, func(i, j int) bool { return drops[i].Count > drops[j].Count })
 	evidence := where
+	if stalled != nil {
+		evidence = append(evidence, fmt.Sprintf("%s -> %s waited on retransmission timeouts %s of the time (tcp_sendlim [rto]), entered Loss %d times",
+			stalled.Local, stalled.Peer, pct(stalled.LimitShares["rto"]), stalled.CongStates["Loss"]))
+	}
 	if local {
 		evidence = append(evidence, fmt.Sprintf("%d of the senders' own segments dropped by their qdisc, %d window cuts (tcp_cong CWR): "+
 			"the sender waited for its congestion window %s of the time", localDrops, cuts, pct(cutShare)))
@@ -516,6 +540,9 @@ func packetLoss(ev *Evidence) []Finding {
 	impact := math.Min(0.9, math.Max(dropRatio, 5*math.Sqrt(ratio)))
 	if local {
 		impact = math.Max(impact, cutShare/2)
+	}
+	if stalled != nil {
+		impact = math.Max(impact, stalled.LimitShares["rto"])
 	}
 	// Drops of the flows' packets, with a reason, convict; retransmissions
 	// alone say something was lost, not where.
@@ -799,8 +826,92 @@ func mtuMismatch(ev *Evidence) []Finding {
 			Scope: flowScope(f), Impact: 0.99, ImpactText: "nearly all of it: bulk data stalls", Confidence: Strong,
 			Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ping -M do -s %d -c 3 %s   (a full-size packet with DF: no reply through the hole)", packet-28, f.Peer.Addr())}})
 	}
+	out = append(out, pathMTUHoles(ev, out)...)
 	out = append(out, mtuDiffers(ev, out)...)
 	return out
+}
+
+// pathMTUHoles finds flows whose packets a hop drops as too big for its
+// link (PKT_TOO_BIG where this host forwards, in any namespace) while the
+// sender goes on sending them: the "fragmentation needed" reply is lost, and
+// the flow stalls in retransmission timeouts. Drops that path-MTU discovery
+// answers cost a few packets and are no finding.
+func pathMTUHoles(ev *Evidence, already []Finding) []Finding {
+	if len(already) > 0 {
+		return nil
+	}
+	type hole struct {
+		drops   []string
+		dropped uint64
+	}
+	holes := map[*Flow]*hole{}
+	var order []*Flow
+	for i := range ev.Drops {
+		d := &ev.Drops[i]
+		if d.Reason != "PKT_TOO_BIG" {
+			continue
+		}
+		f := ev.sentBy(d)
+		if f == nil {
+			continue
+		}
+		h := holes[f]
+		if h == nil {
+			h = &hole{}
+			holes[f] = h
+			order = append(order, f)
+		}
+		h.dropped += d.Count
+		h.drops = append(h.drops, fmt.Sprintf("%d of its packets dropped as too big for the next link: skb_drop [PKT_TOO_BIG] at %s on %s%s",
+			d.Count, d.Location, orNone(d.Dev), unobserved(ev, d.Dev)))
+	}
+	var out []Finding
+	for _, f := range order {
+		h := holes[f]
+		rto := f.LimitShares["rto"]
+		var icmp uint64
+		for _, d := range ev.Drops {
+			if strings.HasSuffix(d.Protocol, "/icmp") && d.Dst.Addr().Unmap() == f.Local.Addr().Unmap() {
+				icmp += d.Count
+			}
+		}
+		if rto < limitShare && icmp == 0 {
+			continue
+		}
+		evidence := append([]string{fmt.Sprintf("%s sends %d-byte packets (tcp_info snd_mss %d, path MTU %d): the sender never learned of the smaller link",
+			f.Local, int(f.SndMSS)+headerBytes(f), f.SndMSS, f.PMTU)}, h.drops...)
+		if icmp > 0 {
+			evidence = append(evidence, fmt.Sprintf("%d ICMP packets to %s dropped on the way back: the \"fragmentation needed\" replies", icmp, f.Local.Addr()))
+		}
+		severity, impact := Warning, 0.5
+		if rto >= limitShare {
+			evidence = append(evidence, fmt.Sprintf("the sender waited on retransmission timeouts %s of the time (tcp_sendlim [rto]); %d segments retransmitted, throughput %s",
+				pct(rto), max(uint64(f.Retrans), f.TraceRetrans), units.Bits(f.SendBps())))
+			severity, impact = Critical, 0.99
+		}
+		out = append(out, Finding{ID: "mtu-mismatch", Severity: severity,
+			Title:    fmt.Sprintf("a path-MTU black hole: a hop drops %s -> %s's full-size packets and the sender is never told", f.Local, f.Peer),
+			Evidence: evidence,
+			Explanation: "A link on the path has a smaller MTU than the ends. A router drops what it cannot forward and replies " +
+				"with ICMP \"fragmentation needed\", which makes the sender lower its path MTU; when a firewall drops that " +
+				"reply, the sender retransmits the same packets into the hole: the connection opens, bulk data stalls.",
+			Remedy: []string{
+				"let ICMP destination-unreachable (fragmentation needed; ICMPv6 packet-too-big) through every firewall on the path: nft list ruleset | grep -n icmp",
+				nsPrefix(f.Netns) + "sysctl -w net.ipv4.tcp_mtu_probing=1   (the sender finds the path MTU without ICMP)",
+				nsPrefix(f.Netns) + fmt.Sprintf("ip route change %s/%d ... advmss LOWER-MSS   (or clamp the MSS on the router)", f.Peer.Addr(), f.Peer.Addr().BitLen()),
+			},
+			Scope: flowScope(f), Impact: impact, ImpactText: "bulk data stalls in timeouts", Confidence: Strong,
+			Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ping -M do -s %d -c 3 %s   (a full-size packet with DF: no reply, no error)", int(f.SndMSS)+headerBytes(f)-28, f.Peer.Addr())}})
+	}
+	return out
+}
+
+// unobserved says so of a device that no observed namespace holds.
+func unobserved(ev *Evidence, dev string) string {
+	if dev == "" || ev.deviceNetns(dev) != "" {
+		return ""
+	}
+	return " (a namespace the doctor does not observe)"
 }
 
 // mtuDiffers reports veth pairs whose ends disagree. TCP usually works
@@ -934,6 +1045,13 @@ func rateShaped(ev *Evidence) []Finding {
 		for i := range ns.Devices {
 			d := &ns.Devices[i]
 			tx, _ := ev.bulkThrough(ns.Name, d.Name)
+			through := fmt.Sprintf("TCP through %s", d.Name)
+			// No flow is routed through an ifb (ingress redirected to it) or a
+			// device that forwards: its own counters say what passed.
+			if tx == 0 && ev.Seconds > 0 {
+				tx = float64(d.Stats.TxBytes) * 8 / ev.Seconds
+				through = fmt.Sprintf("traffic through %s (its counters: no observed socket sends through it)", d.Name)
+			}
 			for _, q := range d.Qdiscs {
 				if q.RateBps == 0 {
 					continue
@@ -951,7 +1069,7 @@ func rateShaped(ev *Evidence) []Finding {
 				}
 				evidence := []string{
 					fmt.Sprintf("%s %s on %s shapes to %s (tc qdisc)", q.Kind, q.Handle, d.Name, units.Bits(limit)),
-					fmt.Sprintf("TCP through %s: %s, %s of the configured rate", d.Name, units.Bits(tx), pct(tx/limit)),
+					fmt.Sprintf("%s: %s, %s of the configured rate", through, units.Bits(tx), pct(tx/limit)),
 					fmt.Sprintf("%d packets over the limit, %d dropped during the observation", q.Overlimits, q.Drops),
 				}
 				if q.Packets > 0 {
@@ -992,6 +1110,51 @@ func rateShaped(ev *Evidence) []Finding {
 					Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("tc -s qdisc show dev %s twice, a second apart: overlimits and the backlog grow with the flow", d.Name)}})
 			}
 		}
+	}
+	if len(out) == 0 {
+		out = pathQueues(ev)
+	}
+	return out
+}
+
+// pathQueues finds a shaper or slower link the doctor cannot see (another
+// host, a namespace it does not observe) by what it does to a flow: the
+// sender waits for its congestion window while its round trip grows far
+// beyond its minimum, the time its packets queue in front of the slow hop.
+// Random loss cuts the window without the queue; a reader that falls behind
+// holds the sender by its window instead.
+func pathQueues(ev *Evidence) []Finding {
+	var out []Finding
+	for _, f := range ev.senders() {
+		reason, share := topLimit(f)
+		queued := time.Duration(f.RTTus-min(f.RTTus, f.MinRTTus)) * time.Microsecond
+		if reason != "cwnd" || share < 0.5 || queued < pathQueueDelay || f.RTTus < 4*f.MinRTTus {
+			continue
+		}
+		evidence := []string{
+			fmt.Sprintf("the sender waited for its congestion window %s of the time (tcp_sendlim [cwnd])", pct(share)),
+			fmt.Sprintf("srtt %s against a minimum of %s: %s of queue in front of a slower hop",
+				time.Duration(f.RTTus)*time.Microsecond, time.Duration(f.MinRTTus)*time.Microsecond, queued.Round(time.Millisecond/10)),
+			fmt.Sprintf("throughput %s (delivery rate %s): the hop's rate", units.Bits(f.SendBps()), units.Bits(float64(f.DeliveryRate)*8)),
+		}
+		for _, d := range ev.Drops {
+			if strings.HasPrefix(d.Reason, "QDISC_") && ev.sentBy(&d) == f {
+				evidence = append(evidence, fmt.Sprintf("%d of its packets dropped by a full queue: skb_drop [%s] at %s on %s%s", d.Count, d.Reason, d.Location, orNone(d.Dev), unobserved(ev, d.Dev)))
+			}
+		}
+		out = append(out, Finding{ID: "rate-shaped", Severity: Warning,
+			Title:    fmt.Sprintf("a queue beyond this host holds %s -> %s to %s: a shaper or a slower link on the path", f.Local, f.Peer, units.Bits(f.SendBps())),
+			Evidence: evidence,
+			Explanation: "When a hop forwards slower than the sender can send, packets queue in front of it: the round trip " +
+				"grows by the queue, losses come when it overflows, and the flow settles at the hop's rate whatever the " +
+				"ends could do. No shaper on the observed devices explains it, so the hop is elsewhere on the path.",
+			Remedy: []string{
+				"find the hop: tc -s qdisc show on each router or namespace of the path (a rate, overlimits, a standing backlog)",
+				"a rate limit there works as configured: raise it or move the flow; a slower link: upgrade it or spread the load",
+				"keep that queue short (fq_codel or a smaller limit) to take the queueing delay out of every flow through it",
+			},
+			Scope: flowScope(f), Impact: 0.5, ImpactText: "everything above the hop's rate", Confidence: Likely,
+			Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ping -c 20 %s during the transfer and without it: the difference is the queue", f.Peer.Addr())}})
 	}
 	return out
 }
@@ -1293,7 +1456,7 @@ func unsufferedDrops(ev *Evidence) string {
 	var parts []string
 	var total uint64
 	for _, d := range ev.Drops {
-		if ev.suffered(&d) || benignDrops[d.Reason] {
+		if ev.suffered(&d) || benign(&d) {
 			continue
 		}
 		total += d.Count

@@ -69,9 +69,7 @@ var Noise = []*Scenario{
 		}),
 	},
 	{
-		Name: "noise-churn",
-		Known: "segments that closed connections' TIME_WAIT absorbs are dropped at tcp_v4_rcv; a drop is tied to a flow by the last dropped packet's addresses, " +
-			"which may be a churn connection tcp_info saw, and then it counts as packet-loss",
+		Name:      "noise-churn",
 		Mechanism: "short connections opened and closed as fast as a script can beside the stream",
 		Fault:     "a python loop: connect, write 100 bytes, close",
 		Families:  []string{"tcp_conn"},

@@ -34,10 +34,6 @@ type Scenario struct {
 	// Mechanism says how a variant builds its fault, unlike the lab's own
 	// scenario for the same finding (a socket option instead of a sysctl ...).
 	Mechanism string
-	// Known, when set, says why the doctor is known to get this one wrong
-	// (an open part of its work): the fault must still reproduce, and the
-	// doctor's verdict is reported without failing the run.
-	Known string
 	// Families are recorded during both runs.
 	Families []string
 	// Load is the traffic of both runs; FaultLoad, if set, changes it for the fault run.
@@ -117,12 +113,10 @@ type Report struct {
 	// FixedBps and FixedOps are the calibration run's, with the doctor's
 	// remedy applied; Gain is the share of that throughput the fault cost
 	// (operations per second for request/response).
-	FixedBps float64 `json:"fixed_bits_per_second,omitempty"`
-	FixedOps float64 `json:"fixed_ops_per_second,omitempty"`
-	Gain     float64 `json:"gain,omitempty"`
-	Signal   string  `json:"signal"`
-	// Known is Scenario.Known: the doctor's known disagreement.
-	Known      string  `json:"known_disagreement,omitempty"`
+	FixedBps   float64 `json:"fixed_bits_per_second,omitempty"`
+	FixedOps   float64 `json:"fixed_ops_per_second,omitempty"`
+	Gain       float64 `json:"gain,omitempty"`
+	Signal     string  `json:"signal"`
 	Reproduced bool    `json:"reproduced"`
 	Seconds    float64 `json:"seconds"`
 	// Doctor is set by a run with RunOptions.Doctor.
@@ -210,7 +204,7 @@ func (s *Scenario) Run(ctx context.Context, opts RunOptions) (rep *Report, err e
 		Name: s.Name, Fault: s.Fault, Expect: s.Expect,
 		ControlBps: control.Load.Bps, FaultBps: fault.Load.Bps,
 		ControlOps: control.Load.OpsPerSec, FaultOps: fault.Load.OpsPerSec,
-		Signal: signal, Reproduced: ok, Seconds: time.Since(start).Seconds(), Known: s.Known,
+		Signal: signal, Reproduced: ok, Seconds: time.Since(start).Seconds(),
 	}
 	if fault.Doctor != nil {
 		rep.Doctor = verdictOf(s, fault.Doctor)

@@ -129,8 +129,7 @@ var netVariants = []*Scenario{
 		},
 	},
 	{
-		Name:  "mtu-mismatch-pmtu-blackhole",
-		Known: "a flow stalled in RTO behind a path-MTU black hole on a router the doctor does not observe is called healthy: too few retransmissions and drops for packet-loss, equal MTUs at both ends",
+		Name: "mtu-mismatch-pmtu-blackhole",
 		Mechanism: "a router namespace whose link to the receiver has a smaller MTU, while its ICMP \"fragmentation needed\" is " +
 			"dropped by nftables: a path-MTU black hole between ends of equal MTU",
 		Fault: "the router's link to the receiver at MTU 1400 (both ends 1500, MSS 1448), the router's nftables output chain " +
@@ -209,7 +208,6 @@ var netVariants = []*Scenario{
 	},
 	{
 		Name:      "rate-shaped-ifb-ingress",
-		Known:     "a shaper on an ifb that the receiver's ingress redirects to: no flow is routed through the ifb, so its rate reads as zero",
 		Mechanism: "shaping on the receiver's ingress: an ingress qdisc redirects to an ifb device (act_mirred) that has the tbf",
 		Fault:     "the receiver's veth redirects its ingress to an ifb device with tbf rate 200mbit (control: none)",
 		Expect:    "rate-shaped",
@@ -239,7 +237,6 @@ var netVariants = []*Scenario{
 	},
 	{
 		Name:      "rate-shaped-router-tbf",
-		Known:     "a shaper on a router the doctor does not observe: its retransmissions fall on either side of packet-loss's 0.1 %",
 		Mechanism: "a shaper in a router namespace between the ends, on a host the doctor does not observe",
 		Fault:     "a router namespace forwards between the ends; tbf rate 200mbit on its link to the receiver (control: forwarding unshaped)",
 		Expect:    "rate-shaped",
