@@ -1168,9 +1168,11 @@ func asymmetricPath(ev *Evidence) []Finding {
 		f := &ev.Flows[i]
 		local, peer := f.Local.Addr().String(), f.Peer.Addr().String()
 		if r := f.SendBps(); r >= bulkBps/10 {
-			if r > rates[dir{local, peer}] {
-				rates[dir{local, peer}], sender[dir{local, peer}] = r, f
+			k := dir{local, peer}
+			if s := sender[k]; s == nil || r > s.SendBps() {
+				sender[k] = f
 			}
+			rates[k] = max(rates[k], r)
 		}
 		if r := f.RecvBps(); r >= bulkBps/10 {
 			rates[dir{peer, local}] = max(rates[dir{peer, local}], r)

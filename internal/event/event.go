@@ -398,6 +398,14 @@ func ProtocolName(ethertype uint16, l4 uint8) string {
 		return l3 + "/udp"
 	case 1, 58:
 		return l3 + "/icmp"
+	case 2:
+		return l3 + "/igmp"
+	case 0:
+		if l3 == "ipv6" {
+			// A hop-by-hop options header comes first (MLD's router alert);
+			// the chain behind it is not followed.
+			return l3 + "/hopopts"
+		}
 	}
 	return l3 + "/" + strconv.Itoa(int(l4))
 }
