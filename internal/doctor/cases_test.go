@@ -471,3 +471,46 @@ func TestAShaperOnAnUnobservedHopIsFoundByItsQueue(t *testing.T) {
 		}
 	}
 }
+
+// Built outside the lab: a python3 stream to a reader on an unpinned CPU.
+// The sender retransmitted 17623 segments and entered Recovery 633 times,
+// but its receivers proved 16010 of those retransmissions needless (DSACK):
+// reordering between CPUs, whose window cuts TCP undoes. Waiting for the
+// congestion window (74 %) after such "losses" convicts nothing.
+func TestSpuriousRetransmissionsDoNotMakeTheWindowTheLimit(t *testing.T) {
+	ev := load(t, "outside/reordered-cwnd.json")
+	for _, f := range Diagnose(ev).Findings {
+		if f.ID == "cwnd-limited" && f.Severity >= Warning {
+			t.Errorf("cwnd-limited after needless retransmissions: %v", f.Evidence)
+		}
+	}
+	snd := ev.namespace("st-a")
+	snd.Counters["TcpExt.TCPDSACKRecvSegs"] = 0
+	if got := top(Diagnose(ev)); got != "cwnd-limited" && got != "packet-loss" {
+		t.Errorf("the same retransmissions, not proven needless: top %q", got)
+	}
+}
+
+// Built outside the lab: a reader stopped with SIGSTOP for 300 ms at a time
+// behind an autotuned buffer of 26 MB. The window hardly closes, but the
+// receiver acknowledges only on its delayed-ACK timer while the application
+// does not read: srtt 23.6 ms against 4 us, the sender waiting for its
+// congestion window 86 % of the time. That is the reader, not a hop's
+// queue; without the receiver's zero-window counters it would be the path.
+func TestAReaderThatHoldsItsACKsIsNotAQueueOnThePath(t *testing.T) {
+	ev := load(t, "outside/stopped-reader-late-acks.json")
+	rep := Diagnose(ev)
+	if got := top(rep); got != "rwnd-limited" {
+		t.Fatalf("top %q, want rwnd-limited; findings %v", got, ids(rep.Findings))
+	}
+	for _, f := range rep.Findings {
+		if f.ID == "rate-shaped" {
+			t.Errorf("the late ACKs read as a queue on the path: %v", f.Evidence)
+		}
+	}
+	rcv := ev.namespace("st-b")
+	rcv.Counters["TcpExt.TCPToZeroWindowAdv"], rcv.Counters["TcpExt.TCPWantZeroWindowAdv"] = 0, 0
+	if got := top(Diagnose(ev)); got != "rate-shaped" {
+		t.Errorf("without the reader's zero windows: top %q, want rate-shaped (a queue somewhere)", got)
+	}
+}

@@ -245,6 +245,7 @@ func rwndLimited(ev *Evidence) []Finding {
 	for _, f := range ev.senders() {
 		share, source := limitEvidence(f, "swnd", f.RwndLimitedUs)
 		if share < limitShare {
+			out = append(out, acksHeldByReader(ev, f)...)
 			continue
 		}
 		evidence := []string{
@@ -325,6 +326,36 @@ func rwndLimited(ev *Evidence) []Finding {
 	return out
 }
 
+// acksHeldByReader finds a receiver whose application stopped reading while
+// its buffer still had room: the window never closes, but the receiver
+// acknowledges at once only when the window can move, so its ACKs wait for
+// the delayed-ACK timer, and the sender, waiting for its congestion window,
+// crawls at the pace of those ACKs.
+func acksHeldByReader(ev *Evidence, f *Flow) []Finding {
+	reason, share := topLimit(f)
+	zero := readerBehind(ev, f)
+	if reason != "cwnd" || share < 0.5 || zero == 0 || !ackClockSlowed(f) {
+		return nil
+	}
+	p := ev.peerFlow(f)
+	return []Finding{{ID: "rwnd-limited", Severity: Warning,
+		Title: fmt.Sprintf("the receiving application falls behind on %s -> %s and holds its ACKs back", f.Local, f.Peer),
+		Evidence: []string{
+			fmt.Sprintf("the receiver's netns %s advertised or wanted a zero window %d times (TcpExt.TCPToZeroWindowAdv, TCPWantZeroWindowAdv)", p.Netns, zero),
+			fmt.Sprintf("srtt %s against a minimum of %s: the ACKs come late", time.Duration(f.RTTus)*time.Microsecond, time.Duration(f.MinRTTus)*time.Microsecond),
+			fmt.Sprintf("the sender waited for its congestion window %s of the time (tcp_sendlim [cwnd]): it sends as the late ACKs allow; throughput %s", pct(share), units.Bits(f.SendBps())),
+		},
+		Explanation: "A receiver acknowledges at once only when its window can move forward; while its application does not " +
+			"read, the window cannot, so ACKs wait for the delayed-ACK timer. The window need not close for this: a large " +
+			"buffer fills slowly while the sender, clocked by those late ACKs, crawls.",
+		Remedy: []string{
+			"in the receiving application: find why it stops reading (blocked on a lock, disk or another socket; a pause in its loop) and read from a thread that does nothing else",
+			nsPrefix(p.Netns) + fmt.Sprintf("ss -tim src %s   (Recv-Q grows while the application stalls)", p.Local),
+		},
+		Scope: flowScope(f), Impact: share / 2, ImpactText: fmt.Sprintf("%s of the sender's time waiting on late ACKs", pct(share)), Confidence: Likely,
+		Confirm: []string{nsPrefix(p.Netns) + fmt.Sprintf("ss -tin src %s, a few times during the transfer: a Recv-Q that stays high", p.Local)}}}
+}
+
 func nagleDelay(ev *Evidence) []Finding {
 	var out []Finding
 	for i := range ev.Flows {
@@ -386,7 +417,7 @@ func cwndLimited(ev *Evidence) []Finding {
 	for _, f := range ev.senders() {
 		share := f.LimitShares["cwnd"]
 		cong := f.CongStates["Recovery"] + f.CongStates["Loss"] + f.CongStates["CWR"]
-		lossy := f.SegsOut > 0 && float64(f.Retrans) >= 0.001*float64(f.SegsOut)
+		lossy := f.SegsOut > 0 && float64(ev.lostRetrans(f)) >= 0.001*float64(f.SegsOut)
 		// Without loss, waiting for the window is how every loss-based flow
 		// fills the queue at its bottleneck: the bottleneck is the finding.
 		// A few recoveries at a high rate cost nothing either; only the
@@ -1127,10 +1158,10 @@ func pathQueues(ev *Evidence) []Finding {
 	var out []Finding
 	for _, f := range ev.senders() {
 		reason, share := topLimit(f)
-		queued := time.Duration(f.RTTus-min(f.RTTus, f.MinRTTus)) * time.Microsecond
-		if reason != "cwnd" || share < 0.5 || queued < pathQueueDelay || f.RTTus < 4*f.MinRTTus {
+		if reason != "cwnd" || share < 0.5 || !ackClockSlowed(f) || readerBehind(ev, f) > 0 {
 			continue
 		}
+		queued := time.Duration(f.RTTus-f.MinRTTus) * time.Microsecond
 		evidence := []string{
 			fmt.Sprintf("the sender waited for its congestion window %s of the time (tcp_sendlim [cwnd])", pct(share)),
 			fmt.Sprintf("srtt %s against a minimum of %s: %s of queue in front of a slower hop",
@@ -1157,6 +1188,28 @@ func pathQueues(ev *Evidence) []Finding {
 			Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ping -c 20 %s during the transfer and without it: the difference is the queue", f.Peer.Addr())}})
 	}
 	return out
+}
+
+// ackClockSlowed says a flow's round trip grew far beyond its minimum: its
+// packets wait in a queue somewhere, or its ACKs come late.
+func ackClockSlowed(f *Flow) bool {
+	return f.RTTus >= 4*f.MinRTTus && time.Duration(f.RTTus-f.MinRTTus)*time.Microsecond >= pathQueueDelay
+}
+
+// readerBehind counts the zero windows the flow's observed receiver had to
+// advertise (its namespace's counters): an application that stops reading.
+// Such a receiver also holds its ACKs back (it acknowledges at once only
+// when the window can move), which slows the sender's ACK clock like a queue.
+func readerBehind(ev *Evidence, f *Flow) int64 {
+	p := ev.peerFlow(f)
+	if p == nil {
+		return 0
+	}
+	ns := ev.namespace(p.Netns)
+	if ns == nil {
+		return 0
+	}
+	return ns.Counters["TcpExt.TCPToZeroWindowAdv"] + ns.Counters["TcpExt.TCPWantZeroWindowAdv"]
 }
 
 func asymmetricPath(ev *Evidence) []Finding {
@@ -1446,6 +1499,22 @@ func tooBigForLink(d Drop) bool {
 
 // dsackSegs is how many retransmitted segments the receiver reported as
 // duplicates: TCPDSACKRecvSegs (5.10 and later), else one per DSACK.
+// lostRetrans are a flow's retransmissions less its share of those its
+// namespace's receivers proved needless (DSACK): reordering, not loss, and
+// TCP undoes the window cuts they caused.
+func (ev *Evidence) lostRetrans(f *Flow) uint64 {
+	ns := ev.namespace(f.Netns)
+	if ns == nil || f.Retrans == 0 {
+		return uint64(f.Retrans)
+	}
+	all := ns.Counters["Tcp.RetransSegs"]
+	dup := min(all, dsackSegs(ns.Counters))
+	if all <= 0 || dup <= 0 {
+		return uint64(f.Retrans)
+	}
+	return uint64(float64(f.Retrans) * float64(all-dup) / float64(all))
+}
+
 func dsackSegs(c map[string]int64) int64 {
 	if n, ok := c["TcpExt.TCPDSACKRecvSegs"]; ok {
 		return n
