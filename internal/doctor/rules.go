@@ -339,7 +339,9 @@ func rwndLimited(ev *Evidence) []Finding {
 func acksHeldByReader(ev *Evidence, f *Flow) []Finding {
 	reason, share := topLimit(f)
 	zero := readerBehind(ev, f)
-	if reason != "cwnd" || share < 0.5 || zero == 0 || !ackClockSlowed(f) {
+	// The sender must have met the shut window itself: a receiver's lone
+	// zero window (a slow start, a close) says nothing of this flow.
+	if reason != "cwnd" || share < 0.5 || zero == 0 || f.LimitShares["swnd"] < 0.02 || !ackClockSlowed(f) {
 		return nil
 	}
 	p := ev.peerFlow(f)
