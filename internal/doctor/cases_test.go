@@ -456,6 +456,10 @@ func TestAPathMTUBlackHoleBeyondTheEndsIsNamed(t *testing.T) {
 	if got := top(Diagnose(ev)); got != "packet-loss" {
 		t.Errorf("a flow stalled in timeouts with no drops seen: top %q, want packet-loss", got)
 	}
+	flowOf(ev, true).BytesAcked = 0 // stalled from its first segment
+	if got := top(Diagnose(ev)); got != "packet-loss" {
+		t.Errorf("a flow stalled before anything was acknowledged: top %q, want packet-loss", got)
+	}
 }
 
 // A router namespace the doctor does not observe shapes to 200 Mbit/s with

@@ -530,9 +530,11 @@ func packetLoss(ev *Evidence) []Finding {
 	local := localDrops >= 10 && cuts >= 3
 	// A flow that waits on retransmission timeouts lost what it sent,
 	// however few segments that was: it is stalled, never healthy.
+	// A flow stalled from its first segment has nothing acknowledged: every
+	// flow is looked at, not only the senders.
 	var stalled *Flow
-	for _, f := range ev.senders() {
-		if f.LimitShares["rto"] >= limitShare && (stalled == nil || f.LimitShares["rto"] > stalled.LimitShares["rto"]) {
+	for i := range ev.Flows {
+		if f := &ev.Flows[i]; f.LimitShares["rto"] >= limitShare && (stalled == nil || f.LimitShares["rto"] > stalled.LimitShares["rto"]) {
 			stalled = f
 		}
 	}

@@ -55,13 +55,7 @@ var Noise = []*Scenario{
 		Families:  []string{"tcp_conn"},
 		Load:      bulk,
 		Inject: func(p *Pair) error {
-			if err := p.python(p.Receiver, pyListener, noisePort); err != nil {
-				return err
-			}
-			if err := waitListening(context.Background(), p.Receiver, noisePort); err != nil {
-				return err
-			}
-			return p.python(p.Sender, pyKeepalive, ReceiverAddr.Addr(), noisePort, 40)
+			return p.pythonServed(pyListener, noisePort, pyKeepalive, 40)
 		},
 		Verdict: quietVerdict(func(c, f *Measurement, p *Pair) (string, bool) {
 			n := established(p.Sender, noisePort)
@@ -75,13 +69,7 @@ var Noise = []*Scenario{
 		Families:  []string{"tcp_conn"},
 		Load:      bulk,
 		Inject: func(p *Pair) error {
-			if err := p.python(p.Receiver, pyListener, noisePort); err != nil {
-				return err
-			}
-			if err := waitListening(context.Background(), p.Receiver, noisePort); err != nil {
-				return err
-			}
-			return p.python(p.Sender, pyChurn, ReceiverAddr.Addr(), noisePort)
+			return p.pythonServed(pyListener, noisePort, pyChurn)
 		},
 		Verdict: quietVerdict(func(c, f *Measurement, p *Pair) (string, bool) {
 			n := counter(p.Receiver, "Tcp.PassiveOpens")
@@ -95,13 +83,7 @@ var Noise = []*Scenario{
 		Families:  []string{"tcp_conn"},
 		Load:      bulk,
 		Inject: func(p *Pair) error {
-			if err := p.python(p.Receiver, pyListener, noisePort); err != nil {
-				return err
-			}
-			if err := waitListening(context.Background(), p.Receiver, noisePort); err != nil {
-				return err
-			}
-			return p.python(p.Sender, pySlowWriter, ReceiverAddr.Addr(), noisePort)
+			return p.pythonServed(pyListener, noisePort, pySlowWriter)
 		},
 		Verdict: quietVerdict(func(c, f *Measurement, p *Pair) (string, bool) {
 			n := established(p.Sender, noisePort)
@@ -158,14 +140,15 @@ var Noise = []*Scenario{
 		Families:  []string{"tcp_conn"},
 		Load:      bulk,
 		Inject: func(p *Pair) error {
-			if _, err := p.Background(p.Receiver, "iperf3", "-s", "-p", fmt.Sprint(noisePort)); err != nil {
-				return err
-			}
-			if err := waitListening(context.Background(), p.Receiver, noisePort); err != nil {
-				return err
-			}
-			_, err := p.Background(p.Receiver, "iperf3", "-c", "127.0.0.1", "-p", fmt.Sprint(noisePort), "-t", "60")
-			return err
+			return p.serveThen(noisePort,
+				func() error {
+					_, err := p.Background(p.Receiver, "iperf3", "-s", "-p", fmt.Sprint(noisePort))
+					return err
+				},
+				func() error {
+					_, err := p.Background(p.Receiver, "iperf3", "-c", "127.0.0.1", "-p", fmt.Sprint(noisePort), "-t", "60")
+					return err
+				})
 		},
 		Verdict: quietVerdict(func(c, f *Measurement, p *Pair) (string, bool) {
 			n := established(p.Receiver, noisePort)

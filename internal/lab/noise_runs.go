@@ -91,13 +91,7 @@ var noiseRuns = []*Scenario{
 					}
 				}
 			}
-			if err := p.python(p.Receiver, nrPyKeepaliveServer, nrPort); err != nil {
-				return err
-			}
-			if err := waitListening(context.Background(), p.Receiver, nrPort); err != nil {
-				return err
-			}
-			return p.python(p.Sender, nrPyIdle, ReceiverAddr.Addr(), nrPort, 48)
+			return p.pythonServed(nrPyKeepaliveServer, nrPort, nrPyIdle, 48)
 		},
 		Verdict: quietVerdict(func(c, f *Measurement, p *Pair) (string, bool) {
 			conns := established(p.Sender, nrPort)
@@ -113,13 +107,7 @@ var noiseRuns = []*Scenario{
 		Families:  []string{"tcp_conn"},
 		Load:      bulk,
 		Inject: func(p *Pair) error {
-			if err := p.python(p.Receiver, nrPyDiscard, nrPort); err != nil {
-				return err
-			}
-			if err := waitListening(context.Background(), p.Receiver, nrPort); err != nil {
-				return err
-			}
-			return p.python(p.Sender, nrPyResetChurn, ReceiverAddr.Addr(), nrPort)
+			return p.pythonServed(nrPyDiscard, nrPort, nrPyResetChurn)
 		},
 		Verdict: quietVerdict(func(c, f *Measurement, p *Pair) (string, bool) {
 			accepted, resets := counter(p.Receiver, "Tcp.PassiveOpens"), counter(p.Sender, "Tcp.OutRsts")
@@ -149,15 +137,13 @@ var noiseRuns = []*Scenario{
 		Families:  []string{"tcp_conn"},
 		Load:      bulk,
 		Inject: func(p *Pair) error {
-			if _, err := p.Background(p.Receiver, "iperf3", "-s", "-p", fmt.Sprint(nrPort)); err != nil {
-				return err
-			}
-			if err := waitListening(context.Background(), p.Receiver, nrPort); err != nil {
-				return err
-			}
-			_, err := p.Background(p.Sender, "iperf3", "-c", ReceiverAddr.Addr().String(), "-p", fmt.Sprint(nrPort),
-				"-b", "10M", "-t", "600")
-			return err
+			return p.serveThen(nrPort,
+				func() error { _, err := p.Background(p.Receiver, "iperf3", "-s", "-p", fmt.Sprint(nrPort)); return err },
+				func() error {
+					_, err := p.Background(p.Sender, "iperf3", "-c", ReceiverAddr.Addr().String(), "-p", fmt.Sprint(nrPort),
+						"-b", "10M", "-t", "600")
+					return err
+				})
 		},
 		Verdict: quietVerdict(func(c, f *Measurement, p *Pair) (string, bool) {
 			n := nrBytesAcked(p.Sender, nrPort)
@@ -248,13 +234,9 @@ var noiseRuns = []*Scenario{
 		Load:      bulk,
 		Inject: func(p *Pair) error {
 			addr := fmt.Sprintf("127.0.0.1:%d", nrPort)
-			if err := p.selfLoad(p.Receiver, "server", "--listen", addr); err != nil {
-				return err
-			}
-			if err := waitListening(context.Background(), p.Receiver, nrPort); err != nil {
-				return err
-			}
-			return p.selfLoad(p.Receiver, "client", addr, "-d", "600s", "--cc", "cubic")
+			return p.serveThen(nrPort,
+				func() error { return p.selfLoad(p.Receiver, "server", "--listen", addr) },
+				func() error { return p.selfLoad(p.Receiver, "client", addr, "-d", "600s", "--cc", "cubic") })
 		},
 		Verdict: quietVerdict(func(c, f *Measurement, p *Pair) (string, bool) {
 			n := nrBytesAcked(p.Receiver, nrPort)

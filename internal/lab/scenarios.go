@@ -94,10 +94,7 @@ var Scenarios = []*Scenario{
 			_, err := p.Sender.Run("tc", "qdisc", "add", "dev", p.SenderDev, "root", "tbf", "rate", "200mbit", "burst", "64kb", "latency", "20ms")
 			return err
 		},
-		Fix: func(p *Pair) error {
-			_, err := p.Sender.Run("tc", "qdisc", "del", "dev", p.SenderDev, "root")
-			return err
-		},
+		Fix: delSenderRoot,
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			var backlog uint32
 			for _, q := range f.Stat.Qdiscs {
@@ -215,33 +212,7 @@ var Scenarios = []*Scenario{
 				calls > 0.5*c.sendCalls() && f.Load.Bps < 0.2*c.Load.Bps
 		},
 	},
-	{
-		Name:     "gro-off",
-		Fault:    "GRO off on the receiver's veth, sender TSO and GSO off in both runs (control: GRO on)",
-		Expect:   "offload-disabled",
-		Families: []string{"tcp_conn", "dev_recv"},
-		Load:     bulk,
-		Prepare: func(p *Pair) error {
-			if _, err := p.Sender.Run("ethtool", "-K", p.SenderDev, "tso", "off", "gso", "off"); err != nil {
-				return err
-			}
-			_, err := p.Receiver.Run("ethtool", "-K", p.ReceiverDev, "gro", "on")
-			return err
-		},
-		Inject: func(p *Pair) error {
-			_, err := p.Receiver.Run("ethtool", "-K", p.ReceiverDev, "gro", "off")
-			return err
-		},
-		Fix: func(p *Pair) error {
-			_, err := p.Receiver.Run("ethtool", "-K", p.ReceiverDev, "gro", "on")
-			return err
-		},
-		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
-			on, off := c.device(p.ReceiverDev).Recv.SegsPerSkb(), f.device(p.ReceiverDev).Recv.SegsPerSkb()
-			return fmt.Sprintf("dev_recv %.1f segments per skb, against %.1f with GRO; throughput %s", off, on, change(c, f)),
-				on > 1.5 && off < 1.1
-		},
-	},
+	groOff(),
 	{
 		Name: "gro-blocked",
 		Fault: "VXLAN over the veth with outer DF=0, and the receiving veth gives each outer packet a random IP ID " +
@@ -381,5 +352,36 @@ func hog(ctx context.Context, _ *Pair) {
 	for ctx.Err() == nil {
 		for i := 0; i < 1<<20; i++ {
 		}
+	}
+}
+
+// groOff is the lab's GRO-off scenario; a variant runs it with iperf3.
+func groOff() *Scenario {
+	return &Scenario{
+		Name:     "gro-off",
+		Fault:    "GRO off on the receiver's veth, sender TSO and GSO off in both runs (control: GRO on)",
+		Expect:   "offload-disabled",
+		Families: []string{"tcp_conn", "dev_recv"},
+		Load:     bulk,
+		Prepare: func(p *Pair) error {
+			if _, err := p.Sender.Run("ethtool", "-K", p.SenderDev, "tso", "off", "gso", "off"); err != nil {
+				return err
+			}
+			_, err := p.Receiver.Run("ethtool", "-K", p.ReceiverDev, "gro", "on")
+			return err
+		},
+		Inject: func(p *Pair) error {
+			_, err := p.Receiver.Run("ethtool", "-K", p.ReceiverDev, "gro", "off")
+			return err
+		},
+		Fix: func(p *Pair) error {
+			_, err := p.Receiver.Run("ethtool", "-K", p.ReceiverDev, "gro", "on")
+			return err
+		},
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			on, off := c.device(p.ReceiverDev).Recv.SegsPerSkb(), f.device(p.ReceiverDev).Recv.SegsPerSkb()
+			return fmt.Sprintf("dev_recv %.1f segments per skb, against %.1f with GRO; throughput %s", off, on, change(c, f)),
+				on > 1.5 && off < 1.1
+		},
 	}
 }

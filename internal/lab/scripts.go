@@ -89,6 +89,28 @@ func (p *Pair) python(ns *host.Netns, script string, args ...any) error {
 	return err
 }
 
+// serveThen starts a server in the receiver, waits until it listens on
+// port, then starts its client.
+func (p *Pair) serveThen(port int, server, client func() error) error {
+	if err := server(); err != nil {
+		return err
+	}
+	if err := waitListening(context.Background(), p.Receiver, port); err != nil {
+		return err
+	}
+	return client()
+}
+
+// pythonServed is serveThen of two python scripts: the server gets the
+// port, the client the receiver's address, the port and clientArgs.
+func (p *Pair) pythonServed(server string, port int, client string, clientArgs ...any) error {
+	return p.serveThen(port,
+		func() error { return p.python(p.Receiver, server, port) },
+		func() error {
+			return p.python(p.Sender, client, append([]any{ReceiverAddr.Addr(), port}, clientArgs...)...)
+		})
+}
+
 // generatorTo is a workload of the lab's generator against a server of the
 // variant's on another port; serve starts that server for the run's options
 // (the fault's changes arrive through them), killed after the run.

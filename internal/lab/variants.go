@@ -97,10 +97,7 @@ var moreVariants = []*Scenario{
 			_, err := p.Sender.Run("tc", "qdisc", "add", "dev", p.SenderDev, "root", "tbf", "rate", "500mbit", "burst", "16kb", "latency", "20ms")
 			return err
 		},
-		Fix: func(p *Pair) error {
-			_, err := p.Sender.Run("tc", "qdisc", "del", "dev", p.SenderDev, "root")
-			return err
-		},
+		Fix:     delSenderRoot,
 		Verdict: shapedVerdict("tbf", 500e6),
 	},
 	{
@@ -122,10 +119,7 @@ var moreVariants = []*Scenario{
 			}
 			return nil
 		},
-		Fix: func(p *Pair) error {
-			_, err := p.Sender.Run("tc", "qdisc", "del", "dev", p.SenderDev, "root")
-			return err
-		},
+		Fix:     delSenderRoot,
 		Verdict: shapedVerdict("htb", 300e6),
 	},
 	{
@@ -164,10 +158,7 @@ var moreVariants = []*Scenario{
 			}
 			return nil
 		},
-		Fix: func(p *Pair) error {
-			_, err := p.Sender.Run("tc", "qdisc", "del", "dev", p.SenderDev, "root")
-			return err
-		},
+		Fix: delSenderRoot,
 		// Like a netfilter drop on output, a qdisc drop of the host's own
 		// segment is not retransmitted: TCP enters CWR and sends it again.
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
@@ -197,34 +188,13 @@ var moreVariants = []*Scenario{
 				on > 4 && off < 1.1
 		},
 	},
-	{
-		Name:      "gro-off-iperf3",
-		Mechanism: "GRO off on the receiver with iperf3's traffic",
-		Fault:     "GRO off on the receiver's veth, sender TSO and GSO off in both runs, iperf3 (control: GRO on)",
-		Expect:    "offload-disabled",
-		Families:  []string{"tcp_conn", "dev_recv"},
-		Load:      bulk,
-		Workload:  iperf3(),
-		Prepare: func(p *Pair) error {
-			if _, err := p.Sender.Run("ethtool", "-K", p.SenderDev, "tso", "off", "gso", "off"); err != nil {
-				return err
-			}
-			_, err := p.Receiver.Run("ethtool", "-K", p.ReceiverDev, "gro", "on")
-			return err
-		},
-		Inject: func(p *Pair) error {
-			_, err := p.Receiver.Run("ethtool", "-K", p.ReceiverDev, "gro", "off")
-			return err
-		},
-		Fix: func(p *Pair) error {
-			_, err := p.Receiver.Run("ethtool", "-K", p.ReceiverDev, "gro", "on")
-			return err
-		},
-		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
-			on, off := c.device(p.ReceiverDev).Recv.SegsPerSkb(), f.device(p.ReceiverDev).Recv.SegsPerSkb()
-			return fmt.Sprintf("dev_recv %.1f segments per skb, against %.1f with GRO; throughput %s", off, on, change(c, f)), on > 1.5 && off < 1.1
-		},
-	},
+	func() *Scenario {
+		s := groOff()
+		s.Name, s.Mechanism = "gro-off-iperf3", "GRO off on the receiver with iperf3's traffic"
+		s.Fault = "GRO off on the receiver's veth, sender TSO and GSO off in both runs, iperf3 (control: GRO on)"
+		s.Workload = iperf3()
+		return s
+	}(),
 	{
 		Name:      "sndbuf-iperf3-wmem",
 		Mechanism: "iperf3's traffic with the sender namespace's tcp_wmem maximum small",

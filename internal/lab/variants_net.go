@@ -182,7 +182,7 @@ var netVariants = []*Scenario{
 			}
 			return nil
 		},
-		Fix:     netDelRoot(func(p *Pair) (*host.Netns, string) { return p.Sender, p.SenderDev }),
+		Fix:     delSenderRoot,
 		Verdict: netShaped(func(p *Pair) string { return p.SenderDev }, "htb", 300e6),
 	},
 	{
@@ -198,7 +198,7 @@ var netVariants = []*Scenario{
 			_, err := p.Sender.Run("tc", "qdisc", "add", "dev", p.SenderDev, "root", "tbf", "rate", "500mbit", "burst", "1540", "latency", "20ms")
 			return err
 		},
-		Fix: netDelRoot(func(p *Pair) (*host.Netns, string) { return p.Sender, p.SenderDev }),
+		Fix: delSenderRoot,
 		// Measured 260 Mbit/s with iperf3 alone (a bucket of 3 KB: 457).
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			backlog := netBacklog(f, p.SenderDev)
@@ -406,6 +406,9 @@ func netDelRoot(where func(*Pair) (*host.Netns, string)) func(*Pair) error {
 		return err
 	}
 }
+
+// delSenderRoot removes the qdisc a scenario put on the sender's veth.
+var delSenderRoot = netDelRoot(func(p *Pair) (*host.Netns, string) { return p.Sender, p.SenderDev })
 
 // netIfb names a variant's ifb device after the pair.
 func netIfb(p *Pair) string { return "skbi" + p.ReceiverDev[4:] }
