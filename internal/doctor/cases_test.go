@@ -523,3 +523,14 @@ func TestAReaderThatHoldsItsACKsIsNotAQueueOnThePath(t *testing.T) {
 		t.Errorf("without the reader's zero windows: top %q, want rate-shaped (a queue somewhere)", got)
 	}
 }
+
+// In make test the router's shaper went unnamed: its receiver advertised one
+// zero window (at slow start or close) and the queue was taken for a reader
+// holding its ACKs. The sender never met a shut window; the queue stands.
+func TestALoneZeroWindowDoesNotHideAQueueOnThePath(t *testing.T) {
+	ev := load(t, "lab/variant-rate-router-tbf.json")
+	nsNamed(ev, "-rcv").Counters["TcpExt.TCPToZeroWindowAdv"] = 1
+	if got := top(Diagnose(ev)); got != "rate-shaped" {
+		t.Errorf("top %q, want rate-shaped", got)
+	}
+}

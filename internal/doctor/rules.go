@@ -339,9 +339,7 @@ func rwndLimited(ev *Evidence) []Finding {
 func acksHeldByReader(ev *Evidence, f *Flow) []Finding {
 	reason, share := topLimit(f)
 	zero := readerBehind(ev, f)
-	// The sender must have met the shut window itself: a receiver's lone
-	// zero window (a slow start, a close) says nothing of this flow.
-	if reason != "cwnd" || share < 0.5 || zero == 0 || f.LimitShares["swnd"] < 0.02 || !ackClockSlowed(f) {
+	if reason != "cwnd" || share < 0.5 || zero == 0 || !ackClockSlowed(f) {
 		return nil
 	}
 	p := ev.peerFlow(f)
@@ -1206,10 +1204,15 @@ func ackClockSlowed(f *Flow) bool {
 }
 
 // readerBehind counts the zero windows the flow's observed receiver had to
-// advertise (its namespace's counters): an application that stops reading.
-// Such a receiver also holds its ACKs back (it acknowledges at once only
-// when the window can move), which slows the sender's ACK clock like a queue.
+// advertise (its namespace's counters) when the sender met a shut window
+// itself: an application that stops reading. A receiver's lone zero window
+// (a slow start, a close) says nothing of this flow. Such a receiver also
+// holds its ACKs back (it acknowledges at once only when the window can
+// move), which slows the sender's ACK clock like a queue.
 func readerBehind(ev *Evidence, f *Flow) int64 {
+	if f.LimitShares["swnd"] < 0.02 {
+		return 0
+	}
 	p := ev.peerFlow(f)
 	if p == nil {
 		return 0
