@@ -534,3 +534,23 @@ func TestALoneZeroWindowDoesNotHideAQueueOnThePath(t *testing.T) {
 		t.Errorf("top %q, want rate-shaped", got)
 	}
 }
+
+// In make test, iperf3 with 100-byte writes and reads: the receiver, making
+// 274567 recv calls/s of 100 bytes, kept its window at 6 KB, so the sender
+// waited for it 99 % of the time. The tiny reads are the cause; the window
+// is their symptom and ranks below them.
+func TestTinyReadsRankAboveTheWindowTheyKeepFull(t *testing.T) {
+	ev := load(t, "lab/variant-nagle-small-writes.json")
+	s := flowOf(ev, true)
+	s.LimitShares = map[string]float64{"swnd": 0.99, "app": 0.01}
+	s.SndWnd, s.MaxSndWnd = 6144, 6144
+	rep := Diagnose(ev)
+	if got := top(rep); got != "small-packet-bound" {
+		t.Fatalf("top %q, want small-packet-bound; findings %v", got, ids(rep.Findings))
+	}
+	for _, f := range rep.Findings {
+		if f.ID == "rwnd-limited" && f.Severity >= Warning {
+			t.Errorf("rwnd-limited stays a warning beside the tiny reads that explain it")
+		}
+	}
+}

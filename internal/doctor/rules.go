@@ -77,7 +77,7 @@ var Rules = []Rule{
 var symptoms = map[string][]string{
 	"cwnd-limited":     {"packet-loss", "mtu-mismatch", "rate-shaped"},
 	"packet-loss":      {"mtu-mismatch", "rate-shaped", "known-nic-issue", "gro-blocked"},
-	"rwnd-limited":     {"cpu-saturated", "mtu-mismatch"},
+	"rwnd-limited":     {"cpu-saturated", "mtu-mismatch", "small-packet-bound"},
 	"cpu-saturated":    {"small-packet-bound", "offload-disabled", "gro-blocked", "rate-shaped"},
 	"asymmetric-path":  {"known-nic-issue", "offload-disabled"},
 	"offload-disabled": {"known-nic-issue", "rate-shaped"},

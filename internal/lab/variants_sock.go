@@ -516,21 +516,22 @@ func sockSmallVerdict(c, f *Measurement, controlCalls, faultCalls float64) (stri
 
 // sockCPUVerdict: the CPU was busy all the run, user-space work on it grew
 // well beyond the control's (the competing work), and throughput fell.
+// The throughput a hog costs varies: 15-40 % measured for one on the
+// sender's CPU.
 func sockCPUVerdict(cpu int) func(c, f *Measurement, p *Pair) (string, bool) {
 	return func(c, f *Measurement, p *Pair) (string, bool) {
 		busy, before := f.cpuBusy(cpu), c.cpuBusy(cpu)
 		user, userBefore := f.sockCPUUser(cpu), c.sockCPUUser(cpu)
 		return fmt.Sprintf("CPU %d busy %.0f%% of the run, %.0f%% in user space (control %.0f%%, %.0f%%); throughput %s",
 				cpu, busy*100, user*100, before*100, userBefore*100, change(c, f)),
-			runtime.NumCPU() >= 2 && busy > 0.95 && user > userBefore+0.15 && f.Load.Bps < 0.8*c.Load.Bps
+			runtime.NumCPU() >= 2 && busy > 0.95 && user > userBefore+0.15 && f.Load.Bps < 0.9*c.Load.Bps
 	}
 }
 
 // sockAppWorkVerdict: the receiver's CPU went to user space (the digest),
 // the sender waited for the window the reader opened slower, and throughput
-// fell. Under the doctor the CPU shares also cover its recorder's start and
-// stop, when the reader idles, so a busy threshold would judge the
-// recorder's set-up time, not the fault.
+// fell. The busy share is shown, not judged: the control's reader keeps
+// that CPU 90 % busy too.
 func sockAppWorkVerdict(c, f *Measurement, p *Pair) (string, bool) {
 	user, userBefore := f.sockCPUUser(1), c.sockCPUUser(1)
 	swnd := sockShare(f.sockSender(p), "swnd")
