@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/skbtrace/skbtrace/internal/finding"
 )
 
 // The cases of issue 10, each the lab evidence of the nearest scenario with
@@ -13,7 +15,7 @@ import (
 // the lab builds them, and noise no flow suffered.
 
 func top(rep *Report) string {
-	if f := rep.Top(Warning); f != nil {
+	if f := rep.Top(finding.Warning); f != nil {
 		return f.ID
 	}
 	return ""
@@ -52,7 +54,7 @@ func TestCaseLinkEndsWithDifferentMTUsRankAboveTheirDrops(t *testing.T) {
 		t.Fatalf("top %q, want mtu-mismatch; findings %v", got, ids(rep.Findings))
 	}
 	for _, f := range rep.Findings {
-		if f.ID == "packet-loss" && f.Severity >= Warning {
+		if f.ID == "packet-loss" && f.Severity >= finding.Warning {
 			t.Errorf("packet-loss stays a warning beside its cause: %v", ids(rep.Findings))
 		}
 	}
@@ -107,7 +109,7 @@ func TestCaseShaperBelowItsRateStillShapes(t *testing.T) {
 	if got := top(rep); got != "rate-shaped" {
 		t.Fatalf("top %q, want rate-shaped; findings %v", got, ids(rep.Findings))
 	}
-	if f := rep.Top(Warning); !strings.Contains(f.Remedy[0], "burst") {
+	if f := rep.Top(finding.Warning); !strings.Contains(f.Remedy[0], "burst") {
 		t.Errorf("the first remedy should size the bucket: %v", f.Remedy)
 	}
 }
@@ -168,7 +170,7 @@ func TestCaseLinkMTUDoesNotTakeAnotherCausesLoss(t *testing.T) {
 		t.Fatalf("top %q, want packet-loss; findings %v", got, ids(rep.Findings))
 	}
 	for _, f := range rep.Findings {
-		if f.ID == "mtu-mismatch" && f.Severity >= Warning {
+		if f.ID == "mtu-mismatch" && f.Severity >= finding.Warning {
 			t.Errorf("mtu-mismatch convicted on a firewall's drops: %v", f.Evidence)
 		}
 	}
@@ -211,7 +213,7 @@ func TestCaseWindowWaitsWithoutLossAreNotCwndLimited(t *testing.T) {
 		}
 		// The same waits with real loss are the window's.
 		s.Retrans = 3 * s.SegsOut / 100
-		if !slices.ContainsFunc(Diagnose(ev).Findings, func(f Finding) bool { return f.ID == "cwnd-limited" }) {
+		if !slices.ContainsFunc(Diagnose(ev).Findings, func(f finding.Finding) bool { return f.ID == "cwnd-limited" }) {
 			t.Errorf("%s: 3 %% loss and 89 %% of the time waiting for the window: no cwnd-limited", name)
 		}
 	}
@@ -229,7 +231,7 @@ func TestEveryFindingSaysHowSureItIsAndHowToConfirmIt(t *testing.T) {
 		for _, f := range rep.Findings {
 			seen[f.ID] = true
 			switch f.Confidence {
-			case Strong, Likely, Possible:
+			case finding.Strong, finding.Likely, finding.Possible:
 			default:
 				t.Errorf("%s: %s has confidence %q", file, f.ID, f.Confidence)
 			}
@@ -257,7 +259,7 @@ func TestCaseBlockedGROOutranksTheBacklogDropsItCauses(t *testing.T) {
 	if got := top(rep); got != "gro-blocked" {
 		t.Fatalf("top %q, want gro-blocked; findings %v", got, ids(rep.Findings))
 	}
-	var cause, symptom *Finding
+	var cause, symptom *finding.Finding
 	for i, f := range rep.Findings {
 		switch f.ID {
 		case "packet-loss":
@@ -266,7 +268,7 @@ func TestCaseBlockedGROOutranksTheBacklogDropsItCauses(t *testing.T) {
 			cause = &rep.Findings[i]
 		}
 	}
-	if symptom == nil || symptom.Severity >= Warning {
+	if symptom == nil || symptom.Severity >= finding.Warning {
 		t.Fatalf("packet-loss should stay, as info beside the gro-blocked that explains it: %v", ids(rep.Findings))
 	}
 	if cause.Impact < symptom.Impact {
@@ -285,7 +287,7 @@ func TestCaseSmallWritesBehindAFullPipeAreNotNagleDelay(t *testing.T) {
 		t.Fatalf("top %q, want small-packet-bound; findings %v", got, ids(rep.Findings))
 	}
 	for _, f := range rep.Findings {
-		if f.Severity >= Warning && (f.ID == "nagle-delay" || f.ID == "offload-disabled") {
+		if f.Severity >= finding.Warning && (f.ID == "nagle-delay" || f.ID == "offload-disabled") {
 			t.Errorf("%s is a warning: %v", f.ID, f.Evidence)
 		}
 	}
@@ -380,7 +382,7 @@ func TestAReaderThatStopsIsNotACPUBoundReader(t *testing.T) {
 	if got := top(rep); got != "rwnd-limited" {
 		t.Fatalf("top %q, want rwnd-limited; findings %v", got, ids(rep.Findings))
 	}
-	if f := rep.Top(Warning); !strings.Contains(strings.Join(f.Remedy, "\n"), "stops reading") {
+	if f := rep.Top(finding.Warning); !strings.Contains(strings.Join(f.Remedy, "\n"), "stops reading") {
 		t.Errorf("the remedy does not point at the reader: %v", f.Remedy)
 	}
 	s := flowOf(ev, true)
@@ -425,7 +427,7 @@ func TestAShaperOnAnIfbIsJudgedByItsCounters(t *testing.T) {
 	if got := top(rep); got != "rate-shaped" {
 		t.Fatalf("top %q, want rate-shaped; findings %v", got, ids(rep.Findings))
 	}
-	if f := rep.Top(Warning); !strings.Contains(f.Scope, "skbi") {
+	if f := rep.Top(finding.Warning); !strings.Contains(f.Scope, "skbi") {
 		t.Errorf("the finding names %s, not the ifb", f.Scope)
 	}
 }
@@ -443,7 +445,7 @@ func TestAPathMTUBlackHoleBeyondTheEndsIsNamed(t *testing.T) {
 	if got := top(rep); got != "mtu-mismatch" {
 		t.Fatalf("top %q, want mtu-mismatch; findings %v", got, ids(rep.Findings))
 	}
-	if f := rep.Top(Warning); f.Severity != Critical || !strings.Contains(strings.Join(f.Evidence, "\n"), "does not observe") {
+	if f := rep.Top(finding.Warning); f.Severity != finding.Critical || !strings.Contains(strings.Join(f.Evidence, "\n"), "does not observe") {
 		t.Errorf("the black hole is %s: %v", f.Severity, f.Evidence)
 	}
 	var drops []Drop
@@ -489,7 +491,7 @@ func TestAShaperOnAnUnobservedHopIsFoundByItsQueue(t *testing.T) {
 func TestSpuriousRetransmissionsDoNotMakeTheWindowTheLimit(t *testing.T) {
 	ev := load(t, "outside/reordered-cwnd.json")
 	for _, f := range Diagnose(ev).Findings {
-		if f.ID == "cwnd-limited" && f.Severity >= Warning {
+		if f.ID == "cwnd-limited" && f.Severity >= finding.Warning {
 			t.Errorf("cwnd-limited after needless retransmissions: %v", f.Evidence)
 		}
 	}
@@ -549,7 +551,7 @@ func TestTinyReadsRankAboveTheWindowTheyKeepFull(t *testing.T) {
 		t.Fatalf("top %q, want small-packet-bound; findings %v", got, ids(rep.Findings))
 	}
 	for _, f := range rep.Findings {
-		if f.ID == "rwnd-limited" && f.Severity >= Warning {
+		if f.ID == "rwnd-limited" && f.Severity >= finding.Warning {
 			t.Errorf("rwnd-limited stays a warning beside the tiny reads that explain it")
 		}
 	}

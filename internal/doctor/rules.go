@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skbtrace/skbtrace/internal/finding"
 	"github.com/skbtrace/skbtrace/internal/units"
 )
 
@@ -50,7 +51,7 @@ const (
 // Rule turns evidence into findings; each finding id of docs/findings.md has one.
 type Rule struct {
 	ID    string
-	Check func(*Evidence) []Finding
+	Check func(*Evidence) []finding.Finding
 }
 
 // Rules is every rule, in no particular order: Diagnose ranks the findings.
@@ -85,13 +86,13 @@ var symptoms = map[string][]string{
 
 // Diagnose applies every rule and ranks the findings.
 func Diagnose(ev *Evidence) *Report {
-	var fs []Finding
+	var fs []finding.Finding
 	for _, r := range Rules {
 		fs = append(fs, r.Check(ev)...)
 	}
 	present := map[string]bool{}
 	for _, f := range fs {
-		if f.Severity >= Warning {
+		if f.Severity >= finding.Warning {
 			present[f.ID] = true
 		}
 	}
@@ -100,30 +101,30 @@ func Diagnose(ev *Evidence) *Report {
 	heaviest := map[string]float64{}
 	for i := range fs {
 		for _, cause := range symptoms[fs[i].ID] {
-			if present[cause] && fs[i].Severity >= Warning {
+			if present[cause] && fs[i].Severity >= finding.Warning {
 				heaviest[cause] = max(heaviest[cause], fs[i].Impact)
-				fs[i].Severity = Info
+				fs[i].Severity = finding.Info
 				fs[i].Explanation += " This is a consequence of " + cause + ", reported above."
 				break
 			}
 		}
 	}
 	for i := range fs {
-		if w, ok := heaviest[fs[i].ID]; ok && fs[i].Severity >= Warning && fs[i].Impact < w {
+		if w, ok := heaviest[fs[i].ID]; ok && fs[i].Severity >= finding.Warning && fs[i].Impact < w {
 			fs[i].Impact = w
 			fs[i].ImpactText += fmt.Sprintf("; at least the %s its consequences put at stake", pct(w))
 		}
 	}
-	Rank(fs)
+	finding.Rank(fs)
 	rep := &Report{Findings: fs, Evidence: ev, Notes: ev.Notes}
 	if n := unsufferedDrops(ev); n != "" {
 		rep.Notes = append(slices.Clone(rep.Notes), n)
 	}
-	if rep.Top(Warning) == nil {
+	if rep.Top(finding.Warning) == nil {
 		rep.Healthy = healthy(ev)
 	}
 	if fs == nil {
-		rep.Findings = []Finding{}
+		rep.Findings = []finding.Finding{}
 	}
 	return rep
 }
@@ -148,8 +149,8 @@ func healthy(ev *Evidence) string {
 	return msg + "."
 }
 
-func cpuSaturated(ev *Evidence) []Finding {
-	var out []Finding
+func cpuSaturated(ev *Evidence) []finding.Finding {
+	var out []finding.Finding
 	for i := range ev.CPUs {
 		c := &ev.CPUs[i]
 		if c.Busy() < cpuBusy {
@@ -203,17 +204,17 @@ func cpuSaturated(ev *Evidence) []Finding {
 		} else if c.Softirq+c.NetRx >= 0.3 {
 			remedy = append(remedy, "spread receive processing: more queues (ethtool -L DEV combined N), RPS (echo MASK > /sys/class/net/DEV/queues/rx-0/rps_cpus), IRQ affinity")
 		}
-		out = append(out, Finding{ID: "cpu-saturated", Severity: Warning,
+		out = append(out, finding.Finding{ID: "cpu-saturated", Severity: finding.Warning,
 			Title:    fmt.Sprintf("CPU %d is saturated (%s busy)", c.CPU, pct(c.Busy())),
 			Evidence: evidence, Explanation: explanation, Remedy: remedy, Scope: fmt.Sprintf("cpu %d", c.CPU),
-			Impact: impact, ImpactText: fmt.Sprintf("up to %s of throughput", pct(impact)), Confidence: Likely,
+			Impact: impact, ImpactText: fmt.Sprintf("up to %s of throughput", pct(impact)), Confidence: finding.Likely,
 			Confirm: []string{fmt.Sprintf("mpstat -P %d 1 during the transfer (is it 100%% busy throughout?), then perf top -C %d: what runs there", c.CPU, c.CPU)}})
 	}
 	return out
 }
 
-func sndbufLimited(ev *Evidence) []Finding {
-	var out []Finding
+func sndbufLimited(ev *Evidence) []finding.Finding {
+	var out []finding.Finding
 	for _, f := range ev.senders() {
 		share, source := limitEvidence(f, "sndbuf", f.SndbufLimitedUs)
 		if share < limitShare {
@@ -228,7 +229,7 @@ func sndbufLimited(ev *Evidence) []Finding {
 		if wmem != "" {
 			evidence = append(evidence, fmt.Sprintf("net.ipv4.tcp_wmem = %s in netns %s", wmem, f.Netns))
 		}
-		out = append(out, Finding{ID: "sndbuf-limited", Severity: Warning,
+		out = append(out, finding.Finding{ID: "sndbuf-limited", Severity: finding.Warning,
 			Title:    fmt.Sprintf("the send buffer caps %s -> %s", f.Local, f.Peer),
 			Evidence: evidence,
 			Explanation: "TCP may only keep as many unacknowledged bytes in flight as the socket's send buffer holds; " +
@@ -243,8 +244,8 @@ func sndbufLimited(ev *Evidence) []Finding {
 	return out
 }
 
-func rwndLimited(ev *Evidence) []Finding {
-	var out []Finding
+func rwndLimited(ev *Evidence) []finding.Finding {
+	var out []finding.Finding
 	for _, f := range ev.senders() {
 		share, source := limitEvidence(f, "swnd", f.RwndLimitedUs)
 		// A reader that stops leaves the window shut for long stretches, long
@@ -277,7 +278,7 @@ func rwndLimited(ev *Evidence) []Finding {
 			evidence = append(evidence, fmt.Sprintf("net.ipv4.tcp_rmem = %s in the receiver's netns %s", rmem, rmemNs))
 		}
 		want := bufferTarget(ev, f, rmem)
-		severity, confidence := Warning, measured(source)
+		severity, confidence := finding.Warning, measured(source)
 		explanation := "The receiver advertises how many bytes it can still buffer; the sender may not exceed it. A small " +
 			"receive buffer (tcp_rmem) or an application that reads slowly keeps that window below bandwidth x RTT."
 		// The socket's real buffer outranks the sysctl: a window below a
@@ -312,7 +313,7 @@ func rwndLimited(ev *Evidence) []Finding {
 		if maxOf(rmem) >= 1<<20 && !physicalPath(ev, f) && !capped && !stopped {
 			// A roomy buffer that still fills over veth or loopback: the
 			// reader copies as fast as its CPU allows, the expected limit.
-			severity, confidence = Info, Possible
+			severity, confidence = finding.Info, finding.Possible
 			if c := busiest(ev); c != nil {
 				evidence = append(evidence, fmt.Sprintf("busiest CPU %d: %s busy (%s)", c.CPU, pct(c.Busy()), cpuSplit(c)))
 			}
@@ -321,7 +322,7 @@ func rwndLimited(ev *Evidence) []Finding {
 		}
 		remedy = append(remedy, "on the receiver: "+nsPrefix(rmemNs)+fmt.Sprintf("sysctl -w net.ipv4.tcp_rmem=\"%s\"", tripleWithMax(rmem, want)),
 			"if the receiving application reads slowly (check its CPU), make it read more often or in larger chunks")
-		out = append(out, Finding{ID: "rwnd-limited", Severity: severity,
+		out = append(out, finding.Finding{ID: "rwnd-limited", Severity: severity,
 			Title:       fmt.Sprintf("the receiver's window caps %s -> %s", f.Local, f.Peer),
 			Evidence:    evidence,
 			Explanation: explanation,
@@ -336,14 +337,14 @@ func rwndLimited(ev *Evidence) []Finding {
 // acknowledges at once only when the window can move, so its ACKs wait for
 // the delayed-ACK timer, and the sender, waiting for its congestion window,
 // crawls at the pace of those ACKs.
-func acksHeldByReader(ev *Evidence, f *Flow) []Finding {
+func acksHeldByReader(ev *Evidence, f *Flow) []finding.Finding {
 	reason, share := topLimit(f)
 	zero := readerBehind(ev, f)
 	if reason != "cwnd" || share < 0.5 || zero == 0 || !ackClockSlowed(f) {
 		return nil
 	}
 	p := ev.peerFlow(f)
-	return []Finding{{ID: "rwnd-limited", Severity: Warning,
+	return []finding.Finding{{ID: "rwnd-limited", Severity: finding.Warning,
 		Title: fmt.Sprintf("the receiving application falls behind on %s -> %s and holds its ACKs back", f.Local, f.Peer),
 		Evidence: []string{
 			fmt.Sprintf("the receiver's netns %s advertised or wanted a zero window %d times (TcpExt.TCPToZeroWindowAdv, TCPWantZeroWindowAdv)", p.Netns, zero),
@@ -357,12 +358,12 @@ func acksHeldByReader(ev *Evidence, f *Flow) []Finding {
 			"in the receiving application: find why it stops reading (blocked on a lock, disk or another socket; a pause in its loop) and read from a thread that does nothing else",
 			nsPrefix(p.Netns) + fmt.Sprintf("ss -tim src %s   (Recv-Q grows while the application stalls)", p.Local),
 		},
-		Scope: flowScope(f), Impact: share / 2, ImpactText: fmt.Sprintf("%s of the sender's time waiting on late ACKs", pct(share)), Confidence: Likely,
+		Scope: flowScope(f), Impact: share / 2, ImpactText: fmt.Sprintf("%s of the sender's time waiting on late ACKs", pct(share)), Confidence: finding.Likely,
 		Confirm: []string{nsPrefix(p.Netns) + fmt.Sprintf("ss -tin src %s, a few times during the transfer: a Recv-Q that stays high", p.Local)}}}
 }
 
-func nagleDelay(ev *Evidence) []Finding {
-	var out []Finding
+func nagleDelay(ev *Evidence) []finding.Finding {
+	var out []finding.Finding
 	for i := range ev.Flows {
 		f := &ev.Flows[i]
 		// Decisions, not time: tcp_sendlim decides when a segment arrives,
@@ -390,7 +391,7 @@ func nagleDelay(ev *Evidence) []Finding {
 			evidence = append(evidence, fmt.Sprintf("each hold kept the segment waiting %.1f ms on average, %s of the sender's time",
 				float64(wait)/1000, pct(f.LimitShares["nagle"])))
 		}
-		out = append(out, Finding{ID: "nagle-delay", Severity: Warning,
+		out = append(out, finding.Finding{ID: "nagle-delay", Severity: finding.Warning,
 			Title:    fmt.Sprintf("Nagle's algorithm holds back small writes on %s -> %s", f.Local, f.Peer),
 			Evidence: evidence,
 			Explanation: "With Nagle on, TCP sends a small segment only when all earlier data is acknowledged. An application " +
@@ -399,7 +400,7 @@ func nagleDelay(ev *Evidence) []Finding {
 				"in the application: setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, 1) on the socket",
 				"or write each message in one call (writev, or TCP_CORK around the writes and uncork after the last)",
 			},
-			Scope: flowScope(f), Impact: 0.9, ImpactText: "most of it: each message waits for a delayed ACK", Confidence: Strong,
+			Scope: flowScope(f), Impact: 0.9, ImpactText: "most of it: each message waits for a delayed ACK", Confidence: finding.Strong,
 			Confirm: []string{"strace -f -e trace=setsockopt,write,sendto,sendmsg -p PID   (small writes, no TCP_NODELAY)",
 				fmt.Sprintf("skbtrace record -e tcp_sendlim --filter-port %d -d 5, then skbtrace parse: [nagle] runs", f.Local.Port())}})
 	}
@@ -417,8 +418,8 @@ func decisionShare(f *Flow, reason string) float64 {
 	return float64(f.LimitCounts[reason]) / float64(total)
 }
 
-func cwndLimited(ev *Evidence) []Finding {
-	var out []Finding
+func cwndLimited(ev *Evidence) []finding.Finding {
+	var out []finding.Finding
 	for _, f := range ev.senders() {
 		share := f.LimitShares["cwnd"]
 		cong := f.CongStates["Recovery"] + f.CongStates["Loss"] + f.CongStates["CWR"]
@@ -430,7 +431,7 @@ func cwndLimited(ev *Evidence) []Finding {
 		if share < 0.5 || !lossy && float64(f.CongStates["CWR"]) < max(3, f.Seconds) {
 			continue
 		}
-		out = append(out, Finding{ID: "cwnd-limited", Severity: Warning,
+		out = append(out, finding.Finding{ID: "cwnd-limited", Severity: finding.Warning,
 			Title: fmt.Sprintf("the congestion window caps %s -> %s after losses", f.Local, f.Peer),
 			Evidence: []string{
 				fmt.Sprintf("the sender waited for its congestion window %s of the time (tcp_sendlim [cwnd])", pct(share)),
@@ -438,7 +439,7 @@ func cwndLimited(ev *Evidence) []Finding {
 			},
 			Explanation: "After a loss or an ECN mark TCP halves its congestion window and grows it back slowly; repeated losses keep it small.",
 			Remedy:      []string{"find and remove the loss (see packet-loss); with unavoidable random loss a loss-tolerant congestion control (bbr) helps"},
-			Scope:       flowScope(f), Impact: share / 2, ImpactText: fmt.Sprintf("%s of the sender's time", pct(share)), Confidence: Likely,
+			Scope:       flowScope(f), Impact: share / 2, ImpactText: fmt.Sprintf("%s of the sender's time", pct(share)), Confidence: finding.Likely,
 			Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ss -ti dst %s   (cwnd, ssthresh and retrans over a few seconds)", f.Peer),
 				nsPrefix(f.Netns) + "nstat -az TcpRetransSegs TcpExtTCPLossProbes TcpExtTCPSackRecoveryFail"}})
 	}
@@ -475,7 +476,7 @@ var dropRemedies = map[string]string{
 	"PKT_TOO_BIG":     "packets exceed the MTU: see mtu-mismatch",
 }
 
-func packetLoss(ev *Evidence) []Finding {
+func packetLoss(ev *Evidence) []finding.Finding {
 	var retrans, segs int64
 	var packets uint64
 	var where []string
@@ -584,15 +585,15 @@ func packetLoss(ev *Evidence) []Finding {
 	}
 	// Drops of the flows' packets, with a reason, convict; retransmissions
 	// alone say something was lost, not where.
-	lossConfidence := Likely
+	lossConfidence := finding.Likely
 	if len(drops) > 0 && dropped >= 10 {
-		lossConfidence = Strong
+		lossConfidence = finding.Strong
 	}
 	title := "packets are lost on the path"
 	if len(drops) > 0 {
 		title = fmt.Sprintf("packets are dropped: %s at %s", drops[0].Reason, drops[0].Location)
 	}
-	return []Finding{{ID: "packet-loss", Severity: Warning, Title: title, Evidence: evidence,
+	return []finding.Finding{{ID: "packet-loss", Severity: finding.Warning, Title: title, Evidence: evidence,
 		Explanation: "Every lost segment is retransmitted and halves the congestion window; with loss p a Reno/CUBIC flow " +
 			"reaches at most about MSS/RTT x 1.2/sqrt(p). Lost UDP datagrams are simply gone.",
 		Remedy: remedy, Scope: "path", Impact: impact,
@@ -600,26 +601,26 @@ func packetLoss(ev *Evidence) []Finding {
 		Confirm: []string{"skbtrace record -e skb_drop,tcp_retrans -d 10, then skbtrace stat: drops by reason and location beside the retransmissions"}}}
 }
 
-func appLimited(ev *Evidence) []Finding {
-	var out []Finding
+func appLimited(ev *Evidence) []finding.Finding {
+	var out []finding.Finding
 	for _, f := range ev.senders() {
 		share := f.LimitShares["app"]
 		if share < 0.5 {
 			continue
 		}
-		out = append(out, Finding{ID: "app-limited", Severity: Info,
+		out = append(out, finding.Finding{ID: "app-limited", Severity: finding.Info,
 			Title:    fmt.Sprintf("the application on %s offered no more data %s of the time", f.Local, pct(share)),
 			Evidence: []string{fmt.Sprintf("tcp_sendlim [app] %s of the sender's time; throughput %s", pct(share), units.Bits(f.SendBps()))},
 			Explanation: "TCP had room to send but nothing queued: the sending application, or what feeds it, sets the pace. " +
 				"On a CPU-bound host that is the application's copying; otherwise look at the application itself.",
-			Scope: flowScope(f), Impact: share / 4, ImpactText: "none that the network can recover", Confidence: Strong,
+			Scope: flowScope(f), Impact: share / 4, ImpactText: "none that the network can recover", Confidence: finding.Strong,
 			Confirm: []string{"top -H -p PID of the sender: is it busy elsewhere, or waiting on its own input?"}})
 	}
 	return out
 }
 
-func offloadDisabled(ev *Evidence) []Finding {
-	var out []Finding
+func offloadDisabled(ev *Evidence) []finding.Finding {
+	var out []finding.Finding
 	for _, ns := range ev.Namespaces {
 		for i := range ns.Devices {
 			d := &ns.Devices[i]
@@ -627,14 +628,14 @@ func offloadDisabled(ev *Evidence) []Finding {
 			if tx >= bulkBps && (d.Xmit.SegsPerSkb() > 0 && d.Xmit.SegsPerSkb() < noCoalescing && d.Xmit.Skbs >= minOffloadSkbs && d.Xmit.smallSkbs() ||
 				d.Xmit == nil && d.featureOff(featTSO, featGSO) && d.txBytesPerPacket() <= float64(d.MTU+l2Header)) {
 				off := d.offList(featTSO, featGSO)
-				severity, title := Warning, fmt.Sprintf("segmentation offload is off on %s", d.Name)
+				severity, title := finding.Warning, fmt.Sprintf("segmentation offload is off on %s", d.Name)
 				explanation := "Without TSO/GSO the stack builds, queues and hands the driver one skb per MSS-sized packet " +
 					"instead of one per up to 64 KB: many times the per-packet CPU cost for the same bytes."
 				remedy := []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s tso on gso on", d.Name)}
 				if off == "" && d.Features != nil {
 					// On, yet skbs arrive one segment each: a shaper segmenting
 					// (tbf does above its burst), or the application writing small.
-					severity, title = Info, fmt.Sprintf("TSO/GSO are on but skbs reach %s as single segments", d.Name)
+					severity, title = finding.Info, fmt.Sprintf("TSO/GSO are on but skbs reach %s as single segments", d.Name)
 					explanation = "Segmentation offload is enabled, but something upstream of the driver splits the skbs " +
 						"(a qdisc such as tbf segments skbs larger than its burst) or the application writes in small pieces."
 					remedy = []string{nsPrefix(ns.Name) + fmt.Sprintf("tc -s qdisc show dev %s", d.Name)}
@@ -649,7 +650,7 @@ func offloadDisabled(ev *Evidence) []Finding {
 				if off != "" {
 					ev = append(ev, fmt.Sprintf("%s off (ethtool -k %s)", off, d.Name))
 				}
-				out = append(out, Finding{ID: "offload-disabled", Severity: severity,
+				out = append(out, finding.Finding{ID: "offload-disabled", Severity: severity,
 					Title: title, Evidence: ev, Explanation: explanation, Remedy: remedy,
 					Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.4,
 					ImpactText: "CPU per byte several times higher; throughput where the CPU is the limit",
@@ -664,7 +665,7 @@ func offloadDisabled(ev *Evidence) []Finding {
 			if rx >= bulkBps && notMerged && d.featureOff(featGRO) {
 				severity, explanation := receiveHeadroom(ev, "GRO merges consecutive segments of a flow into one large skb before the stack processes it; "+
 					"without it every MSS-sized packet pays the whole receive path.")
-				out = append(out, Finding{ID: "offload-disabled", Severity: severity,
+				out = append(out, finding.Finding{ID: "offload-disabled", Severity: severity,
 					Title: fmt.Sprintf("GRO is off on %s", d.Name),
 					Evidence: []string{
 						fmt.Sprintf("%s receives %s of TCP", d.Name, units.Bits(rx)),
@@ -686,7 +687,7 @@ func offloadDisabled(ev *Evidence) []Finding {
 // processing loads a CPU: the busiest receiving CPU (by NET_RX softirq time,
 // else softirq time) at least half busy and a third of it receive work.
 // Otherwise the setting costs CPU but did not set the rate.
-func receiveHeadroom(ev *Evidence, explanation string) (Severity, string) {
+func receiveHeadroom(ev *Evidence, explanation string) (finding.Severity, string) {
 	var rx *CPUUse
 	share := func(c *CPUUse) float64 {
 		if c.NetRx > 0 {
@@ -700,23 +701,23 @@ func receiveHeadroom(ev *Evidence, explanation string) (Severity, string) {
 		}
 	}
 	if rx == nil || rx.Busy() >= 0.5 && share(rx) >= 0.3 {
-		return Warning, explanation
+		return finding.Warning, explanation
 	}
-	return Info, explanation + fmt.Sprintf(" The CPU doing the most receive work (CPU %d) spent %s on it and was %s busy: "+
+	return finding.Info, explanation + fmt.Sprintf(" The CPU doing the most receive work (CPU %d) spent %s on it and was %s busy: "+
 		"receive processing did not set the rate.", rx.CPU, pct(share(rx)), pct(rx.Busy()))
 }
 
 // cpuHeadroom lowers an offload finding to info when no CPU is near busy:
 // offloads save CPU, and with CPU to spare they do not set the rate.
-func cpuHeadroom(ev *Evidence, severity Severity, explanation string) (Severity, string) {
+func cpuHeadroom(ev *Evidence, severity finding.Severity, explanation string) (finding.Severity, string) {
 	if c := busiest(ev); c != nil && c.Busy() < 0.5 {
-		return Info, explanation + fmt.Sprintf(" No CPU was more than %s busy, so at this rate it costs CPU, not throughput.", pct(c.Busy()))
+		return finding.Info, explanation + fmt.Sprintf(" No CPU was more than %s busy, so at this rate it costs CPU, not throughput.", pct(c.Busy()))
 	}
 	return severity, explanation
 }
 
-func groBlocked(ev *Evidence) []Finding {
-	var out []Finding
+func groBlocked(ev *Evidence) []finding.Finding {
+	var out []finding.Finding
 	for _, ns := range ev.Namespaces {
 		for i := range ns.Devices {
 			d := &ns.Devices[i]
@@ -745,7 +746,7 @@ func groBlocked(ev *Evidence) []Finding {
 			}
 			evidence = append(evidence, fmt.Sprintf("%.2f segments per skb at receive on %s over %d skbs (dev_recv), with rx-gro (generic-receive-offload) on",
 				r.SegsPerSkb(), blocked.Name, r.Skbs))
-			out = append(out, Finding{ID: "gro-blocked", Severity: Warning,
+			out = append(out, finding.Finding{ID: "gro-blocked", Severity: finding.Warning,
 				Title:    fmt.Sprintf("GRO is on but merges nothing on %s", blocked.Name),
 				Evidence: evidence,
 				Explanation: "GRO only merges packets that could have come from one segmentation: same flow, consecutive sequence " +
@@ -756,7 +757,7 @@ func groBlocked(ev *Evidence) []Finding {
 					"make the encapsulating side set DF on the outer header (ip link set VXLAN type vxlan ... df set) or keep per-flow IP IDs",
 				},
 				Scope: fmt.Sprintf("device %s (netns %s)", blocked.Name, ns.Name), Impact: 0.45,
-				ImpactText: "receive CPU per byte several times higher; drops where the receive path overflows", Confidence: Likely,
+				ImpactText: "receive CPU per byte several times higher; drops where the receive path overflows", Confidence: finding.Likely,
 				Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("tcpdump -i %s -s 128 -c 20000 -w gro.pcap, then skbtrace pcap gro.pcap: IP-ID continuity of DF=0 packets, outer and inner", blocked.Name)}})
 		}
 	}
@@ -781,8 +782,8 @@ func (ns *Namespace) lowerOf(t *Device) *Device {
 	return best
 }
 
-func knownNICIssue(ev *Evidence) []Finding {
-	var out []Finding
+func knownNICIssue(ev *Evidence) []finding.Finding {
+	var out []finding.Finding
 	for _, ns := range ev.Namespaces {
 		for i := range ns.Devices {
 			d := &ns.Devices[i]
@@ -808,11 +809,11 @@ func knownNICIssue(ev *Evidence) []Finding {
 				if ki.Note != "" {
 					remedy = append(remedy, ki.Note)
 				}
-				out = append(out, Finding{ID: "known-nic-issue", Severity: Warning,
+				out = append(out, finding.Finding{ID: "known-nic-issue", Severity: finding.Warning,
 					Title: fmt.Sprintf("%s matches known issue %s", d.Name, ki.ID), Evidence: evidence,
 					Explanation: fmt.Sprintf("%s. Cause: %s (source: %s).", ki.Symptom, ki.Cause, ki.Source),
 					Remedy:      remedy, Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.33,
-					ImpactText: "as measured where it was found: " + ki.Symptom, Confidence: Possible,
+					ImpactText: "as measured where it was found: " + ki.Symptom, Confidence: finding.Possible,
 					Confirm: []string{"apply the workaround for one run and compare throughput in both directions (iperf3 and iperf3 -R)"}})
 			}
 		}
@@ -820,8 +821,8 @@ func knownNICIssue(ev *Evidence) []Finding {
 	return out
 }
 
-func mtuMismatch(ev *Evidence) []Finding {
-	var out []Finding
+func mtuMismatch(ev *Evidence) []finding.Finding {
+	var out []finding.Finding
 	for i := range ev.Flows {
 		f := &ev.Flows[i]
 		p := ev.peerFlow(f)
@@ -850,7 +851,7 @@ func mtuMismatch(ev *Evidence) []Finding {
 			}
 		}
 		minMTU := pd.MTU
-		out = append(out, Finding{ID: "mtu-mismatch", Severity: Critical,
+		out = append(out, finding.Finding{ID: "mtu-mismatch", Severity: finding.Critical,
 			Title:    fmt.Sprintf("%s -> %s sends packets larger than the path's MTU %d", f.Local, f.Peer, minMTU),
 			Evidence: evidence,
 			Explanation: "The sender believes the path carries its large packets, but a link on the way has a smaller MTU and " +
@@ -861,7 +862,7 @@ func mtuMismatch(ev *Evidence) []Finding {
 				"or remove what advertises the larger MSS (ip route ... advmss), or raise the MTU of every hop",
 				nsPrefix(f.Netns) + "sysctl -w net.ipv4.tcp_mtu_probing=1   (recovers from black holes by probing)",
 			},
-			Scope: flowScope(f), Impact: 0.99, ImpactText: "nearly all of it: bulk data stalls", Confidence: Strong,
+			Scope: flowScope(f), Impact: 0.99, ImpactText: "nearly all of it: bulk data stalls", Confidence: finding.Strong,
 			Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ping -M do -s %d -c 3 %s   (a full-size packet with DF: no reply through the hole)", packet-28, f.Peer.Addr())}})
 	}
 	out = append(out, pathMTUHoles(ev, out)...)
@@ -874,7 +875,7 @@ func mtuMismatch(ev *Evidence) []Finding {
 // sender goes on sending them: the "fragmentation needed" reply is lost, and
 // the flow stalls in retransmission timeouts. Drops that path-MTU discovery
 // answers cost a few packets and are no finding.
-func pathMTUHoles(ev *Evidence, already []Finding) []Finding {
+func pathMTUHoles(ev *Evidence, already []finding.Finding) []finding.Finding {
 	if len(already) > 0 {
 		return nil
 	}
@@ -903,7 +904,7 @@ func pathMTUHoles(ev *Evidence, already []Finding) []Finding {
 		h.drops = append(h.drops, fmt.Sprintf("%d of its packets dropped as too big for the next link: skb_drop [PKT_TOO_BIG] at %s on %s%s",
 			d.Count, d.Location, orNone(d.Dev), unobserved(ev, d.Dev)))
 	}
-	var out []Finding
+	var out []finding.Finding
 	for _, f := range order {
 		h := holes[f]
 		rto := f.LimitShares["rto"]
@@ -921,13 +922,13 @@ func pathMTUHoles(ev *Evidence, already []Finding) []Finding {
 		if icmp > 0 {
 			evidence = append(evidence, fmt.Sprintf("%d ICMP packets to %s dropped on the way back: the \"fragmentation needed\" replies", icmp, f.Local.Addr()))
 		}
-		severity, impact := Warning, 0.5
+		severity, impact := finding.Warning, 0.5
 		if rto >= limitShare {
 			evidence = append(evidence, fmt.Sprintf("the sender waited on retransmission timeouts %s of the time (tcp_sendlim [rto]); %d segments retransmitted, throughput %s",
 				pct(rto), max(uint64(f.Retrans), f.TraceRetrans), units.Bits(f.SendBps())))
-			severity, impact = Critical, 0.99
+			severity, impact = finding.Critical, 0.99
 		}
-		out = append(out, Finding{ID: "mtu-mismatch", Severity: severity,
+		out = append(out, finding.Finding{ID: "mtu-mismatch", Severity: severity,
 			Title:    fmt.Sprintf("a path-MTU black hole: a hop drops %s -> %s's full-size packets and the sender is never told", f.Local, f.Peer),
 			Evidence: evidence,
 			Explanation: "A link on the path has a smaller MTU than the ends. A router drops what it cannot forward and replies " +
@@ -938,7 +939,7 @@ func pathMTUHoles(ev *Evidence, already []Finding) []Finding {
 				nsPrefix(f.Netns) + "sysctl -w net.ipv4.tcp_mtu_probing=1   (the sender finds the path MTU without ICMP)",
 				nsPrefix(f.Netns) + fmt.Sprintf("ip route change %s/%d ... advmss LOWER-MSS   (or clamp the MSS on the router)", f.Peer.Addr(), f.Peer.Addr().BitLen()),
 			},
-			Scope: flowScope(f), Impact: impact, ImpactText: "bulk data stalls in timeouts", Confidence: Strong,
+			Scope: flowScope(f), Impact: impact, ImpactText: "bulk data stalls in timeouts", Confidence: finding.Strong,
 			Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ping -M do -s %d -c 3 %s   (a full-size packet with DF: no reply, no error)", int(f.SndMSS)+headerBytes(f)-28, f.Peer.Addr())}})
 	}
 	return out
@@ -956,11 +957,11 @@ func unobserved(ev *Evidence, dev string) string {
 // across such a link (each end derives its MSS from its own MTU), so it is a
 // note until the link's traffic suffers: then the drops and retransmissions
 // are its symptoms, and it is at least as severe as they are.
-func mtuDiffers(ev *Evidence, already []Finding) []Finding {
+func mtuDiffers(ev *Evidence, already []finding.Finding) []finding.Finding {
 	if len(already) > 0 {
 		return nil
 	}
-	var out []Finding
+	var out []finding.Finding
 	seen := map[*Device]bool{}
 	for i := range ev.Namespaces {
 		ns := &ev.Namespaces[i]
@@ -994,15 +995,15 @@ func mtuDiffers(ev *Evidence, already []Finding) []Finding {
 			}
 			// Only drops of packets too big for the link convict it; the
 			// retransmissions of its flows, which any loss causes, size it.
-			severity, impact, impactText, confidence := Info, 0.05, "none measured", Possible
+			severity, impact, impactText, confidence := finding.Info, 0.05, "none measured", finding.Possible
 			if dropped > 0 {
-				severity, impact, confidence = Warning, 0.5, Strong
+				severity, impact, confidence = finding.Warning, 0.5, finding.Strong
 				if segs > 0 {
 					impact = math.Min(0.9, math.Max(impact, 5*math.Sqrt(float64(retrans)/float64(segs))))
 				}
 				impactText = fmt.Sprintf("about %s (from the link's drops and retransmissions)", pct(impact))
 			}
-			out = append(out, Finding{ID: "mtu-mismatch", Severity: severity,
+			out = append(out, finding.Finding{ID: "mtu-mismatch", Severity: severity,
 				Title:    fmt.Sprintf("the ends of a link disagree on the MTU: %s %d, %s %d", d.Name, d.MTU, o.Name, o.MTU),
 				Evidence: evidence,
 				Explanation: "Each end derives its MSS from its own MTU, so TCP often works across it; but a packet larger than " +
@@ -1017,8 +1018,8 @@ func mtuDiffers(ev *Evidence, already []Finding) []Finding {
 	return out
 }
 
-func smallPacketBound(ev *Evidence) []Finding {
-	var out []Finding
+func smallPacketBound(ev *Evidence) []finding.Finding {
+	var out []finding.Finding
 	for _, s := range ev.SockIO {
 		if s.Calls == 0 || ev.Seconds <= 0 {
 			continue
@@ -1051,7 +1052,7 @@ func smallPacketBound(ev *Evidence) []Finding {
 	return out
 }
 
-func smallPacketFinding(ev *Evidence, evidence []string, scope string, size float64) Finding {
+func smallPacketFinding(ev *Evidence, evidence []string, scope string, size float64) finding.Finding {
 	if c := busiest(ev); c != nil {
 		evidence = append(evidence, fmt.Sprintf("busiest CPU %d: %s busy (%s)", c.CPU, pct(c.Busy()), cpuSplit(c)))
 	}
@@ -1070,15 +1071,15 @@ func smallPacketFinding(ev *Evidence, evidence []string, scope string, size floa
 		explanation += " The mitigations in force add to the cost of every system call and kernel entry, so they weigh most here."
 		remedy = append(remedy, "compare with the mitigations relaxed only where the threat model allows it (kernel parameter mitigations=off on an isolated test host) to measure their share")
 	}
-	return Finding{ID: "small-packet-bound", Severity: Warning,
+	return finding.Finding{ID: "small-packet-bound", Severity: finding.Warning,
 		Title: fmt.Sprintf("%.0f-byte packets: the per-packet cost sets the rate", size), Evidence: evidence,
 		Explanation: explanation, Remedy: remedy, Scope: scope,
-		Impact: 1 - size/1472, ImpactText: fmt.Sprintf("%s of what full-size packets would carry", pct(1-size/1472)), Confidence: Likely,
+		Impact: 1 - size/1472, ImpactText: fmt.Sprintf("%s of what full-size packets would carry", pct(1-size/1472)), Confidence: finding.Likely,
 		Confirm: []string{"run the same transfer with 1400-byte messages: bits per second should grow about with the size, packets per second stay"}}
 }
 
-func rateShaped(ev *Evidence) []Finding {
-	var out []Finding
+func rateShaped(ev *Evidence) []finding.Finding {
+	var out []finding.Finding
 	for _, ns := range ev.Namespaces {
 		for i := range ns.Devices {
 			d := &ns.Devices[i]
@@ -1141,10 +1142,10 @@ func rateShaped(ev *Evidence) []Finding {
 				if remedyBurst != "" {
 					remedy = append([]string{remedyBurst}, remedy...)
 				}
-				out = append(out, Finding{ID: "rate-shaped", Severity: Warning,
+				out = append(out, finding.Finding{ID: "rate-shaped", Severity: finding.Warning,
 					Title: title, Evidence: evidence, Explanation: explanation, Remedy: remedy,
 					Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: impact,
-					ImpactText: "everything above the configured rate", Confidence: Strong,
+					ImpactText: "everything above the configured rate", Confidence: finding.Strong,
 					Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("tc -s qdisc show dev %s twice, a second apart: overlimits and the backlog grow with the flow", d.Name)}})
 			}
 		}
@@ -1161,8 +1162,8 @@ func rateShaped(ev *Evidence) []Finding {
 // beyond its minimum, the time its packets queue in front of the slow hop.
 // Random loss cuts the window without the queue; a reader that falls behind
 // holds the sender by its window instead.
-func pathQueues(ev *Evidence) []Finding {
-	var out []Finding
+func pathQueues(ev *Evidence) []finding.Finding {
+	var out []finding.Finding
 	for _, f := range ev.senders() {
 		reason, share := topLimit(f)
 		if reason != "cwnd" || share < 0.5 || !ackClockSlowed(f) || readerBehind(ev, f) > 0 {
@@ -1180,7 +1181,7 @@ func pathQueues(ev *Evidence) []Finding {
 				evidence = append(evidence, fmt.Sprintf("%d of its packets dropped by a full queue: skb_drop [%s] at %s on %s%s", d.Count, d.Reason, d.Location, orNone(d.Dev), unobserved(ev, d.Dev)))
 			}
 		}
-		out = append(out, Finding{ID: "rate-shaped", Severity: Warning,
+		out = append(out, finding.Finding{ID: "rate-shaped", Severity: finding.Warning,
 			Title:    fmt.Sprintf("a queue beyond this host holds %s -> %s to %s: a shaper or a slower link on the path", f.Local, f.Peer, units.Bits(f.SendBps())),
 			Evidence: evidence,
 			Explanation: "When a hop forwards slower than the sender can send, packets queue in front of it: the round trip " +
@@ -1191,7 +1192,7 @@ func pathQueues(ev *Evidence) []Finding {
 				"a rate limit there works as configured: raise it or move the flow; a slower link: upgrade it or spread the load",
 				"keep that queue short (fq_codel or a smaller limit) to take the queueing delay out of every flow through it",
 			},
-			Scope: flowScope(f), Impact: 0.5, ImpactText: "everything above the hop's rate", Confidence: Likely,
+			Scope: flowScope(f), Impact: 0.5, ImpactText: "everything above the hop's rate", Confidence: finding.Likely,
 			Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ping -c 20 %s during the transfer and without it: the difference is the queue", f.Peer.Addr())}})
 	}
 	return out
@@ -1224,7 +1225,7 @@ func readerBehind(ev *Evidence, f *Flow) int64 {
 	return ns.Counters["TcpExt.TCPToZeroWindowAdv"] + ns.Counters["TcpExt.TCPWantZeroWindowAdv"]
 }
 
-func asymmetricPath(ev *Evidence) []Finding {
+func asymmetricPath(ev *Evidence) []finding.Finding {
 	// Each flow's data direction: out of a sender, into a receiver.
 	type dir struct{ from, to string }
 	rates := map[dir]float64{}
@@ -1243,7 +1244,7 @@ func asymmetricPath(ev *Evidence) []Finding {
 			rates[dir{peer, local}] = max(rates[dir{peer, local}], r)
 		}
 	}
-	var out []Finding
+	var out []finding.Finding
 	seen := map[dir]bool{}
 	for k, fwd := range rates {
 		back, ok := rates[dir{k.to, k.from}]
@@ -1265,7 +1266,7 @@ func asymmetricPath(ev *Evidence) []Finding {
 				continue
 			}
 		}
-		out = append(out, Finding{ID: "asymmetric-path", Severity: Warning,
+		out = append(out, finding.Finding{ID: "asymmetric-path", Severity: finding.Warning,
 			Title: fmt.Sprintf("%s -> %s is %s slower than the reverse direction", from, to, pct(1-slow/fast)),
 			Evidence: []string{
 				fmt.Sprintf("%s -> %s: %s", from, to, units.Bits(slow)),
@@ -1276,7 +1277,7 @@ func asymmetricPath(ev *Evidence) []Finding {
 				"receiver's receive path.",
 			Remedy: []string{fmt.Sprintf("on %s compare the transmit settings with the other host: ethtool -k DEV (tso/gso), ethtool -i DEV (driver), and try ethtool -K DEV tso off gso off", from)},
 			Scope:  fmt.Sprintf("%s -> %s", from, to), Impact: 1 - slow/fast,
-			ImpactText: fmt.Sprintf("%s in the slow direction", units.Bits(fast-slow)), Confidence: Likely,
+			ImpactText: fmt.Sprintf("%s in the slow direction", units.Bits(fast-slow)), Confidence: finding.Likely,
 			Confirm: []string{"run the same transfer both ways, one at a time (iperf3, then iperf3 -R): is one direction slow alone too?"}})
 	}
 	return out
@@ -1560,21 +1561,21 @@ func unsufferedDrops(ev *Evidence) string {
 
 // measured grades a send-limit finding by its source: the kernel's
 // decisions for the flow, or tcp_info's clocks.
-func measured(source string) Confidence {
+func measured(source string) finding.Confidence {
 	if strings.HasPrefix(source, "tcp_sendlim") {
-		return Strong
+		return finding.Strong
 	}
-	return Likely
+	return finding.Likely
 }
 
 // shapeConfidence grades an offload finding: segments per skb measured by
 // events, or inferred from settings and device counters; info ones explain.
-func shapeConfidence(measured bool, severity Severity) Confidence {
+func shapeConfidence(measured bool, severity finding.Severity) finding.Confidence {
 	switch {
-	case severity < Warning:
-		return Possible
+	case severity < finding.Warning:
+		return finding.Possible
 	case measured:
-		return Strong
+		return finding.Strong
 	}
-	return Likely
+	return finding.Likely
 }

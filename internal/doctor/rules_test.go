@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/skbtrace/skbtrace/internal/finding"
 )
 
 func load(t *testing.T, name string) *Evidence {
@@ -43,7 +45,7 @@ func TestLabEvidenceRanksTheExpectedFindingFirst(t *testing.T) {
 	for name, want := range labExpect {
 		rep := Diagnose(load(t, "lab/"+name+".json"))
 		got := ""
-		if top := rep.Top(Warning); top != nil {
+		if top := rep.Top(finding.Warning); top != nil {
 			got = top.ID
 		}
 		if got != want {
@@ -55,7 +57,7 @@ func TestLabEvidenceRanksTheExpectedFindingFirst(t *testing.T) {
 	}
 }
 
-func ids(fs []Finding) []string {
+func ids(fs []finding.Finding) []string {
 	var out []string
 	for _, f := range fs {
 		out = append(out, f.ID+"/"+f.Severity.String())
@@ -133,7 +135,7 @@ func TestEveryRuleFiresAndStaysQuiet(t *testing.T) {
 				if f.ID != r.ID {
 					t.Errorf("rule %s reported id %s", r.ID, f.ID)
 				}
-				if f.Severity >= Warning || r.ID == "app-limited" {
+				if f.Severity >= finding.Warning || r.ID == "app-limited" {
 					got = true
 				}
 				if len(f.Evidence) == 0 || f.Title == "" || f.Explanation == "" || f.Scope == "" {
@@ -149,7 +151,7 @@ func TestEveryRuleFiresAndStaysQuiet(t *testing.T) {
 
 func TestSeedSingleCoreIsCPUSaturatedAndRPSCannotHelp(t *testing.T) {
 	rep := Diagnose(load(t, "seed/000-single-core.json"))
-	top := rep.Top(Warning)
+	top := rep.Top(finding.Warning)
 	if top == nil || top.ID != "cpu-saturated" {
 		t.Fatalf("top finding %v, want cpu-saturated; all: %v", top, ids(rep.Findings))
 	}
@@ -166,7 +168,7 @@ func TestSeedSingleCoreIsCPUSaturatedAndRPSCannotHelp(t *testing.T) {
 
 func TestSeedI219IsAKnownNICIssueWithBothWorkarounds(t *testing.T) {
 	rep := Diagnose(load(t, "seed/002-i219.json"))
-	top := rep.Top(Warning)
+	top := rep.Top(finding.Warning)
 	if top == nil || top.ID != "known-nic-issue" {
 		t.Fatalf("top finding %v, want known-nic-issue; all: %v", top, ids(rep.Findings))
 	}
@@ -175,7 +177,7 @@ func TestSeedI219IsAKnownNICIssueWithBothWorkarounds(t *testing.T) {
 		if f.ID == "known-nic-issue" {
 			remedies = append(remedies, f.Remedy...)
 		}
-		if f.ID == "asymmetric-path" && f.Severity != Info {
+		if f.ID == "asymmetric-path" && f.Severity != finding.Info {
 			t.Errorf("the asymmetry is the known issue's symptom, yet ranked %s", f.Severity)
 		}
 	}
@@ -189,7 +191,7 @@ func TestSeedI219IsAKnownNICIssueWithBothWorkarounds(t *testing.T) {
 
 func TestSeedSmallUDPIsSmallPacketBoundNamingTheMitigations(t *testing.T) {
 	rep := Diagnose(load(t, "seed/003-small-udp.json"))
-	top := rep.Top(Warning)
+	top := rep.Top(finding.Warning)
 	if top == nil || top.ID != "small-packet-bound" {
 		t.Fatalf("top finding %v, want small-packet-bound; all: %v", top, ids(rep.Findings))
 	}
@@ -203,7 +205,7 @@ func TestSeedSmallUDPIsSmallPacketBoundNamingTheMitigations(t *testing.T) {
 
 func TestRemediesComputeValues(t *testing.T) {
 	rep := Diagnose(load(t, "lab/sndbuf-limited.json"))
-	top := rep.Top(Warning)
+	top := rep.Top(finding.Warning)
 	// The fixture's sender had tcp_wmem max 16384: four times that is below
 	// Linux's 4 MiB default maximum, which the remedy proposes instead.
 	if top == nil || !strings.Contains(top.Remedy[0], `net.ipv4.tcp_wmem="4096 8192 4194304"`) {
@@ -303,7 +305,7 @@ func TestWithoutPerPacketEventsTheFaultsAreStillFound(t *testing.T) {
 		}
 		rep := Diagnose(withoutPerPacketEvents(load(t, "lab/"+name+".json")))
 		got := ""
-		if top := rep.Top(Warning); top != nil {
+		if top := rep.Top(finding.Warning); top != nil {
 			got = top.ID
 		}
 		if got != want {

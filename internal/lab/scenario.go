@@ -13,6 +13,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/collect"
 	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/event"
+	"github.com/skbtrace/skbtrace/internal/finding"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/load"
 	"github.com/skbtrace/skbtrace/internal/trace"
@@ -127,21 +128,21 @@ type Report struct {
 // top finding of warning or above is the one the scenario expects (none for
 // the baseline).
 type DoctorVerdict struct {
-	Top      string           `json:"top_finding"`
-	Agrees   bool             `json:"agrees"`
-	Findings []doctor.Finding `json:"findings"`
-	Healthy  string           `json:"healthy,omitempty"`
-	Evidence *doctor.Evidence `json:"evidence"`
+	Top      string            `json:"top_finding"`
+	Agrees   bool              `json:"agrees"`
+	Findings []finding.Finding `json:"findings"`
+	Healthy  string            `json:"healthy,omitempty"`
+	Evidence *doctor.Evidence  `json:"evidence"`
 }
 
 func verdictOf(s *Scenario, rep *doctor.Report) *DoctorVerdict {
 	v := &DoctorVerdict{Findings: rep.Findings, Healthy: rep.Healthy, Evidence: rep.Evidence}
-	if top := rep.Top(doctor.Warning); top != nil {
+	if top := rep.Top(finding.Warning); top != nil {
 		v.Top = top.ID
 	}
 	v.Agrees = v.Top == s.Expect
 	for _, id := range s.Also {
-		if !slices.ContainsFunc(rep.Findings, func(f doctor.Finding) bool { return f.ID == id && f.Severity >= doctor.Warning }) {
+		if !slices.ContainsFunc(rep.Findings, func(f finding.Finding) bool { return f.ID == id && f.Severity >= finding.Warning }) {
 			v.Agrees = false
 		}
 	}

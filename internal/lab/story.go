@@ -9,6 +9,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/event"
+	"github.com/skbtrace/skbtrace/internal/finding"
 	"github.com/skbtrace/skbtrace/internal/report"
 	"github.com/skbtrace/skbtrace/internal/trace"
 )
@@ -44,8 +45,8 @@ func Story(ctx context.Context, w io.Writer) (err error) {
 	}
 	fmt.Fprintf(w, "   throughput: %.2f Gbit/s\n\n", slow.Load.Bps/1e9)
 	fmt.Fprintf(w, "== skbtrace doctor, watching that run: its top finding\n")
-	if top := slow.Doctor.Top(doctor.Warning); top != nil {
-		one := &doctor.Report{Findings: []doctor.Finding{*top}}
+	if top := slow.Doctor.Top(finding.Warning); top != nil {
+		one := &doctor.Report{Findings: []finding.Finding{*top}}
 		if err := one.WriteText(indent{w}); err != nil {
 			return err
 		}

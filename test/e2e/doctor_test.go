@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/skbtrace/skbtrace/internal/doctor"
+	"github.com/skbtrace/skbtrace/internal/finding"
 )
 
 func runDoctor(t *testing.T, args ...string) (*doctor.Report, string) {
@@ -35,7 +36,7 @@ func TestDoctorWithNothingToObserveSaysSo(t *testing.T) {
 	exec.Command("ip", "netns", "add", ns).Run()
 	defer exec.Command("ip", "netns", "del", ns).Run()
 	rep, _ := runDoctor(t, "-d", "1", "--netns", ns)
-	if rep.Top(doctor.Warning) != nil || !strings.Contains(rep.Healthy, "no TCP flow moved data") {
+	if rep.Top(finding.Warning) != nil || !strings.Contains(rep.Healthy, "no TCP flow moved data") {
 		t.Fatalf("findings %+v, healthy %q", rep.Findings, rep.Healthy)
 	}
 	if !rep.Evidence.KernelEvents {
@@ -177,7 +178,7 @@ func TestDoctorWrapsACommandAndKeepsItsTrace(t *testing.T) {
 	if !strings.Contains(stderr, "bit/s") {
 		t.Errorf("the command's own output did not reach stderr: %s", stderr)
 	}
-	if len(rep.Evidence.Flows) == 0 || rep.Healthy == "" && rep.Top(doctor.Warning) == nil {
+	if len(rep.Evidence.Flows) == 0 || rep.Healthy == "" && rep.Top(finding.Warning) == nil {
 		t.Errorf("no flow or verdict: %+v", rep)
 	}
 	t.Logf("doctor took %v for a 1 s command: %s", time.Since(start), rep.Healthy)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/skbtrace/skbtrace/internal/doctor"
+	"github.com/skbtrace/skbtrace/internal/finding"
 	"github.com/skbtrace/skbtrace/internal/units"
 )
 
@@ -19,8 +19,8 @@ const (
 	smallPayload     = 256
 )
 
-func (a *Analyzer) findings(r *Report) []doctor.Finding {
-	var out []doctor.Finding
+func (a *Analyzer) findings(r *Report) []finding.Finding {
+	var out []finding.Finding
 	for _, t := range r.Tunnels {
 		if t.IPID.Pairs >= minIDPairs && t.IPID.Share >= unmergeableBad {
 			out = append(out, groBlocked(fmt.Sprintf("tunnel %s -> %s (VNI %d), outer header", t.Src, t.Dst, t.VNI), &t.IPID))
@@ -43,7 +43,7 @@ func (a *Analyzer) findings(r *Report) []doctor.Finding {
 			rate := float64(f.DataPackets) / f.Seconds
 			if f.DataPackets > 0 && rate >= smallPacketRate && f.PayloadBytes/f.DataPackets <= smallPayload {
 				avg := float64(f.PayloadBytes) / float64(f.DataPackets)
-				out = append(out, doctor.Finding{ID: "small-packet-bound", Severity: doctor.Warning,
+				out = append(out, finding.Finding{ID: "small-packet-bound", Severity: finding.Warning,
 					Title:    fmt.Sprintf("%.0f packets/s of %.0f bytes on %s", rate, avg, scope),
 					Evidence: []string{fmt.Sprintf("%d data packets in %.3f s, %.0f bytes of payload each on average: %s", f.DataPackets, f.Seconds, avg, units.Bits(f.Bps))},
 					Explanation: "Every packet costs a system call, the stack and the driver whatever its size: small packets " +
@@ -54,7 +54,7 @@ func (a *Analyzer) findings(r *Report) []doctor.Finding {
 		}
 	}
 	if a.ICMPTooBig > 0 {
-		out = append(out, doctor.Finding{ID: "mtu-mismatch", Severity: doctor.Warning,
+		out = append(out, finding.Finding{ID: "mtu-mismatch", Severity: finding.Warning,
 			Title:    fmt.Sprintf("the path announces a smaller MTU (%d)", a.ICMPMTU),
 			Evidence: []string{fmt.Sprintf("%d ICMP \"fragmentation needed\" / \"packet too big\" messages, the last announcing MTU %d", a.ICMPTooBig, a.ICMPMTU)},
 			Explanation: "A hop cannot forward packets of the size sent. Path MTU discovery recovers when these messages reach " +
@@ -66,7 +66,7 @@ func (a *Analyzer) findings(r *Report) []doctor.Finding {
 		for i := range r.Flows {
 			f := &r.Flows[i]
 			if t := f.TCP; t != nil && t.MSS > 0 && int(t.MSS)+40 > a.opts.MTU {
-				out = append(out, doctor.Finding{ID: "mtu-mismatch", Severity: doctor.Critical,
+				out = append(out, finding.Finding{ID: "mtu-mismatch", Severity: finding.Critical,
 					Title:    fmt.Sprintf("%s announced MSS %d, more than MTU %d carries", f.Src, t.MSS, a.opts.MTU),
 					Evidence: []string{fmt.Sprintf("SYN from %s: MSS %d, so packets of %d bytes; --mtu %d", f.Src, t.MSS, int(t.MSS)+40, a.opts.MTU)},
 					Explanation: "The end announces segments larger than the path carries; unless ICMP reaches the sender, " +
@@ -79,7 +79,7 @@ func (a *Analyzer) findings(r *Report) []doctor.Finding {
 	return out
 }
 
-func groBlocked(scope string, id *IPIDReport) doctor.Finding {
+func groBlocked(scope string, id *IPIDReport) finding.Finding {
 	ev := []string{fmt.Sprintf("%d of %d consecutive DF=0 packets (%.0f%%) have IP IDs that neither increment nor repeat: GRO cannot merge them",
 		id.Unmergeable, id.Pairs, id.Share*100)}
 	if len(id.Examples) > 0 {
@@ -90,7 +90,7 @@ func groBlocked(scope string, id *IPIDReport) doctor.Finding {
 		ev = append(ev, "jumps:"+jumps)
 	}
 	ev = append(ev, fmt.Sprintf("%d incrementing, %d fixed", id.Incrementing, id.Fixed))
-	return doctor.Finding{ID: "gro-blocked", Severity: doctor.Warning,
+	return finding.Finding{ID: "gro-blocked", Severity: finding.Warning,
 		Title:    fmt.Sprintf("GRO cannot merge %.0f%% of the DF=0 packets of %s", id.Share*100, scope),
 		Evidence: ev,
 		Explanation: "For IPv4 packets without DF, GRO merges a packet into the previous one only if its IP ID follows on " +
@@ -101,8 +101,8 @@ func groBlocked(scope string, id *IPIDReport) doctor.Finding {
 		Scope: scope, Impact: 0.45 * id.Share, ImpactText: "receive CPU per byte several times higher"}
 }
 
-func tcpFindings(f *FlowReport, t *TCPReport, scope string) []doctor.Finding {
-	var out []doctor.Finding
+func tcpFindings(f *FlowReport, t *TCPReport, scope string) []finding.Finding {
+	var out []finding.Finding
 	if f.DataPackets > 0 {
 		ratio := float64(t.Retransmissions) / float64(f.DataPackets)
 		if t.RetransmittedSegs >= 10 && ratio >= retransBad {
@@ -111,7 +111,7 @@ func tcpFindings(f *FlowReport, t *TCPReport, scope string) []doctor.Finding {
 				where = "captured near the receiver: packets lost before the capture point show as out-of-order arrivals instead"
 			}
 			impact := math.Min(0.9, 5*math.Sqrt(ratio))
-			out = append(out, doctor.Finding{ID: "packet-loss", Severity: doctor.Warning,
+			out = append(out, finding.Finding{ID: "packet-loss", Severity: finding.Warning,
 				Title: fmt.Sprintf("%.2f%% of the data packets of %s were retransmitted", ratio*100, scope),
 				Evidence: []string{
 					fmt.Sprintf("%d retransmitted packets (%d segments) of %d data packets, %d out of order, %d duplicate ACKs", t.Retransmissions, t.RetransmittedSegs, f.DataPackets, t.OutOfOrder, t.DupAcks),
@@ -123,7 +123,7 @@ func tcpFindings(f *FlowReport, t *TCPReport, scope string) []doctor.Finding {
 		}
 	}
 	if f.DataPackets >= minWindowPackets && (t.WindowLimitedShare >= windowLimitBad || f.Seconds > 0 && t.ZeroWindowSeconds >= 0.1*f.Seconds) {
-		out = append(out, doctor.Finding{ID: "rwnd-limited", Severity: doctor.Warning,
+		out = append(out, finding.Finding{ID: "rwnd-limited", Severity: finding.Warning,
 			Title: fmt.Sprintf("the receiver's window limits %s", scope),
 			Evidence: []string{
 				fmt.Sprintf("unacknowledged data filled the advertised window %.0f%% of the time", t.WindowLimitedShare*100),

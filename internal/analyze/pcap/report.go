@@ -6,17 +6,17 @@ import (
 	"io"
 	"strings"
 
-	"github.com/skbtrace/skbtrace/internal/doctor"
+	"github.com/skbtrace/skbtrace/internal/finding"
 	"github.com/skbtrace/skbtrace/internal/units"
 )
 
 // Report is the analysis of one capture.
 type Report struct {
-	Capture  CaptureInfo      `json:"capture"`
-	Flows    []FlowReport     `json:"flows"`
-	Tunnels  []TunnelReport   `json:"tunnels,omitempty"`
-	Findings []doctor.Finding `json:"findings"`
-	Notes    []string         `json:"notes,omitempty"`
+	Capture  CaptureInfo       `json:"capture"`
+	Flows    []FlowReport      `json:"flows"`
+	Tunnels  []TunnelReport    `json:"tunnels,omitempty"`
+	Findings []finding.Finding `json:"findings"`
+	Notes    []string          `json:"notes,omitempty"`
 }
 
 // CaptureInfo describes the capture as a whole.
@@ -137,9 +137,9 @@ func (a *Analyzer) Report(file, format string, readErr error) *Report {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d frames were cut by the snaplen inside a header the analysis reads; sizes still come from the IP length fields", a.Truncated))
 	}
 	r.Findings = a.findings(r)
-	doctor.Rank(r.Findings)
+	finding.Rank(r.Findings)
 	if r.Findings == nil {
-		r.Findings = []doctor.Finding{}
+		r.Findings = []finding.Finding{}
 	}
 	return r
 }
@@ -232,9 +232,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	b.WriteString("\n\n")
 	if len(r.Findings) > 0 {
-		if err := (&doctor.Report{Findings: r.Findings}).WriteText(&b); err != nil {
-			return err
-		}
+		finding.AppendText(&b, r.Findings)
 	} else {
 		b.WriteString("no findings\n\n")
 	}
