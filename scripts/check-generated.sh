@@ -14,6 +14,8 @@ git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | t
 status=0
 for f in internal/probe/skbtrace_bpfel.o internal/probe/skbtrace_bpfeb.o \
 	internal/probe/skbtrace_bpfel.go internal/probe/skbtrace_bpfeb.go \
+	internal/probe/profile_bpfel.o internal/probe/profile_bpfeb.o \
+	internal/probe/profile_bpfel.go internal/probe/profile_bpfeb.go \
 	internal/lab/outeripid_bpfel.o internal/lab/outeripid_bpfeb.o \
 	internal/lab/outeripid_bpfel.go internal/lab/outeripid_bpfeb.go; do
 	if ! cmp -s "$f" "$tmp/$f"; then

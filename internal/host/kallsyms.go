@@ -66,3 +66,12 @@ func (k *Kallsyms) Resolve(addr uint64) string {
 	}
 	return fmt.Sprintf("%s+0x%x", k.names[i], addr-k.addrs[i])
 }
+
+// Func returns the name of the function holding a text address, or "" when unknown.
+func (k *Kallsyms) Func(addr uint64) string {
+	i := sort.Search(len(k.addrs), func(i int) bool { return k.addrs[i] > addr }) - 1
+	if i < 0 {
+		return ""
+	}
+	return k.names[i]
+}

@@ -1,0 +1,8 @@
+// Package profile turns stack samples into where the CPU went: symbolized
+// kernel and user stacks, each sample's context (syscall, softirq, hardirq,
+// kernel thread, user, idle) and network-stack phase, and the phase table
+// that joins CPU time with the packets and bytes of the same window. It
+// reads and writes profiles as pprof (with skbtrace's metadata in its
+// comments), folded stacks and flame graph pages. Sampling itself is in
+// Collect (root); everything else works from files.
+package profile
