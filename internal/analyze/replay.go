@@ -1,11 +1,13 @@
 package analyze
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 
 	"github.com/skbtrace/skbtrace/internal/event"
+	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/trace"
 )
 
@@ -23,6 +25,8 @@ type Summary struct {
 	Names         *Names
 	// Sample is set when per-packet families were attached only part of the time.
 	Sample *trace.Sample
+	// Settings are the host's when the recording began (nil in older traces).
+	Settings *host.Settings
 }
 
 // TotalLost is the sum over families.
@@ -156,6 +160,12 @@ func Replay(r *trace.Reader, filter *event.Filter, s *Summary, emit func(*event.
 				return finish(&trace.FormatError{Offset: rec.Offset, Msg: err.Error()})
 			}
 			s.Sample = &smp
+		case rec.Type == trace.RecordSettings:
+			var set host.Settings
+			if err := json.Unmarshal(rec.Body, &set); err != nil {
+				return finish(&trace.FormatError{Offset: rec.Offset, Msg: "settings record: " + err.Error()})
+			}
+			s.Settings = &set
 		case rec.Type == trace.RecordEnd:
 			e, err := trace.DecodeEnd(r.ByteOrder(), rec.Body)
 			if err != nil {

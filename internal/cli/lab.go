@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -24,7 +25,7 @@ them as a control and with a fault, records both with skbtrace, and shows
 the kernel signal that proves the fault. Everything it creates is removed
 when it ends, also on errors and Ctrl-C.`,
 	}
-	c.AddCommand(labListCmd(e), labRunCmd(e), labDemoCmd(e))
+	c.AddCommand(labListCmd(e), labRunCmd(e), labDemoCmd(e), labCompareCmd(e))
 	return c
 }
 
@@ -186,4 +187,86 @@ func printLabReport(e *env, r *lab.Report) {
 			fmt.Fprintf(e.stdout, "            healthy: %s\n", d.Healthy)
 		}
 	}
+}
+
+func labCompareCmd(e *env) *cobra.Command {
+	var hz int
+	var duration, dir string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "compare [PAIR...]",
+		Short: "profile a good and a bad run of one workload and check that compare names the change",
+		Long: `compare runs the lab's profile pairs (all, or those named): each profiles a good
+and a bad run of one workload (a chain of nftables rules that never match,
+TSO and GSO off, small UDP datagrams), writes both profiles to --dir, and
+compares them. It fails when compare does not name what the bad run changed.`,
+		RunE: func(c *cobra.Command, args []string) error {
+			d, err := parseDuration(duration)
+			if err != nil {
+				return err
+			}
+			pairs, err := selectPairs(args)
+			if err != nil {
+				return err
+			}
+			if err := host.CheckTracingCaps(); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			failed := 0
+			var out []map[string]any
+			for _, pp := range pairs {
+				res, err := lab.RunPair(ctx, pp, hz, d, dir)
+				if err != nil {
+					return err
+				}
+				verdict := "named"
+				if res.Err != nil {
+					failed++
+					verdict = "missed: " + res.Err.Error()
+				}
+				if asJSON {
+					out = append(out, map[string]any{"pair": pp.Name, "good": res.Good, "bad": res.Bad,
+						"headline": res.Comparison.Headline, "verdict": verdict})
+					continue
+				}
+				fmt.Fprintf(e.stdout, "%s: %s\n  compare %s %s\n  %s\n  %s\n\n", pp.Name, pp.About, res.Good, res.Bad, res.Comparison.Headline, verdict)
+			}
+			if asJSON {
+				enc := json.NewEncoder(e.stdout)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(out); err != nil {
+					return err
+				}
+			}
+			if failed > 0 {
+				return fmt.Errorf("compare missed the change in %d of %d pairs", failed, len(pairs))
+			}
+			return nil
+		},
+	}
+	c.Flags().IntVarP(&hz, "frequency", "F", 999, "samples per second per CPU")
+	c.Flags().StringVarP(&duration, "duration", "d", "4s", "how long each run lasts")
+	c.Flags().StringVar(&dir, "dir", ".", "where the profiles are written")
+	c.Flags().BoolVar(&asJSON, "json", false, "one JSON document")
+	return c
+}
+
+func selectPairs(names []string) ([]*lab.ProfilePair, error) {
+	var out []*lab.ProfilePair
+	for i := range lab.ProfilePairs {
+		pp := &lab.ProfilePairs[i]
+		if len(names) == 0 || slices.Contains(names, pp.Name) {
+			out = append(out, pp)
+		}
+	}
+	if len(out) < len(names) || len(out) == 0 {
+		var all []string
+		for _, pp := range lab.ProfilePairs {
+			all = append(all, pp.Name)
+		}
+		return nil, usagef("unknown pair in %q: the pairs are %s", names, strings.Join(all, ", "))
+	}
+	return out, nil
 }

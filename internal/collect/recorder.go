@@ -2,6 +2,7 @@ package collect
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -278,6 +279,14 @@ func (st *recorderState) prepare() error {
 		if err := st.w.AppendEnum(trace.Enum{Kind: kind, Names: names}); err != nil {
 			return err
 		}
+	}
+	settings, _ := host.ReadSettings()
+	body, err := json.Marshal(settings)
+	if err != nil {
+		return fmt.Errorf("recording the host's settings: %w", err)
+	}
+	if err := st.w.AppendSettings(body); err != nil {
+		return err
 	}
 	if st.sampled != nil {
 		if err := st.w.AppendSample(trace.Sample{Share: st.opts.Sample, Interval: uint64(st.opts.Interval), Families: st.sampledFamilies}); err != nil {

@@ -38,6 +38,9 @@ const (
 	RecordEnum   uint16 = 0x103 // names of a kernel enum's values, from the recording kernel's BTF
 	RecordSym    uint16 = 0x104 // a kernel text address and its symbol+offset
 	RecordSample uint16 = 0x105 // per-packet families attached only part of each interval
+	// RecordSettings is the host's settings when the recording began, as
+	// JSON (internal/host.Settings): what skbtrace compare diffs.
+	RecordSettings uint16 = 0x106
 )
 
 // Enums named by RecordEnum.

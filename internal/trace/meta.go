@@ -43,6 +43,11 @@ func (w *Writer) AppendLoss(l Loss) error {
 	return w.Append(RecordLoss, b[:])
 }
 
+// AppendSettings adds the settings record; body is the settings as JSON.
+func (w *Writer) AppendSettings(body []byte) error {
+	return w.Append(RecordSettings, body)
+}
+
 // AppendEnd adds the end record.
 func (w *Writer) AppendEnd(e End) error {
 	var b [16]byte

@@ -1,0 +1,277 @@
+package compare
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/skbtrace/skbtrace/internal/analyze"
+	"github.com/skbtrace/skbtrace/internal/doctor"
+	"github.com/skbtrace/skbtrace/internal/event"
+	"github.com/skbtrace/skbtrace/internal/host"
+	"github.com/skbtrace/skbtrace/internal/profile"
+	"github.com/skbtrace/skbtrace/internal/trace"
+)
+
+// Kind is what a compared file holds.
+type Kind string
+
+// The kinds compare takes.
+const (
+	KindProfile Kind = "profile"
+	KindTrace   Kind = "trace"
+	KindReport  Kind = "doctor report"
+)
+
+// Run is one side of a comparison: what compare measures of a file, whatever its kind.
+type Run struct {
+	Kind    Kind
+	Name    string
+	Seconds float64
+	// Traffic: packets and bytes on the wire in the window (HasTraffic when counted).
+	HasTraffic     bool
+	Packets, Bytes uint64
+	// Skbs carried the packets: fewer than packets when TSO/GSO or GRO work.
+	Skbs uint64
+	// TCPBytes is the bytes TCP flows delivered (acknowledged), when known.
+	TCPBytes uint64
+	// CPUNs is the busy CPU time of the window (profiles, doctor reports).
+	HasCPU bool
+	CPUNs  float64
+	// Phases is the busy CPU time per network-stack phase (profiles).
+	Phases map[profile.Phase]float64
+	// Stacks are folded stacks and the CPU time each took (profiles).
+	Stacks map[string]float64
+	// Limits are the shares of the senders' time per tcp_sendlim reason.
+	Limits  map[string]float64
+	Drops   map[string]uint64 // per "reason at location"
+	Retrans uint64
+	// Settings are the host's, when the file carries them.
+	Settings *host.Settings
+	// Workload names what ran: the command, or the busiest processes.
+	Workload []string
+}
+
+// Rate is a per-second rate of the window, 0 without a window.
+func (r *Run) Rate(n float64) float64 {
+	if r.Seconds <= 0 {
+		return 0
+	}
+	return n / r.Seconds
+}
+
+// Load reads a profile (pprof from skbtrace profile), a trace or a doctor
+// report (JSON), telling them apart by their first bytes.
+func Load(name string, in io.Reader) (*Run, error) {
+	br := bufio.NewReaderSize(in, 1<<20)
+	head, _ := br.Peek(8)
+	switch {
+	case len(head) == 0:
+		return nil, fmt.Errorf("%s is empty", name)
+	case bytes.HasPrefix(head, []byte("SKBTRACE")):
+		return loadTrace(name, br)
+	case len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b:
+		return loadProfile(name, br)
+	case bytes.HasPrefix(bytes.TrimLeft(head, " \t\r\n"), []byte("{")):
+		return loadReport(name, br)
+	case isCapture(head):
+		return nil, fmt.Errorf("%s is a packet capture: compare takes profiles, traces or doctor reports (analyze captures with skbtrace pcap)", name)
+	}
+	return nil, fmt.Errorf("%s is not a profile (pprof from skbtrace profile), a trace or a doctor report (JSON)", name)
+}
+
+func isCapture(h []byte) bool {
+	if len(h) < 4 {
+		return false
+	}
+	for _, m := range [][]byte{{0xd4, 0xc3, 0xb2, 0xa1}, {0xa1, 0xb2, 0xc3, 0xd4}, {0x4d, 0x3c, 0xb2, 0xa1}, {0xa1, 0xb2, 0x3c, 0x4d}, {0x0a, 0x0d, 0x0d, 0x0a}} {
+		if bytes.Equal(h[:4], m) {
+			return true
+		}
+	}
+	return false
+}
+
+// FromProfile measures a profile.
+func FromProfile(name string, p *profile.Profile) *Run {
+	r := &Run{Kind: KindProfile, Name: name, Seconds: p.Meta.Seconds, Settings: p.Meta.Settings,
+		Phases: map[profile.Phase]float64{}, Stacks: map[string]float64{}, HasCPU: true}
+	ns := p.NsPerSample()
+	for _, s := range p.Samples {
+		if s.Phase != profile.PhaseIdle {
+			r.Phases[s.Phase] += float64(s.Count) * ns
+			r.CPUNs += float64(s.Count) * ns
+		}
+	}
+	for k, n := range p.Stacks(true) {
+		r.Stacks[k] = float64(n) * ns
+	}
+	if t := p.Meta.Traffic; t.Counted {
+		r.HasTraffic, r.Packets, r.Bytes, r.Skbs = true, t.Packets(), t.Bytes(), t.Skbs()
+	}
+	if len(p.Meta.Command) > 0 {
+		r.Workload = []string{filepath.Base(p.Meta.Command[0])}
+	} else {
+		for _, c := range p.Comms() {
+			if c.Share >= 0.1 {
+				r.Workload = append(r.Workload, c.Comm)
+			}
+		}
+	}
+	return r
+}
+
+func loadProfile(name string, in io.Reader) (*Run, error) {
+	p, err := profile.ReadPprof(in)
+	if err != nil {
+		if errors.Is(err, profile.ErrNotSkbtrace) {
+			return nil, fmt.Errorf("%s is %w", name, err)
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return FromProfile(name, p), nil
+}
+
+func loadReport(name string, in io.Reader) (*Run, error) {
+	var rep doctor.Report
+	dec := json.NewDecoder(in)
+	if err := dec.Decode(&rep); err != nil {
+		return nil, fmt.Errorf("%s: reading a doctor report: %w", name, err)
+	}
+	if rep.Evidence == nil || rep.Evidence.Seconds <= 0 {
+		return nil, fmt.Errorf("%s is JSON but not a doctor report (skbtrace doctor --json): it has no evidence", name)
+	}
+	return FromReport(name, &rep), nil
+}
+
+// FromReport measures a doctor report.
+func FromReport(name string, rep *doctor.Report) *Run {
+	ev := rep.Evidence
+	r := &Run{Kind: KindReport, Name: name, Seconds: ev.Seconds, Limits: map[string]float64{}, Drops: map[string]uint64{}}
+	r.Settings = &host.Settings{Kernel: ev.Kernel, Mitigations: ev.Mitigations}
+	for _, ns := range ev.Namespaces {
+		s := host.NetnsSettings{Name: ns.Name, Sysctls: ns.Sysctls}
+		for i := range ns.Devices {
+			s.Devices = append(s.Devices, ns.Devices[i].Device.Settings())
+			if x := ns.Devices[i].Xmit; x != nil {
+				r.HasTraffic = true
+				r.Packets += x.Segs
+				r.Bytes += x.Bytes
+				r.Skbs += x.Skbs
+			}
+		}
+		r.Settings.Namespaces = append(r.Settings.Namespaces, s)
+	}
+	for _, c := range ev.CPUs {
+		r.HasCPU = true
+		r.CPUNs += c.Busy() * ev.Seconds * 1e9
+	}
+	var senderNs float64
+	for _, f := range ev.Flows {
+		r.TCPBytes += f.BytesAcked
+		r.Retrans += uint64(f.Retrans)
+		w := f.Seconds * float64(f.BytesAcked)
+		for reason, share := range f.LimitShares {
+			r.Limits[reason] += share * w
+		}
+		if len(f.LimitShares) > 0 {
+			senderNs += w
+		}
+	}
+	for k := range r.Limits {
+		r.Limits[k] /= senderNs
+	}
+	for _, d := range ev.Drops {
+		r.Drops[d.Reason+" at "+d.Location] += d.Count
+	}
+	if ev.Command != nil && len(ev.Command.Argv) > 0 {
+		r.Workload = []string{filepath.Base(ev.Command.Argv[0])}
+	}
+	return r
+}
+
+func loadTrace(name string, in io.Reader) (*Run, error) {
+	tr, err := trace.NewReader(in)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	sum := analyze.NewSummary()
+	st := analyze.NewStat()
+	if err := analyze.Replay(tr, &event.Filter{}, sum, func(ev *event.Event) error { st.Add(ev); return nil }); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return FromTrace(name, st, sum), nil
+}
+
+// FromTrace measures a trace's statistics.
+func FromTrace(name string, st *analyze.Stat, sum *analyze.Summary) *Run {
+	r := &Run{Kind: KindTrace, Name: name, Limits: map[string]float64{}, Drops: map[string]uint64{}, Settings: sum.Settings}
+	var first, last int64
+	limitNs := map[string]float64{}
+	var totalNs float64
+	ports := map[string]bool{}
+	for _, c := range st.Connections {
+		if first == 0 || c.First < first {
+			first = c.First
+		}
+		last = max(last, c.Last)
+		r.TCPBytes += c.BytesAcked
+		r.Retrans += c.RetransSegs
+		for reason, ns := range c.LimitNs {
+			limitNs[reason] += float64(ns)
+			totalNs += float64(ns)
+		}
+		for _, ep := range []string{c.Local, c.Peer} {
+			if i := strings.LastIndexByte(ep, ':'); i >= 0 && listeningPort.MatchString(ep[i+1:]) {
+				ports[ep[i+1:]] = true
+			}
+		}
+	}
+	for k, v := range limitNs {
+		r.Limits[k] = v / totalNs
+	}
+	var tx, rx, txBytes, rxBytes, txSkbs, rxSkbs uint64
+	for _, d := range st.Devices {
+		tx += d.Xmit.Segs
+		rx += d.Recv.Segs
+		txBytes += d.Xmit.Bytes
+		rxBytes += d.Recv.Bytes
+		txSkbs += d.Xmit.Skbs
+		rxSkbs += d.Recv.Skbs
+		r.Seconds = max(r.Seconds, d.Xmit.Seconds, d.Recv.Seconds)
+	}
+	if tx+rx > 0 {
+		r.HasTraffic = true
+		r.Packets, r.Bytes, r.Skbs = tx, txBytes, txSkbs
+		if rx > tx {
+			r.Packets, r.Bytes, r.Skbs = rx, rxBytes, rxSkbs
+		}
+	}
+	if r.Seconds == 0 && last > first {
+		r.Seconds = float64(last-first) / 1e9
+	}
+	for _, d := range st.Drops {
+		reason := sum.Names.DropReason(d.Reason)
+		if reason == "" {
+			reason = fmt.Sprint(d.Reason)
+		}
+		loc := sum.Names.Symbol(d.Location)
+		r.Drops[reason+" at "+loc] += d.Count
+	}
+	for p := range ports {
+		r.Workload = append(r.Workload, "port "+p)
+	}
+	sort.Strings(r.Workload)
+	return r
+}
+
+// listeningPort keeps the well-known and registered ports a service listens
+// on, not the ephemeral ports of the clients (32768 and up on Linux).
+var listeningPort = regexp.MustCompile(`^([1-9][0-9]{0,3}|[12][0-9]{4}|3[01][0-9]{3}|32[0-6][0-9]{2}|327[0-5][0-9])$`)
