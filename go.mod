@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/cilium/ebpf v0.22.0
+	github.com/google/pprof v0.0.0-20261016150608-1facf8f91b50
 	github.com/gopacket/gopacket v1.7.7
 	github.com/safchain/ethtool v0.7.0
 	github.com/spf13/cobra v1.10.2
@@ -14,9 +15,6 @@ require (
 )
 
 require (
-	github.com/chzyer/readline v1.5.1 // indirect
-	github.com/google/pprof v0.0.0-20261016150608-1facf8f91b50 // indirect
-	github.com/ianlancetaylor/demangle v0.0.0-20250417193237-f615e6bd150b // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	golang.org/x/net v0.55.0 // indirect
 )

@@ -81,13 +81,42 @@ int profile_sample(void *ctx)
 	return 0;
 }
 
-static __always_inline __u32 skb_segs(const struct sk_buff *skb)
-{
-	const struct skb_shared_info *shinfo = (const void *)(BPF_CORE_READ(skb, head) + BPF_CORE_READ(skb, end));
-	__u16 size = BPF_CORE_READ(shinfo, gso_size);
-	__u16 segs = size ? BPF_CORE_READ(shinfo, gso_segs) : 0;
+/* An skb longer than an Ethernet frame may carry GSO segments. */
+#define MAX_FRAME 1514
 
-	return segs ? segs : 1;
+/* Weak: kernels before 6.2 lack it, and the loader turns its address into zero there. */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+
+/*
+ * Segments an skb carries. Called per packet, so it reads as little as it
+ * can: the skb itself with plain loads (a tp_btf argument is a typed
+ * pointer), and the shared info beyond it only for an skb too long to be
+ * one frame: with plain loads through a typed read-only view where the
+ * kernel has one (6.2), else with one probe read of gso_size and gso_segs,
+ * which sit side by side.
+ */
+static __always_inline __u32 skb_segs(const struct sk_buff *skb, __u32 len)
+{
+	struct {
+		__u16 size;
+		__u16 segs;
+	} gso = {};
+	void *end;
+
+	if (len <= MAX_FRAME)
+		return 1;
+	end = skb->head + skb->end;
+	if (bpf_rdonly_cast) {
+		struct skb_shared_info *shinfo = bpf_rdonly_cast(end, bpf_core_type_id_kernel(struct skb_shared_info));
+
+		gso.size = shinfo->gso_size;
+		gso.segs = shinfo->gso_segs;
+	} else {
+		bpf_probe_read_kernel(&gso, sizeof(gso), end + bpf_core_field_offset(struct skb_shared_info, gso_size));
+	}
+	if (!gso.size || !gso.segs)
+		return 1;
+	return gso.segs;
 }
 
 static __always_inline void count_traffic(enum profile_direction dir, const struct sk_buff *skb, __u32 len)
@@ -98,7 +127,7 @@ static __always_inline void count_traffic(enum profile_direction dir, const stru
 	if (!t)
 		return;
 	t->skbs += 1;
-	t->segs += skb_segs(skb);
+	t->segs += skb_segs(skb, len);
 	t->bytes += len;
 }
 
@@ -113,6 +142,6 @@ int BPF_PROG(profile_xmit, struct sk_buff *skb, int rc, struct net_device *dev, 
 SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(profile_recv, struct sk_buff *skb)
 {
-	count_traffic(PROFILE_RX, skb, BPF_CORE_READ(skb, len));
+	count_traffic(PROFILE_RX, skb, skb->len);
 	return 0;
 }

@@ -7,6 +7,9 @@ import (
 	"strings"
 )
 
+// maxCPUs is the kernel's largest NR_CPUS (CONFIG_MAXSMP).
+const maxCPUs = 8192
+
 // ParseCPUList reads the kernel's CPU list format ("0-3,6,8-9").
 func ParseCPUList(s string) ([]int, error) {
 	var out []int
@@ -25,6 +28,9 @@ func ParseCPUList(s string) ([]int, error) {
 			if b, err = strconv.Atoi(hi); err != nil || b < a {
 				return nil, fmt.Errorf("reading CPU list %q: %q is not a range", s, part)
 			}
+		}
+		if b >= maxCPUs {
+			return nil, fmt.Errorf("reading CPU list %q: CPU %d is beyond the kernel's limit of %d", s, b, maxCPUs)
 		}
 		for c := a; c <= b; c++ {
 			if !seen[c] {

@@ -28,6 +28,8 @@ type Options struct {
 	Stdout, Stderr io.Writer
 	SoftwareClock  bool
 	Version        string
+	// Ready, if set, is called once sampling runs, before the workload starts.
+	Ready func(clock string, cpus []int)
 }
 
 // scanInterval is how often new processes' mappings are read: a process
@@ -71,6 +73,9 @@ func Collect(ctx context.Context, opts Options) (*Profile, error) {
 		p.Meta.Notes = append(p.Meta.Notes, "packets not counted: "+prof.TrafficErr.Error())
 	}
 
+	if opts.Ready != nil {
+		opts.Ready(p.Meta.Clock, cpus)
+	}
 	start := time.Now()
 	runErr := run(ctx, opts, users)
 	prof.Stop()
@@ -149,7 +154,35 @@ func read(p *Profile, prof *probe.Profiler, ksyms *host.Kallsyms, users *userSym
 		p.Meta.Traffic = Traffic{Counted: true, TxSkbs: tx.Skbs, TxPkts: tx.Segs, TxBytes: tx.Bytes,
 			RxSkbs: rx.Skbs, RxPkts: rx.Segs, RxBytes: rx.Bytes}
 	}
+	return symbolize(p, raw, prof.Stack, ksyms, users)
+}
+
+// userKey is a user stack of one process: the same addresses mean other
+// functions in another process.
+type userKey struct {
+	tgid uint32
+	id   int32
+}
+
+// symbolize names the raw samples' frames and classifies them; stack reads
+// a stack's addresses by id (each kernel stack once).
+func symbolize(p *Profile, raw []probe.ProfileSample, stack func(int32) ([]uint64, error), ksyms *host.Kallsyms, users *userSymbolizer) error {
 	kernel := map[int32][]string{}
+	type userStack struct {
+		frames   []string
+		leafFile string
+		shallow  bool
+	}
+	user := map[userKey]userStack{}
+	type classKey struct {
+		stack int32
+		idle  bool
+	}
+	type class struct {
+		context Context
+		phase   Phase
+	}
+	classes := map[classKey]class{}
 	var lostStacks uint64
 	fp := map[string]*[2]uint64{} // per binary: samples with a shallow user stack, all samples
 	for _, r := range raw {
@@ -157,7 +190,7 @@ func read(p *Profile, prof *probe.Profiler, ksyms *host.Kallsyms, users *userSym
 		if id := r.Key.KernelStack; id >= 0 {
 			frames, ok := kernel[id]
 			if !ok {
-				addrs, err := prof.Stack(id)
+				addrs, err := stack(id)
 				if err != nil {
 					return err
 				}
@@ -176,31 +209,45 @@ func read(p *Profile, prof *probe.Profiler, ksyms *host.Kallsyms, users *userSym
 			s.Kernel = []string{"[stack lost]"}
 		}
 		if id := r.Key.UserStack; id >= 0 {
-			addrs, err := prof.Stack(id)
-			if err != nil {
-				return err
-			}
-			leafFile := ""
-			for i, a := range addrs {
-				name, file := users.resolve(r.Key.Tgid, a)
-				if i == 0 {
-					leafFile = file
+			k := userKey{r.Key.Tgid, id}
+			u, ok := user[k]
+			if !ok {
+				addrs, err := stack(id)
+				if err != nil {
+					return err
 				}
-				s.User = append(s.User, name)
+				u.shallow = len(addrs) <= 2
+				for i, a := range addrs {
+					name, file := users.resolve(r.Key.Tgid, a)
+					if i == 0 {
+						u.leafFile = file
+					}
+					u.frames = append(u.frames, name)
+				}
+				user[k] = u
 			}
-			if leafFile != "" && leafFile[0] == '/' {
-				c := fp[leafFile]
+			s.User = u.frames
+			if u.leafFile != "" && u.leafFile[0] == '/' {
+				c := fp[u.leafFile]
 				if c == nil {
 					c = &[2]uint64{}
-					fp[leafFile] = c
+					fp[u.leafFile] = c
 				}
-				if len(addrs) <= 2 {
+				if u.shallow {
 					c[0] += r.Count
 				}
 				c[1] += r.Count
 			}
 		}
-		Classify(&s)
+		// Classifying walks every frame against the phase rules: once per
+		// kernel stack (and idle task or not) is enough.
+		ck := classKey{r.Key.KernelStack, r.Key.Pid == 0}
+		if c, ok := classes[ck]; ok && r.Key.KernelStack >= 0 {
+			s.Context, s.Phase = c.context, c.phase
+		} else {
+			Classify(&s)
+			classes[ck] = class{s.Context, s.Phase}
+		}
 		p.Samples = append(p.Samples, s)
 	}
 	if total := p.Total(); total > 0 && lostStacks*100 > total {

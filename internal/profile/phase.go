@@ -56,6 +56,10 @@ type phaseRule struct {
 }
 
 var phaseRules = []phaseRule{
+	// The sleeping locks of PREEMPT_RT kernels are, like _raw_spin_lock,
+	// no phase of their own: the code that takes them pays for them (and
+	// they are no routes, which "rt_" below is for).
+	{PhaseOther, nil, []string{"rt_spin_", "rt_read_", "rt_write_", "rt_mutex"}},
 	// Spectre/Meltdown-era stubs the compiler puts on indirect calls and
 	// returns, and the buffer clearing on kernel exit: time in them is the
 	// mitigations' own cost (seed 003).
@@ -91,7 +95,7 @@ var phaseRules = []phaseRule{
 		"wakeup_preempt", "set_next_entity", "put_prev_entity", "newidle_balance", "sched_balance_newidle"},
 		[]string{"pick_next_", "__pick_next_", "enqueue_task", "dequeue_task", "enqueue_entity", "dequeue_entity",
 			"ttwu_", "select_task_rq", "__wake_up", "wake_up_", "psi_", "sched_", "finish_task_switch",
-			"update_cfs_", "update_rq_", "reweight_", "load_balance", "__update_load_avg", "schedule_"}},
+			"update_cfs_", "update_rq_", "reweight_", "load_balance", "__update_load_avg", "schedule_", "raw_spin_rq_"}},
 	{PhaseNetfilter, []string{"nf_hook_slow", "nf_hook_slow_list"},
 		[]string{"nf_", "nft_", "__nft_", "nf_tables_", "ipt_", "ip6t_", "ebt_", "arpt_", "xt_", "__nf_", "nf_conntrack",
 			"__nf_conntrack", "ipv4_conntrack", "ipv6_conntrack", "nf_ct_", "nf_nat_", "br_nf_", "iptable_",
@@ -112,7 +116,10 @@ var phaseRules = []phaseRule{
 		"tcp_gro_complete", "tcp4_gro_complete", "inet_gro_complete", "udp4_gro_complete", "ipv6_gro_complete",
 		"vxlan_gro_receive", "eth_gro_receive", "__skb_gro_checksum_complete", "napi_skb_finish"},
 		[]string{"napi_gro_", "gro_", "__napi_", "napi_", "netif_receive_", "__netif_receive_", "e1000_clean", "igb_clean",
-			"ixgbe_clean", "i40e_napi", "mlx5e_napi", "mlx5e_poll", "virtqueue_get_buf", "bpf_prog_run_generic_xdp"}},
+			"ixgbe_clean", "i40e_napi", "mlx5e_napi", "mlx5e_poll", "bpf_prog_run_generic_xdp",
+			// before "virtnet_" and "veth_" (transmit) and "tcp_", "udp_"
+			"virtnet_receive", "virtnet_rq_", "veth_xdp_rcv", "tcp_gro_", "tcp4_gro_", "tcp6_gro_", "udp_gro_",
+			"udp4_gro_", "udp6_gro_"}},
 	{PhaseDevXmit, []string{"__dev_queue_xmit", "dev_queue_xmit", "dev_hard_start_xmit", "xmit_one", "netdev_start_xmit",
 		"validate_xmit_skb", "validate_xmit_skb_list", "__skb_gso_segment", "skb_mac_gso_segment", "skb_segment",
 		"skb_segment_list", "inet_gso_segment", "ipv6_gso_segment", "tcp_gso_segment", "tcp4_gso_segment",
@@ -147,7 +154,7 @@ var phaseRules = []phaseRule{
 		[]string{"sock_", "__sock_", "sk_", "__sk_", "__x64_sys_send", "__x64_sys_recv", "__x64_sys_write",
 			"__x64_sys_read", "__x64_sys_select", "__x64_sys_pselect", "__x64_sys_poll", "__x64_sys_ppoll",
 			"__x64_sys_epoll", "__x64_sys_connect", "__x64_sys_accept", "__x64_sys_socket", "__x64_sys_setsockopt",
-			"__x64_sys_getsockopt", "__se_sys_", "__do_sys_", "ep_", "__ep_", "sys_send", "sys_recv", "sys_write",
+			"__x64_sys_getsockopt", "ep_", "__ep_", "sys_send", "sys_recv", "sys_write",
 			"sys_read", "sys_select", "sys_poll", "sock_write_iter", "sock_read_iter", "rw_verify_area", "security_socket_",
 			"security_sock_", "apparmor_socket_", "selinux_socket_", "aa_sk_perm", "__cgroup_bpf_run_filter"}},
 	// Entry and exit of the syscall itself, with the work the kernel does on
@@ -160,7 +167,8 @@ var phaseRules = []phaseRule{
 		"switch_fpu_return", "restore_fpregs_from_fpstate", "__audit_syscall_entry", "__audit_syscall_exit",
 		"__do_fast_syscall_32", "do_fast_syscall_32", "do_int80_syscall_32", "entry_SYSENTER_compat",
 		"entry_SYSCALL_compat", "irqentry_exit_to_user_mode", "__rseq_handle_notify_resume", "rseq_ip_fixup"},
-		[]string{"syscall_exit_", "syscall_enter_", "exit_to_user_mode", "__x64_sys_", "__ia32_sys_", "arch_exit_to_user_mode"}},
+		[]string{"syscall_exit_", "syscall_enter_", "exit_to_user_mode", "__x64_sys_", "__ia32_sys_", "arch_exit_to_user_mode",
+			"__do_sys_", "__se_sys_"}},
 }
 
 var (
@@ -265,10 +273,15 @@ func Classify(s *Sample) {
 			return
 		}
 	}
+	// The search stops at the edge of an interrupt: a timer interrupt that
+	// lands in a copy is the interrupt's time, not the copy's.
 	s.Phase = PhaseOther
 	for _, f := range s.Kernel {
 		if p := FramePhase(f); p != PhaseOther {
 			s.Phase = p
+			return
+		}
+		if fn := baseName(f); softirqMarks[fn] || hardirqMark(fn) {
 			return
 		}
 	}
