@@ -55,11 +55,11 @@ type ConnStat struct {
 	MinRTTus, MaxSRTTus       uint32
 	sumSRTTus                 uint64
 	CwndMin, CwndMax          uint32
-	// From tcp_sendlim runs: nanoseconds, decisions and runs per reason (a
-	// run longer than a second arrives in pieces, each counted).
-	LimitNs    map[string]int64
-	LimitCount map[string]uint64
-	LimitRuns  map[string]uint64
+	// From tcp_sendlim runs, per reason (a run longer than a second arrives
+	// in pieces, each counted): LimitNs, LimitCount and LimitRuns read them.
+	// Arrays, not maps: this is updated for every event of a trace.
+	limitNs               [event.SendlimCount]int64
+	limitCount, limitRuns [event.SendlimCount]uint64
 	// ProbedRuns are the runs in which the peer's window stayed closed long
 	// enough for zero-window probes to go unanswered: a reader that stopped.
 	ProbedRuns uint64
@@ -69,6 +69,7 @@ type ConnStat struct {
 	KernelBusyUs, KernelRwndUs, KernelSndbufUs uint64
 	established, chronoBase                    bool
 	peerKnown, listener                        bool
+	peerAddr, localAddr                        netip.AddrPort
 	busyBase, rwndBase, sndbufBase             uint64
 	// From tcp_retrans, tcp_cong, tcp_reset.
 	RetransSegs uint64
@@ -114,14 +115,36 @@ func (c *ConnStat) addChrono(l *event.TCPSendlim) {
 	c.KernelSndbufUs = max(c.KernelSndbufUs, l.SndbufLimitedUs-min(l.SndbufLimitedUs, c.sndbufBase))
 }
 
+// LimitNs is the time in runs of each send-limit reason seen, in ns.
+func (c *ConnStat) LimitNs() map[string]int64 { return byReason(&c.limitNs, &c.limitRuns) }
+
+// LimitCount is the decisions of each send-limit reason seen.
+func (c *ConnStat) LimitCount() map[string]uint64 { return byReason(&c.limitCount, &c.limitRuns) }
+
+// LimitRuns is the runs of each send-limit reason seen.
+func (c *ConnStat) LimitRuns() map[string]uint64 { return byReason(&c.limitRuns, &c.limitRuns) }
+
+func byReason[V int64 | uint64](v *[event.SendlimCount]V, runs *[event.SendlimCount]uint64) map[string]V {
+	out := map[string]V{}
+	for r := range v {
+		if runs[r] > 0 {
+			out[event.SendlimReason(r).String()] = v[r]
+		}
+	}
+	return out
+}
+
 // LimitShares are the send-limit reasons' shares of the time covered by runs.
-func (c *ConnStat) LimitShares() map[string]float64 {
+func (c *ConnStat) LimitShares() map[string]float64 { return LimitShares(c.LimitNs()) }
+
+// LimitShares are the shares of the time per send-limit reason.
+func LimitShares(limitNs map[string]int64) map[string]float64 {
 	var total int64
-	for _, ns := range c.LimitNs {
+	for _, ns := range limitNs {
 		total += ns
 	}
 	out := map[string]float64{}
-	for r, ns := range c.LimitNs {
+	for r, ns := range limitNs {
 		if total > 0 {
 			out[r] = float64(ns) / float64(total)
 		}
@@ -232,14 +255,16 @@ func (s *Stat) Add(ev *event.Event) {
 	case event.TypeTCPConn:
 		c := s.conn(&ev.Conn.Socket, ev.Time)
 		c.States = append(c.States, ev.Conn.New.String())
-		c.established = c.established || ev.Conn.New == event.TCPEstablished && len(c.LimitNs) == 0
+		c.established = c.established || ev.Conn.New == event.TCPEstablished && c.runs() == 0
 		c.listener = c.listener || ev.Conn.New == event.TCPListen
 	case event.TypeTCPSendlim:
 		l := &ev.Sendlim
 		c := s.conn(&l.Socket, ev.Time)
-		c.LimitNs[l.Reason.String()] += ev.Time - l.Begin
-		c.LimitCount[l.Reason.String()] += uint64(l.Cnt)
-		c.LimitRuns[l.Reason.String()]++
+		if r := int(l.Reason); r < event.SendlimCount {
+			c.limitNs[r] += ev.Time - l.Begin
+			c.limitCount[r] += uint64(l.Cnt)
+			c.limitRuns[r]++
+		}
 		if l.Probes > 0 {
 			c.ProbedRuns++
 		}
@@ -350,23 +375,34 @@ func (s *Stat) Add(ev *event.Event) {
 func (s *Stat) conn(sock *event.Socket, t int64) *ConnStat {
 	c := s.conns[sock.Sock]
 	peerKnown := sock.Peer.Port() != 0
-	if c != nil && peerKnown && c.peerKnown && c.Peer != sock.Peer.String() {
+	// The addresses are compared as values and formatted only when they
+	// change: this runs for every event of a trace.
+	if c != nil && peerKnown && c.peerKnown && c.peerAddr != sock.Peer {
 		c = nil
 	}
 	if c == nil {
-		c = &ConnStat{Sock: sock.Sock, Peer: sock.Peer.String(), Netns: sock.Netns, First: t,
-			LimitNs: map[string]int64{}, LimitCount: map[string]uint64{}, LimitRuns: map[string]uint64{}, CongStates: map[string]int{}}
+		c = &ConnStat{Sock: sock.Sock, Peer: sock.Peer.String(), peerAddr: sock.Peer, Netns: sock.Netns, First: t,
+			CongStates: map[string]int{}}
 		s.conns[sock.Sock] = c
 		s.Connections = append(s.Connections, c)
 	}
 	if peerKnown && !c.peerKnown {
-		c.Peer, c.peerKnown = sock.Peer.String(), true
+		c.Peer, c.peerAddr, c.peerKnown = sock.Peer.String(), sock.Peer, true
 	}
-	if sock.Local.Port() != 0 || c.Local == "" {
-		c.Local = sock.Local.String()
+	if (sock.Local.Port() != 0 || c.Local == "") && (c.Local == "" || c.localAddr != sock.Local) {
+		c.Local, c.localAddr = sock.Local.String(), sock.Local
 	}
 	c.Last = t
 	return c
+}
+
+// runs counts the send-limit runs of every reason.
+func (c *ConnStat) runs() uint64 {
+	var n uint64
+	for _, r := range c.limitRuns {
+		n += r
+	}
+	return n
 }
 
 // Active says whether the connection did anything besides changing state;
@@ -375,7 +411,7 @@ func (c *ConnStat) Active() bool {
 	if c.listener {
 		return false
 	}
-	return c.Samples > 0 || len(c.LimitCount) > 0 || c.RetransSegs > 0 || c.Resets > 0 || len(c.CongStates) > 0
+	return c.Samples > 0 || c.runs() > 0 || c.RetransSegs > 0 || c.Resets > 0 || len(c.CongStates) > 0
 }
 
 func (s *Stat) dev(name string, netns uint32) *DevStat {

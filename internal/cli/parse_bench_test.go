@@ -11,6 +11,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/skbtrace/skbtrace/internal/analyze"
+	"github.com/skbtrace/skbtrace/internal/analyze/compare"
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/probe"
 	"github.com/skbtrace/skbtrace/internal/trace"
@@ -83,4 +85,56 @@ func BenchmarkParse10M(b *testing.B) {
 			b.ReportMetric(float64(n)*float64(b.N)/total.Seconds()/1e6, "Mevents/s")
 		})
 	}
+}
+
+// BenchmarkCompareTraces compares two 10-million-event traces (about 1 GB
+// together) against merely reading them in sequence order: the target is
+// that compare runs at trace-reading speed.
+func BenchmarkCompareTraces(b *testing.B) {
+	const n = 10_000_000
+	dir := b.TempDir()
+	a, c := filepath.Join(dir, "a.trace"), filepath.Join(dir, "b.trace")
+	writeBigTrace(b, a, n)
+	writeBigTrace(b, c, n)
+	var size int64
+	for _, p := range []string{a, c} {
+		st, err := os.Stat(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size += st.Size()
+	}
+	read := func(path string) {
+		f, err := os.Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := replay(bufio.NewReaderSize(f, 1<<20), &event.Filter{}, analyze.NewSummary(), func(*event.Event) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var readTime, compareTime time.Duration
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		read(a)
+		read(c)
+		readTime += time.Since(start)
+		start = time.Now()
+		ra, err := loadRun(a)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rb, err := loadRun(c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := compare.Compare(ra, rb); err != nil {
+			b.Fatal(err)
+		}
+		compareTime += time.Since(start)
+	}
+	b.ReportMetric(float64(size)*float64(b.N)/compareTime.Seconds()/1e6, "compare-MB/s")
+	b.ReportMetric(float64(size)*float64(b.N)/readTime.Seconds()/1e6, "read-MB/s")
+	b.ReportMetric(compareTime.Seconds()/readTime.Seconds(), "compare/read")
 }

@@ -431,13 +431,13 @@ func joinRecording(obs *Observation, data []byte, spaces []*watched) error {
 			if nsName[c.Netns] != f.Netns || !sameEndpoint(c.Local, f.Local) || !sameEndpoint(c.Peer, f.Peer) {
 				continue
 			}
-			for r, n := range c.LimitNs {
+			for r, n := range c.LimitNs() {
 				limitNs[r] += n
 			}
-			for r, n := range c.LimitRuns {
+			for r, n := range c.LimitRuns() {
 				runs[r] += n
 			}
-			for r, n := range c.LimitCount {
+			for r, n := range c.LimitCount() {
 				if f.LimitCounts == nil {
 					f.LimitCounts = map[string]uint64{}
 				}
@@ -454,7 +454,7 @@ func joinRecording(obs *Observation, data []byte, spaces []*watched) error {
 			f.Resets += c.Resets
 		}
 		if len(limitNs) > 0 {
-			f.LimitShares = (&analyze.ConnStat{LimitNs: limitNs}).LimitShares()
+			f.LimitShares = analyze.LimitShares(limitNs)
 			f.LimitMeanRunUs = map[string]uint64{}
 			for r, n := range runs {
 				if n > 0 {

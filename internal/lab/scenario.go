@@ -415,7 +415,7 @@ func (m *Measurement) sender() *analyze.ConnStat {
 		if !slices.Contains(peers, host) {
 			continue
 		}
-		if best == nil || sum(c.LimitCount) > sum(best.LimitCount) {
+		if best == nil || sum(c.LimitCount()) > sum(best.LimitCount()) {
 			best = c
 		}
 	}

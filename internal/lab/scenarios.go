@@ -79,7 +79,7 @@ var Scenarios = []*Scenario{
 		},
 		FixLoad: func(o *load.Options) { o.NoDelay = true },
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
-			nagle := f.sender().LimitCount["nagle"]
+			nagle := f.sender().LimitCount()["nagle"]
 			return fmt.Sprintf("%d tcp_sendlim [nagle] decisions; %.0f transactions/s against %.0f with TCP_NODELAY",
 				nagle, f.Load.OpsPerSec, c.Load.OpsPerSec), nagle > 0 && f.Load.OpsPerSec*5 < c.Load.OpsPerSec
 		},
@@ -289,7 +289,7 @@ func topReason(m *Measurement) string {
 		return "unknown"
 	}
 	best, n := "unknown", uint64(0)
-	for r, c := range s.LimitCount {
+	for r, c := range s.LimitCount() {
 		if c > n {
 			best, n = r, c
 		}

@@ -81,9 +81,9 @@ var moreVariants = []*Scenario{
 		FaultLoad: func(o *load.Options) { o.NoDelay = false },
 		FixLoad:   func(o *load.Options) { o.Size = 128 << 10 },
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
-			nagle := f.sender().LimitCount["nagle"]
-			return fmt.Sprintf("%d tcp_sendlim [nagle] decisions (control %d); throughput %s", nagle, c.sender().LimitCount["nagle"], change(c, f)),
-				nagle > 10*(c.sender().LimitCount["nagle"]+1)
+			nagle := f.sender().LimitCount()["nagle"]
+			return fmt.Sprintf("%d tcp_sendlim [nagle] decisions (control %d); throughput %s", nagle, c.sender().LimitCount()["nagle"], change(c, f)),
+				nagle > 10*(c.sender().LimitCount()["nagle"]+1)
 		},
 	},
 	{

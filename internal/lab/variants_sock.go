@@ -605,7 +605,7 @@ func (m *Measurement) sockConn(ns *host.Netns, to netip.Addr) *analyze.ConnStat 
 	var best *analyze.ConnStat
 	for _, c := range m.Stat.Connections {
 		peer, err := netip.ParseAddrPort(c.Peer)
-		if err == nil && c.Netns == ino && peer.Addr().Unmap() == to && (best == nil || sum(c.LimitCount) > sum(best.LimitCount)) {
+		if err == nil && c.Netns == ino && peer.Addr().Unmap() == to && (best == nil || sum(c.LimitCount()) > sum(best.LimitCount())) {
 			best = c
 		}
 	}
@@ -633,10 +633,10 @@ func sockShare(c *analyze.ConnStat, reason string) float64 {
 
 // sockMeanRun is how long a send-limit reason's runs lasted on average.
 func sockMeanRun(c *analyze.ConnStat, reason string) time.Duration {
-	if c == nil || c.LimitRuns[reason] == 0 {
+	if c == nil || c.LimitRuns()[reason] == 0 {
 		return 0
 	}
-	return (time.Duration(c.LimitNs[reason]) / time.Duration(c.LimitRuns[reason])).Round(time.Millisecond / 10)
+	return (time.Duration(c.LimitNs()[reason]) / time.Duration(c.LimitRuns()[reason])).Round(time.Millisecond / 10)
 }
 
 // sockCount is a send-limit reason's decisions on a connection.
@@ -644,5 +644,5 @@ func sockCount(c *analyze.ConnStat, reason string) uint64 {
 	if c == nil {
 		return 0
 	}
-	return c.LimitCount[reason]
+	return c.LimitCount()[reason]
 }

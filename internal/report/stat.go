@@ -115,7 +115,7 @@ func kernelLimits(c *analyze.ConnStat) *KernelLimitsView {
 	}
 	busy := float64(c.KernelBusyUs)
 	k := &KernelLimitsView{BusyUs: c.KernelBusyUs, RwndLimitedUs: c.KernelRwndUs, SndbufLimitedUs: c.KernelSndbufUs,
-		SwndUs: uint64(c.LimitNs["swnd"] / 1000), SndbufUs: uint64(c.LimitNs["sndbuf"] / 1000)}
+		SwndUs: uint64(c.LimitNs()["swnd"] / 1000), SndbufUs: uint64(c.LimitNs()["sndbuf"] / 1000)}
 	k.RwndShare, k.SwndShare = float64(k.RwndLimitedUs)/busy, float64(k.SwndUs)/busy
 	k.SndbufShare, k.SkbSndbufShare = float64(k.SndbufLimitedUs)/busy, float64(k.SndbufUs)/busy
 	return k
@@ -193,7 +193,7 @@ func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 		cv := ConnView{
 			Sock: fmt.Sprintf("0x%x", c.Sock), Local: c.Local, Peer: c.Peer, Netns: nsName(c.Netns),
 			Seconds: c.Duration(), States: c.States, BytesAcked: c.BytesAcked, BytesReceived: c.BytesReceived,
-			ThroughputBps: c.Throughput(), LimitShare: c.LimitShares(), LimitDecisions: c.LimitCount,
+			ThroughputBps: c.Throughput(), LimitShare: c.LimitShares(), LimitDecisions: c.LimitCount(),
 			RetransSegs: c.RetransSegs, AvgSRTTus: c.AvgSRTTus(), MaxSRTTus: c.MaxSRTTus,
 			CwndMax: c.CwndMax, CongStates: c.CongStates, Resets: c.Resets, Kernel: kernelLimits(c),
 		}

@@ -224,7 +224,7 @@ func FromTrace(name string, st *analyze.Stat, sum *analyze.Summary) *Run {
 		last = max(last, c.Last)
 		r.TCPBytes += c.BytesAcked
 		r.Retrans += c.RetransSegs
-		for reason, ns := range c.LimitNs {
+		for reason, ns := range c.LimitNs() {
 			limitNs[reason] += float64(ns)
 			totalNs += float64(ns)
 		}
