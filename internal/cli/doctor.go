@@ -11,7 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/skbtrace/skbtrace/internal/collect"
 	"github.com/skbtrace/skbtrace/internal/doctor"
+	"github.com/skbtrace/skbtrace/internal/profile"
 )
 
 func doctorCmd(e *env) *cobra.Command {
@@ -22,6 +24,7 @@ func doctorCmd(e *env) *cobra.Command {
 		output    string
 		traceFile string
 		deep      bool
+		profOut   string
 	)
 	c := &cobra.Command{
 		Use:   "doctor [flags] [-- COMMAND ARGS...]",
@@ -64,7 +67,7 @@ an iperf3 client gets -J so its result joins the evidence.`,
 				defer f.Close()
 				opts.Trace = f
 			}
-			return runDoctor(opts, d, args, asJSON, out, e.stderr)
+			return runDoctor(opts, d, args, asJSON, profOut, out, e.stderr)
 		},
 	}
 	c.Flags().StringVarP(&duration, "duration", "d", "", "observe this long (`10s`; default 10s without a command, else until it exits)")
@@ -73,12 +76,13 @@ an iperf3 client gets -J so its result joins the evidence.`,
 	c.Flags().StringVarP(&output, "output", "o", "", "write the report to `FILE` (default standard output)")
 	c.Flags().BoolVar(&deep, "deep", false, "record the per-packet families (segments per skb, softirq time, socket call sizes) all the time rather than 5% of each second: exact counts, more cost")
 	c.Flags().StringVar(&traceFile, "trace", "", "keep the kernel-event recording in `FILE` for parse and stat")
+	c.Flags().StringVar(&profOut, "profile", "", "profile the CPUs at 99 Hz too: the phase table joins the report (for compare) and the profile goes to `FILE` (pprof)")
 	c.Flags().SetInterspersed(false)
 	return c
 }
 
 // runDoctor observes until the duration, the command or a signal ends it.
-func runDoctor(opts doctor.Options, d time.Duration, argv []string, asJSON bool, out, stderr io.Writer) error {
+func runDoctor(opts doctor.Options, d time.Duration, argv []string, asJSON bool, profOut string, out, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	var cmd *doctor.Command
@@ -103,6 +107,26 @@ func runDoctor(opts doctor.Options, d time.Duration, argv []string, asJSON bool,
 		}
 		fmt.Fprintf(stderr, "skbtrace: doctor observing%s (%s); stop with Ctrl-C\n", describeWindow(d, argv), what)
 	}
+	var prof *profile.Profile
+	var profErr error
+	if profOut != "" {
+		workload := opts.Workload
+		opts.Workload = func(ctx context.Context) error {
+			ran := false
+			var workErr error
+			prof, profErr = profile.Collect(ctx, profile.Options{Hz: 99, Version: collect.Version,
+				Workload: func(ctx context.Context) error {
+					ran = true
+					workErr = workload(ctx)
+					return workErr
+				}})
+			if !ran {
+				// Profiling could not start (no privileges): observe without it.
+				return workload(ctx)
+			}
+			return workErr
+		}
+	}
 	obs, err := doctor.Observe(ctx, opts)
 	if err != nil {
 		return err
@@ -111,6 +135,16 @@ func runDoctor(opts doctor.Options, d time.Duration, argv []string, asJSON bool,
 		return obs.WorkloadErr
 	}
 	obs.Evidence.Command = cmd
+	if profOut != "" {
+		if prof == nil {
+			obs.Evidence.Notes = append(obs.Evidence.Notes, "not profiled: "+profErr.Error())
+		} else {
+			obs.Evidence.Profile = prof.Summary()
+			if err := writeFile(profOut, prof.WritePprof); err != nil {
+				return err
+			}
+		}
+	}
 	rep := doctor.Diagnose(obs.Evidence)
 	if asJSON {
 		return rep.WriteJSON(out)

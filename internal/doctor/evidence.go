@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/skbtrace/skbtrace/internal/host"
+	"github.com/skbtrace/skbtrace/internal/profile"
 )
 
 // Evidence is everything the rules judge, measured over one observation. It
@@ -25,7 +26,9 @@ type Evidence struct {
 	Drops        []Drop            `json:"drops,omitempty"`
 	SockIO       []SockIO          `json:"sock_io,omitempty"`
 	Command      *Command          `json:"command,omitempty"`
-	Notes        []string          `json:"notes,omitempty"`
+	// Profile is where the CPU went, when the observation was profiled (--profile).
+	Profile *profile.Summary `json:"profile,omitempty"`
+	Notes   []string         `json:"notes,omitempty"`
 }
 
 // CPUUse is how one CPU spent the observation (/proc/stat), as shares of its

@@ -82,7 +82,7 @@ func TestPprofRoundTrip(t *testing.T) {
 			t.Errorf("sample %d:\n got %+v\nwant %+v", i, got, want)
 		}
 	}
-	want := 2 * 2 * 1e9 / 396.0
+	want := 1e9 / 99.0
 	if ns := out.NsPerSample(); ns != want {
 		t.Errorf("NsPerSample = %v, want %v", ns, want)
 	}

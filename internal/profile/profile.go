@@ -83,15 +83,12 @@ func (p *Profile) Total() uint64 {
 	return n
 }
 
-// NsPerSample is the CPU time one sample stands for. cpu-clock samples idle
-// CPUs too, so the window's CPU time spread over all samples is exact even
-// when the kernel could not keep the requested rate; cycles stop while a
-// CPU idles, so there the rate is all there is.
+// NsPerSample is the CPU time one sample stands for: the perf event is
+// opened in frequency mode, so the kernel keeps each CPU at Hz samples per
+// second of its running time. (An idle CPU may go unsampled, measured here
+// with cpu-clock: the window's CPU time over the samples would overstate
+// the busy time.)
 func (p *Profile) NsPerSample() float64 {
-	total := p.Total()
-	if p.Meta.Clock == "cpu-clock" && total > 0 && p.Meta.Seconds > 0 && len(p.Meta.CPUs) > 0 {
-		return p.Meta.Seconds * float64(len(p.Meta.CPUs)) * 1e9 / float64(total)
-	}
 	if p.Meta.Hz > 0 {
 		return 1e9 / float64(p.Meta.Hz)
 	}
@@ -126,4 +123,28 @@ func (p *Profile) Comms() []CommShare {
 type CommShare struct {
 	Comm  string
 	Share float64
+}
+
+// Summary is what a report keeps of a profile: the window, its traffic and
+// the busy CPU time per phase (what compare needs), without the stacks.
+type Summary struct {
+	Clock   string            `json:"clock"`
+	Hz      int               `json:"hz"`
+	Seconds float64           `json:"seconds"`
+	Traffic Traffic           `json:"traffic"`
+	BusyNs  float64           `json:"busy_ns"`
+	PhaseNs map[Phase]float64 `json:"phase_ns"`
+}
+
+// Summary sums the profile's busy CPU time per phase.
+func (p *Profile) Summary() *Summary {
+	s := &Summary{Clock: p.Meta.Clock, Hz: p.Meta.Hz, Seconds: p.Meta.Seconds, Traffic: p.Meta.Traffic, PhaseNs: map[Phase]float64{}}
+	ns := p.NsPerSample()
+	for _, smp := range p.Samples {
+		if smp.Context != Idle {
+			s.PhaseNs[smp.Phase] += float64(smp.Count) * ns
+			s.BusyNs += float64(smp.Count) * ns
+		}
+	}
+	return s
 }

@@ -38,13 +38,12 @@ func TestNsPerSample(t *testing.T) {
 		meta Meta
 		want float64
 	}{
-		// cpu-clock spreads the window's CPU time over the samples taken,
-		// even when the kernel fell short of the rate (200 of 2*99).
-		{"cpu-clock", Meta{Clock: "cpu-clock", Hz: 99, Seconds: 1, CPUs: []int{0, 1}}, 2e9 / 200},
-		// cycles stop when a CPU idles: only the rate tells.
+		// An idle CPU may go unsampled (200 samples of 2*99 a second here):
+		// only the rate tells what a sample stands for, whatever the clock.
+		{"cpu-clock", Meta{Clock: "cpu-clock", Hz: 99, Seconds: 1, CPUs: []int{0, 1}}, 1e9 / 99},
 		{"cycles", Meta{Clock: "cycles", Hz: 99, Seconds: 1, CPUs: []int{0, 1}}, 1e9 / 99},
 		{"cpu-clock without a window", Meta{Clock: "cpu-clock", Hz: 100, CPUs: []int{0}}, 1e9 / 100},
-		{"nothing known", Meta{Clock: "cycles"}, 0},
+		{"no rate", Meta{Clock: "cycles"}, 0},
 	}
 	for _, c := range cases {
 		p := &Profile{Meta: c.meta, Samples: samples}

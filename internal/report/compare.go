@@ -19,9 +19,13 @@ func WriteCompareText(w io.Writer, r *compare.Result) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "A: %s (%s, %.1f s)\nB: %s (%s, %.1f s)\n\n%s\n\n", r.A.Name, r.A.Kind, r.A.Seconds, r.B.Name, r.B.Kind, r.B.Seconds, r.Headline)
 	if len(r.Metrics) > 0 {
-		fmt.Fprintf(&b, "%-34s %14s %14s %9s\n", "measure", "A", "B", "change")
+		width := len("measure")
 		for _, m := range r.Metrics {
-			fmt.Fprintf(&b, "%-34s %14s %14s %9s\n", m.Name+" ("+m.Unit+")", units.Short(m.A), units.Short(m.B), changeText(m.Change))
+			width = max(width, len(m.Name)+len(m.Unit)+3)
+		}
+		fmt.Fprintf(&b, "%-*s %12s %12s %9s\n", width, "measure", "A", "B", "change")
+		for _, m := range r.Metrics {
+			fmt.Fprintf(&b, "%-*s %12s %12s %9s\n", width, m.Name+" ("+m.Unit+")", units.Short(m.A), units.Short(m.B), changeText(m.Change))
 		}
 		b.WriteString("\n")
 	}

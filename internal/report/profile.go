@@ -38,7 +38,9 @@ func WriteProfileText(w io.Writer, p *profile.Profile) error {
 			fmt.Fprintf(&b, " %s %.1f %%", c, 100*float64(ctx[c])/float64(total))
 		}
 	}
-	b.WriteString("\n\n")
+	b.WriteString("\n")
+	writeCPUsAndTasks(&b, p)
+	b.WriteString("\n")
 	rows := p.PhaseTable()
 	perPacket := m.Traffic.Packets() > 0
 	fmt.Fprintf(&b, "%-20s %7s %9s", "phase (busy CPU)", "share", "cpu ms")
@@ -110,4 +112,53 @@ func ProfileFlame(p *profile.Profile) flame.Page {
 		pg.Stacks = append(pg.Stacks, flame.Stack{Frames: strings.Split(stack, ";"), Value: float64(n)})
 	}
 	return pg
+}
+
+// writeCPUsAndTasks says how busy each CPU was and which processes took the
+// busy time, busiest first.
+func writeCPUsAndTasks(b *strings.Builder, p *profile.Profile) {
+	busy := map[int]uint64{}
+	type task struct {
+		comm string
+		tgid uint32
+	}
+	tasks := map[task]uint64{}
+	var busyTotal uint64
+	for _, s := range p.Samples {
+		if s.Context != profile.Idle {
+			busy[s.CPU] += s.Count
+			tasks[task{s.Comm, s.Tgid}] += s.Count
+			busyTotal += s.Count
+		}
+	}
+	// Busy time over the window, not busy samples over samples: an idle
+	// CPU may go unsampled.
+	b.WriteString("cpus (busy):")
+	for _, c := range p.Meta.CPUs {
+		if p.Meta.Seconds > 0 {
+			fmt.Fprintf(b, " %d %.0f %%", c, 100*float64(busy[c])*p.NsPerSample()/(p.Meta.Seconds*1e9))
+		}
+	}
+	b.WriteString("\n")
+	if busyTotal == 0 {
+		return
+	}
+	order := make([]task, 0, len(tasks))
+	for t := range tasks {
+		order = append(order, t)
+	}
+	sort.Slice(order, func(i, j int) bool {
+		if tasks[order[i]] != tasks[order[j]] {
+			return tasks[order[i]] > tasks[order[j]]
+		}
+		return order[i].comm < order[j].comm
+	})
+	b.WriteString("processes (share of busy):")
+	for i, t := range order {
+		if i == 6 {
+			break
+		}
+		fmt.Fprintf(b, " %s[%d] %.1f %%", t.comm, t.tgid, 100*float64(tasks[t])/float64(busyTotal))
+	}
+	b.WriteString("\n")
 }

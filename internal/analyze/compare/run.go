@@ -194,6 +194,14 @@ func FromReport(name string, rep *doctor.Report) *Run {
 	if ev.Command != nil && len(ev.Command.Argv) > 0 {
 		r.Workload = []string{filepath.Base(ev.Command.Argv[0])}
 	}
+	if p := ev.Profile; p != nil {
+		// The profile saw every CPU and every namespace: its CPU time and
+		// packets replace what the counters gave.
+		r.Phases, r.CPUNs, r.HasCPU = p.PhaseNs, p.BusyNs, true
+		if t := p.Traffic; t.Counted {
+			r.HasTraffic, r.Packets, r.Bytes, r.Skbs = true, t.Packets(), t.Bytes(), t.Skbs()
+		}
+	}
 	return r
 }
 
