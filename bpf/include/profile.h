@@ -29,7 +29,7 @@ struct profile_key {
 };
 
 /* The packets the host's devices moved in the profile's window, per CPU:
- * index 0 transmitted (net_dev_xmit), 1 received (netif_receive_skb). */
+ * index 0 transmitted (net_dev_xmit), 1 received from drivers (before GRO). */
 struct profile_traffic {
 	__u64 skbs;
 	__u64 segs;

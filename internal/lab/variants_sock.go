@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"os/exec"
@@ -174,7 +175,7 @@ var sockVariants = []*Scenario{
 		Load:      bulk,
 		During:    sockHog(1),
 		Fix:       func(p *Pair) error { return nil },
-		Verdict:   sockCPUVerdict(1),
+		Verdict:   sockCPUVerdict(1, 0.9),
 	},
 	sockReceiverApp(&Scenario{
 		Name:      "cpu-receiver-app-work",
@@ -195,7 +196,7 @@ var sockVariants = []*Scenario{
 		Load:      bulk,
 		During:    sockHog(0),
 		Fix:       func(p *Pair) error { return nil },
-		Verdict:   sockCPUVerdict(0),
+		Verdict:   sockCPUVerdict(0, math.Inf(1)),
 	},
 }
 
@@ -515,16 +516,18 @@ func sockSmallVerdict(c, f *Measurement, controlCalls, faultCalls float64) (stri
 }
 
 // sockCPUVerdict: the CPU was busy all the run, user-space work on it grew
-// well beyond the control's (the competing work), and throughput fell.
-// The throughput a hog costs varies: 15-40 % measured for one on the
-// sender's CPU.
-func sockCPUVerdict(cpu int) func(c, f *Measurement, p *Pair) (string, bool) {
+// well beyond the control's (the competing work), and throughput fell
+// below maxRatio of the control's. A hog on the sender's CPU costs 15-40 %
+// on an idle VM, within this VM's drift between two 2-second runs (a run
+// beside other work measured the fault 33 % faster than its control): there
+// the CPU accounting proves the fault, the throughput is only shown.
+func sockCPUVerdict(cpu int, maxRatio float64) func(c, f *Measurement, p *Pair) (string, bool) {
 	return func(c, f *Measurement, p *Pair) (string, bool) {
 		busy, before := f.cpuBusy(cpu), c.cpuBusy(cpu)
 		user, userBefore := f.sockCPUUser(cpu), c.sockCPUUser(cpu)
 		return fmt.Sprintf("CPU %d busy %.0f%% of the run, %.0f%% in user space (control %.0f%%, %.0f%%); throughput %s",
 				cpu, busy*100, user*100, before*100, userBefore*100, change(c, f)),
-			runtime.NumCPU() >= 2 && busy > 0.95 && user > userBefore+0.15 && f.Load.Bps < 0.9*c.Load.Bps
+			runtime.NumCPU() >= 2 && busy > 0.95 && user > userBefore+0.15 && f.Load.Bps < maxRatio*c.Load.Bps
 	}
 }
 

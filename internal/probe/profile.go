@@ -41,8 +41,10 @@ type Profiler struct {
 	events []int
 	links  []link.Link
 	Clock  ProfileClock
-	// TrafficErr says why packets are not counted (nil: they are).
-	TrafficErr error
+	// TrafficErr says why packets are not counted (nil: they are);
+	// TrafficNotes which receive hooks this kernel lacks.
+	TrafficErr   error
+	TrafficNotes []string
 }
 
 // OpenProfiler loads the profiler and starts sampling.
@@ -73,11 +75,19 @@ func OpenProfiler(cfg ProfilerConfig) (*Profiler, error) {
 		p.Close()
 		return nil, err
 	}
-	for _, prog := range []*ebpf.Program{p.objs.ProfileXmit, p.objs.ProfileRecv} {
+	// Transmit counts every device's packets; the receive hooks add what a
+	// driver hands the stack (a receiving host's packets). A kernel without
+	// one of those loses only what passes there.
+	for i, prog := range []*ebpf.Program{p.objs.ProfileXmit, p.objs.ProfileGroRecv, p.objs.ProfileRecv, p.objs.ProfileRecvList} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: prog})
 		if err != nil {
-			p.TrafficErr = fmt.Errorf("attaching %s: %w", prog, err)
-			break
+			err = fmt.Errorf("attaching %s: %w", prog, err)
+			if i == 0 {
+				p.TrafficErr = err
+				break
+			}
+			p.TrafficNotes = append(p.TrafficNotes, err.Error())
+			continue
 		}
 		p.links = append(p.links, l)
 	}

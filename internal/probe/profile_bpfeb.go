@@ -36,13 +36,15 @@ type ProfileProfileTraffic struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	ProfileMapDropped        = "dropped"
-	ProfileMapSamples        = "samples"
-	ProfileMapStacks         = "stacks"
-	ProfileMapTraffic        = "traffic"
-	ProfileProgProfileRecv   = "profile_recv"
-	ProfileProgProfileSample = "profile_sample"
-	ProfileProgProfileXmit   = "profile_xmit"
+	ProfileMapDropped          = "dropped"
+	ProfileMapSamples          = "samples"
+	ProfileMapStacks           = "stacks"
+	ProfileMapTraffic          = "traffic"
+	ProfileProgProfileGroRecv  = "profile_gro_recv"
+	ProfileProgProfileRecv     = "profile_recv"
+	ProfileProgProfileRecvList = "profile_recv_list"
+	ProfileProgProfileSample   = "profile_sample"
+	ProfileProgProfileXmit     = "profile_xmit"
 )
 
 // LoadProfile returns the embedded CollectionSpec for Profile.
@@ -87,9 +89,11 @@ type ProfileSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ProfileProgramSpecs struct {
-	ProfileRecv   *ebpf.ProgramSpec `ebpf:"profile_recv"`
-	ProfileSample *ebpf.ProgramSpec `ebpf:"profile_sample"`
-	ProfileXmit   *ebpf.ProgramSpec `ebpf:"profile_xmit"`
+	ProfileGroRecv  *ebpf.ProgramSpec `ebpf:"profile_gro_recv"`
+	ProfileRecv     *ebpf.ProgramSpec `ebpf:"profile_recv"`
+	ProfileRecvList *ebpf.ProgramSpec `ebpf:"profile_recv_list"`
+	ProfileSample   *ebpf.ProgramSpec `ebpf:"profile_sample"`
+	ProfileXmit     *ebpf.ProgramSpec `ebpf:"profile_xmit"`
 }
 
 // ProfileMapSpecs contains maps before they are loaded into the kernel.
@@ -153,14 +157,18 @@ type ProfileVariables struct {
 //
 // It can be passed to LoadProfileObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ProfilePrograms struct {
-	ProfileRecv   *ebpf.Program `ebpf:"profile_recv"`
-	ProfileSample *ebpf.Program `ebpf:"profile_sample"`
-	ProfileXmit   *ebpf.Program `ebpf:"profile_xmit"`
+	ProfileGroRecv  *ebpf.Program `ebpf:"profile_gro_recv"`
+	ProfileRecv     *ebpf.Program `ebpf:"profile_recv"`
+	ProfileRecvList *ebpf.Program `ebpf:"profile_recv_list"`
+	ProfileSample   *ebpf.Program `ebpf:"profile_sample"`
+	ProfileXmit     *ebpf.Program `ebpf:"profile_xmit"`
 }
 
 func (p *ProfilePrograms) Close() error {
 	return _ProfileClose(
+		p.ProfileGroRecv,
 		p.ProfileRecv,
+		p.ProfileRecvList,
 		p.ProfileSample,
 		p.ProfileXmit,
 	)

@@ -72,6 +72,9 @@ func Collect(ctx context.Context, opts Options) (*Profile, error) {
 	if prof.TrafficErr != nil {
 		p.Meta.Notes = append(p.Meta.Notes, "packets not counted: "+prof.TrafficErr.Error())
 	}
+	for _, n := range prof.TrafficNotes {
+		p.Meta.Notes = append(p.Meta.Notes, "received packets partly counted: "+n)
+	}
 
 	if opts.Ready != nil {
 		opts.Ready(p.Meta.Clock, cpus)
