@@ -91,3 +91,40 @@ func TestLabComparePairsNameWhatChanged(t *testing.T) {
 	}
 	t.Logf("%s in %v", out, time.Since(start))
 }
+
+// TestDoctorProfileJoinsTheReport: doctor --profile puts the profile's
+// phases and packets in the report's evidence and writes the pprof, so
+// compare can diff two reports phase by phase.
+func TestDoctorProfileJoinsTheReport(t *testing.T) {
+	requireRoot(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	server := exec.Command(binary, "load", "server", "--listen", addr)
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { server.Process.Kill(); server.Wait() }()
+	waitListening(t, addr)
+	dir := t.TempDir()
+	report := func(name, size string) string {
+		file := filepath.Join(dir, name+".json")
+		out, err := exec.Command(binary, "doctor", "--json", "-o", file, "--profile", filepath.Join(dir, name+".pb.gz"), "--",
+			binary, "load", "client", addr, "-d", "2", "-l", size).CombinedOutput()
+		if err != nil {
+			t.Fatalf("skbtrace doctor --profile: %v\n%s", err, out)
+		}
+		return file
+	}
+	a, b := report("large", "131072"), report("small", "1000")
+	out, err := exec.Command(binary, "compare", a, b).CombinedOutput()
+	if err != nil {
+		t.Fatalf("skbtrace compare: %v\n%s", err, out)
+	}
+	for _, want := range []string{"doctor report", "phase (ns per", "tcp"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("compare of two profiled reports lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "small.pb.gz")); err != nil {
+		t.Errorf("the profile was not written: %v", err)
+	}
+}
