@@ -112,7 +112,7 @@ var Scenarios = []*Scenario{
 		Expect:   "packet-loss",
 		Families: []string{"tcp_conn", "tcp_retrans", "tcp_cong", "skb_drop"},
 		Load:     bulk,
-		Inject:   func(p *Pair) error { return dropOnInput(p.Receiver, 1) },
+		Inject:   func(p *Pair) error { return dropOnInput(p.Receiver, 10) },
 		Fix:      func(p *Pair) error { return dropNothing(p.Receiver) },
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			drops := f.drops("NETFILTER_DROP")
@@ -251,13 +251,13 @@ var Scenarios = []*Scenario{
 	},
 }
 
-// dropOnInput has a netfilter rule in ns drop percent of the TCP segments
-// that arrive for the lab's port.
-func dropOnInput(ns *host.Netns, percent int) error {
+// dropOnInput has a netfilter rule in ns drop perMille of every thousand TCP
+// segments that arrive for the lab's port.
+func dropOnInput(ns *host.Netns, perMille int) error {
 	for _, args := range [][]string{
 		{"add", "table", "inet", "skbtrace_lab"},
 		{"add", "chain", "inet", "skbtrace_lab", "in", "{ type filter hook input priority 0 ; }"},
-		{"add", "rule", "inet", "skbtrace_lab", "in", "tcp", "dport", fmt.Sprint(Port), "numgen", "random", "mod", "100", "<", fmt.Sprint(percent), "drop"},
+		{"add", "rule", "inet", "skbtrace_lab", "in", "tcp", "dport", fmt.Sprint(Port), "numgen", "random", "mod", "1000", "<", fmt.Sprint(perMille), "drop"},
 	} {
 		if _, err := ns.Run("nft", args...); err != nil {
 			return err
