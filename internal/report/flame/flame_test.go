@@ -3,7 +3,6 @@ package flame
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,15 +11,14 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/skbtrace/skbtrace/internal/report/browser"
 )
 
 // evilName would end the data's script element and inject markup if the page
@@ -224,39 +222,24 @@ func TestWriteHTMLErrors(t *testing.T) {
 // once the page's script has run.
 func dumpDOM(t *testing.T, page []byte, fragment string) string {
 	t.Helper()
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("chromium is not installed and CI=true forbids skipping the browser tests")
-		}
-		t.Skip("chromium is not installed")
-	}
-	dir := t.TempDir()
-	file := filepath.Join(dir, "flame.html")
+	file := filepath.Join(t.TempDir(), "flame.html")
 	if err := os.WriteFile(file, page, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	// As root Chromium refuses to start without --no-sandbox.
-	cmd := exec.CommandContext(ctx, chromium, "--headless=new", "--no-sandbox", "--disable-gpu",
-		"--user-data-dir="+filepath.Join(dir, "profile"), "--window-size=1200,800",
-		"--virtual-time-budget=5000", "--dump-dom", "file://"+file+fragment)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	// Chromium's helper processes share its process group; a timeout kills
-	// them all, and Wait does not hang on pipes they still hold.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium: %v\n%s", err, stderr.Bytes())
+	r, err := browser.Open(t.Context(), "file://"+file+fragment, browser.Options{})
+	if errors.Is(err, browser.ErrMissing) {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("chromium is not installed and CI=true forbids skipping the browser tests")
+		}
+		t.Skip(err)
 	}
-	dom := stdout.String()
-	if !regexp.MustCompile(`<body[^>]*\sdata-rendered="1"`).MatchString(dom) {
-		t.Fatalf("the page's script did not finish rendering; the DOM:\n%s\nchromium said:\n%s", dom, stderr.Bytes())
+	if err != nil {
+		t.Fatal(err)
 	}
-	return dom
+	if !regexp.MustCompile(`<body[^>]*\sdata-rendered="1"`).MatchString(r.DOM) {
+		t.Fatalf("the page's script did not finish rendering; the DOM:\n%s\nchromium said:\n%s", r.DOM, r.Stderr)
+	}
+	return r.DOM
 }
 
 type frameElem struct {
