@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -21,6 +22,7 @@ func doctorCmd(e *env) *cobra.Command {
 		duration  string
 		netns     []string
 		asJSON    bool
+		format    string
 		output    string
 		traceFile string
 		deep      bool
@@ -37,6 +39,7 @@ fix it (docs/findings.md). The command's own output goes to standard error;
 an iperf3 client gets -J so its result joins the evidence.`,
 		Example: `  skbtrace doctor -- iperf3 -c 10.0.0.2
   skbtrace doctor -d 10 --json -o report.json
+  skbtrace doctor -o report.html -- iperf3 -c 10.0.0.2
   skbtrace doctor --netns blue --trace run.trace -- ./client`,
 		RunE: func(c *cobra.Command, args []string) error {
 			if c.ArgsLenAtDash() != 0 && len(args) > 0 {
@@ -49,6 +52,12 @@ an iperf3 client gets -J so its result joins the evidence.`,
 			if d == 0 && len(args) == 0 {
 				d = 10 * time.Second
 			}
+			if asJSON {
+				format = "json"
+			}
+			if format, err = doctorFormat(format, output); err != nil {
+				return err
+			}
 			out := e.stdout
 			if output != "" && output != "-" {
 				f, err := os.Create(output)
@@ -58,7 +67,7 @@ an iperf3 client gets -J so its result joins the evidence.`,
 				defer f.Close()
 				out = f
 			}
-			opts := doctor.Options{Netns: netns, Deep: deep}
+			opts := doctor.Options{Netns: netns, Deep: deep, Timeline: format == "html"}
 			if traceFile != "" {
 				f, err := os.Create(traceFile)
 				if err != nil {
@@ -67,12 +76,13 @@ an iperf3 client gets -J so its result joins the evidence.`,
 				defer f.Close()
 				opts.Trace = f
 			}
-			return runDoctor(opts, d, args, asJSON, profOut, out, e.stderr)
+			return runDoctor(opts, d, args, format, profOut, out, e.stderr)
 		},
 	}
 	c.Flags().StringVarP(&duration, "duration", "d", "", "observe this long (`10s`; default 10s without a command, else until it exits)")
 	c.Flags().StringSliceVar(&netns, "netns", nil, "observe these network namespaces (`NAME`; default: this one and every named one)")
-	c.Flags().BoolVar(&asJSON, "json", false, "write the report as JSON")
+	c.Flags().BoolVar(&asJSON, "json", false, "write the report as JSON (as --format json)")
+	c.Flags().StringVar(&format, "format", "", "report `FORMAT`: text, json or html (one self-contained page with charts; default: from the -o file's extension, else text)")
 	c.Flags().StringVarP(&output, "output", "o", "", "write the report to `FILE` (default standard output)")
 	c.Flags().BoolVar(&deep, "deep", false, "record the per-packet families (segments per skb, softirq time, socket call sizes) all the time rather than 5% of each second: exact counts, more cost")
 	c.Flags().StringVar(&traceFile, "trace", "", "keep the kernel-event recording in `FILE` for parse and stat")
@@ -82,7 +92,7 @@ an iperf3 client gets -J so its result joins the evidence.`,
 }
 
 // runDoctor observes until the duration, the command or a signal ends it.
-func runDoctor(opts doctor.Options, d time.Duration, argv []string, asJSON bool, profOut string, out, stderr io.Writer) error {
+func runDoctor(opts doctor.Options, d time.Duration, argv []string, format string, profOut string, out, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	var cmd *doctor.Command
@@ -146,10 +156,31 @@ func runDoctor(opts doctor.Options, d time.Duration, argv []string, asJSON bool,
 		}
 	}
 	rep := doctor.Diagnose(obs.Evidence)
-	if asJSON {
+	switch format {
+	case "json":
 		return rep.WriteJSON(out)
+	case "html":
+		return rep.WriteHTML(out, obs.Timeline, "skbtrace "+collect.Version)
 	}
 	return rep.WriteText(out)
+}
+
+// doctorFormat picks the report's format from --format or the file name.
+func doctorFormat(format, output string) (string, error) {
+	switch format {
+	case "text", "json", "html":
+		return format, nil
+	case "":
+	default:
+		return "", usagef("--format %q: use text, json or html", format)
+	}
+	switch {
+	case strings.HasSuffix(output, ".html"), strings.HasSuffix(output, ".htm"):
+		return "html", nil
+	case strings.HasSuffix(output, ".json"):
+		return "json", nil
+	}
+	return "text", nil
 }
 
 func describeWindow(d time.Duration, argv []string) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/signal"
 	"slices"
 	"strings"
@@ -74,6 +75,7 @@ func or(s, alt string) string {
 
 func labRunCmd(e *env) *cobra.Command {
 	var asJSON, keep, withDoctor, deep, calibrate bool
+	var htmlDir string
 	c := &cobra.Command{
 		Use:   "run NAME... | all | variants | noise | matrix",
 		Short: "run scenarios: control, fault, and the signal that proves it",
@@ -101,6 +103,14 @@ background traffic, where the doctor must stay quiet) or matrix (all three).`,
 			if deep && !withDoctor {
 				return usagef("--deep is the doctor's: give --doctor too")
 			}
+			if htmlDir != "" {
+				if !withDoctor {
+					return usagef("--html writes the doctor's pages: give --doctor too")
+				}
+				if err := os.MkdirAll(htmlDir, 0o755); err != nil {
+					return fmt.Errorf("creating the pages' directory: %w", err)
+				}
+			}
 			if err := host.CheckTracingCaps(); err != nil {
 				return err
 			}
@@ -112,7 +122,7 @@ background traffic, where the doctor must stay quiet) or matrix (all three).`,
 				if !asJSON {
 					fmt.Fprintf(e.stderr, "skbtrace: lab: running %s ...\n", s.Name)
 				}
-				rep, err := s.Run(ctx, lab.RunOptions{Keep: keep, Doctor: withDoctor, Deep: deep, Calibrate: calibrate})
+				rep, err := s.Run(ctx, lab.RunOptions{Keep: keep, Doctor: withDoctor, Deep: deep, Calibrate: calibrate, HTMLDir: htmlDir})
 				if err != nil {
 					return err
 				}
@@ -148,6 +158,7 @@ background traffic, where the doctor must stay quiet) or matrix (all three).`,
 	c.Flags().BoolVar(&deep, "deep", false, "the doctor records the per-packet families all the time, as doctor --deep does (default: sampled, as doctor does)")
 	c.Flags().BoolVar(&calibrate, "calibrate", false, "run each fault's load once more with the doctor's remedy applied: what the remedy gains, beside the impact the doctor estimated")
 	c.Flags().BoolVar(&keep, "keep", false, "leave the namespaces in place to inspect them (remove with ip netns del)")
+	c.Flags().StringVar(&htmlDir, "html", "", "with --doctor, write each fault run's doctor page to `DIR`/NAME.html")
 	return c
 }
 

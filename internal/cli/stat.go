@@ -2,10 +2,13 @@ package cli
 
 import (
 	"fmt"
+	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
+	"github.com/skbtrace/skbtrace/internal/analyze/timeline"
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/report"
 )
@@ -13,6 +16,7 @@ import (
 func statCmd(e *env) *cobra.Command {
 	var input string
 	var asJSON bool
+	var htmlOut string
 	var filters filterFlags
 	c := &cobra.Command{
 		Use:   "stat [flags]",
@@ -23,7 +27,8 @@ retransmits, RTT, cwnd range, resets), per device (packets/s and segments per
 skb at transmit and receive: TSO/GSO and GRO at work), per CPU (network
 softirq time), drops by reason and location, and lost events.`,
 		Example: `  skbtrace stat -i run.trace
-  skbtrace stat -i run.trace --filter-port 5201 --json`,
+  skbtrace stat -i run.trace --filter-port 5201 --json
+  skbtrace stat -i run.trace --html run.html`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			in, closeIn, filter, err := traceInput(input, e.stdin, &filters)
@@ -33,11 +38,36 @@ softirq time), drops by reason and location, and lost events.`,
 			defer closeIn()
 			sum := analyze.NewSummary()
 			st := analyze.NewStat()
-			_, rerr := replay(in, &filter, sum, func(ev *event.Event) error { st.Add(ev); return nil })
+			var series *timeline.Builder
+			if htmlOut != "" {
+				series = timeline.NewBuilder(0)
+			}
+			_, rerr := replay(in, &filter, sum, func(ev *event.Event) error {
+				st.Add(ev)
+				if series != nil {
+					series.Add(ev)
+				}
+				return nil
+			})
 			if rerr != nil && !isDamage(rerr) {
 				return rerr
 			}
 			view := report.NewStatView(st, sum)
+			if htmlOut != "" {
+				var text strings.Builder
+				if err := report.WriteStatText(&text, view); err != nil {
+					return err
+				}
+				var damage string
+				if rerr != nil {
+					damage = rerr.Error()
+				}
+				if err := writeFile(htmlOut, func(w io.Writer) error {
+					return report.WriteStatHTML(w, sum, series.Build(sum.Names.NetnsName), text.String(), damage)
+				}); err != nil {
+					return err
+				}
+			}
 			if asJSON {
 				err = report.WriteStatJSON(e.stdout, view)
 			} else {
@@ -54,6 +84,7 @@ softirq time), drops by reason and location, and lost events.`,
 	}
 	c.Flags().StringVarP(&input, "input", "i", "skbtrace.trace", "trace `FILE`, or - for standard input")
 	c.Flags().BoolVar(&asJSON, "json", false, "one JSON document")
+	c.Flags().StringVar(&htmlOut, "html", "", "also write the trace's story as one self-contained page to `FILE`: per flow the send-limit reason, throughput, cwnd, in flight, RTT, retransmits and drops over time; per CPU and per device; the settings")
 	filters.bind(c.Flags())
 	return c
 }

@@ -31,6 +31,19 @@ type Evidence struct {
 	Notes   []string         `json:"notes,omitempty"`
 }
 
+// Settings are the observed host's settings, without counters.
+func (e *Evidence) Settings() *host.Settings {
+	s := &host.Settings{Kernel: e.Kernel, Mitigations: e.Mitigations}
+	for _, ns := range e.Namespaces {
+		n := host.NetnsSettings{Name: ns.Name, Sysctls: ns.Sysctls}
+		for i := range ns.Devices {
+			n.Devices = append(n.Devices, ns.Devices[i].Device.Settings())
+		}
+		s.Namespaces = append(s.Namespaces, n)
+	}
+	return s
+}
+
 // CPUUse is how one CPU spent the observation (/proc/stat), as shares of its
 // time, and its network softirq time as the softirq family measured it.
 type CPUUse struct {

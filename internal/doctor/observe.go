@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
+	"github.com/skbtrace/skbtrace/internal/analyze/timeline"
 	"github.com/skbtrace/skbtrace/internal/collect"
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/host"
@@ -58,6 +59,9 @@ type Options struct {
 	// Ready, if set, is called once everything is attached and the first
 	// readings are taken, just before the workload starts.
 	Ready func(kernelEvents bool)
+	// Timeline keeps the run's series (tcp_info and CPU readings, the
+	// recording's events) for the HTML report.
+	Timeline bool
 }
 
 // Observation is the evidence of one run and the recording behind it.
@@ -65,6 +69,8 @@ type Observation struct {
 	Evidence *Evidence
 	Stat     *analyze.Stat
 	Summary  *analyze.Summary
+	// Timeline is the run over time, with Options.Timeline.
+	Timeline *timeline.Timeline
 	// WorkloadErr is what the workload returned.
 	WorkloadErr error
 }
@@ -140,7 +146,11 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 	}
 
 	start := time.Now()
-	poller := newPoller(spaces, opts.PollInterval)
+	var series *timeline.Builder
+	if opts.Timeline {
+		series = timeline.NewBuilder(start.UnixNano())
+	}
+	poller := newPoller(spaces, opts.PollInterval, series)
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	pollDone := make(chan struct{})
 	go func() { poller.run(pollCtx); close(pollDone) }()
@@ -199,9 +209,16 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 
 	obs := &Observation{Evidence: ev, WorkloadErr: workErr}
 	if rec != nil {
-		if err := joinRecording(obs, traceBuf.Bytes(), spaces); err != nil {
+		if err := joinRecording(obs, traceBuf.Bytes(), spaces, series); err != nil {
 			notes = append(notes, "reading back the recording: "+err.Error())
 		}
+	}
+	if series != nil {
+		nsName := map[uint32]string{}
+		for _, w := range spaces {
+			nsName[w.inode] = w.name
+		}
+		obs.Timeline = series.Build(func(ino uint32) string { return nsName[ino] })
 	}
 	ev.Notes = notes
 	return obs, nil
@@ -402,13 +419,19 @@ func namespaceEvidence(w *watched, before, after *snapshot) Namespace {
 }
 
 // joinRecording reads the recording back and adds what it saw to the evidence.
-func joinRecording(obs *Observation, data []byte, spaces []*watched) error {
+func joinRecording(obs *Observation, data []byte, spaces []*watched, series *timeline.Builder) error {
 	r, err := trace.NewReader(bytes.NewReader(data))
 	if err != nil {
 		return err
 	}
 	obs.Stat, obs.Summary = analyze.NewStat(), analyze.NewSummary()
-	if err := analyze.Replay(r, &event.Filter{}, obs.Summary, func(ev *event.Event) error { obs.Stat.Add(ev); return nil }); err != nil {
+	if err := analyze.Replay(r, &event.Filter{}, obs.Summary, func(ev *event.Event) error {
+		obs.Stat.Add(ev)
+		if series != nil {
+			series.Add(ev)
+		}
+		return nil
+	}); err != nil {
 		return err
 	}
 	ev := obs.Evidence
@@ -519,8 +542,11 @@ func joinRecording(obs *Observation, data []byte, spaces []*watched) error {
 }
 
 // poller reads tcp_info of every socket in the observed namespaces and keeps
-// each socket's first and last reading.
+// each socket's first and last reading; with a series, it adds the readings
+// of sockets that moved data, and the CPUs' time, to it.
 type poller struct {
+	series  *timeline.Builder
+	cpus    []host.CPUTimes
 	spaces  []*watched
 	every   time.Duration
 	initial bool
@@ -541,8 +567,8 @@ type sockKey struct {
 	peer  string
 }
 
-func newPoller(spaces []*watched, every time.Duration) *poller {
-	p := &poller{spaces: spaces, every: every, initial: true, first: map[sockKey]host.TCPSocket{},
+func newPoller(spaces []*watched, every time.Duration, series *timeline.Builder) *poller {
+	p := &poller{series: series, spaces: spaces, every: every, initial: true, first: map[sockKey]host.TCPSocket{},
 		last: map[sockKey]host.TCPSocket{}, opened: map[sockKey]bool{}, maxWnd: map[sockKey]uint32{}, seen: map[sockKey][2]time.Time{}, errs: map[string]error{}}
 	p.poll() // sockets alive at the start count from here; later ones from zero
 	p.initial = false
@@ -564,6 +590,9 @@ func (p *poller) run(ctx context.Context) {
 
 func (p *poller) poll() {
 	now := time.Now()
+	if p.series != nil {
+		p.sampleCPUs(now)
+	}
 	for _, w := range p.spaces {
 		if w.gone {
 			continue
@@ -580,6 +609,9 @@ func (p *poller) poll() {
 		}
 		for _, s := range socks {
 			k := sockKey{w.name, s.Local.String(), s.Peer.String()}
+			if prev, ok := p.last[k]; p.series != nil && (!ok || prev.BytesAcked != s.BytesAcked) {
+				p.series.AddSocketSample(now.UnixNano(), w.inode, s.Local, s.Peer, s.BytesAcked, s.SndCwnd, s.Unacked, s.RTTus)
+			}
 			if _, ok := p.last[k]; !ok {
 				if p.initial {
 					p.first[k] = s
@@ -594,6 +626,22 @@ func (p *poller) poll() {
 		}
 		p.mu.Unlock()
 	}
+}
+
+// sampleCPUs adds each CPU's time since the previous poll to the series.
+func (p *poller) sampleCPUs(now time.Time) {
+	cpus, err := host.ReadCPUTimes()
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range min(len(cpus), len(p.cpus)) {
+		d := cpus[i].Sub(p.cpus[i])
+		p.series.AddCPUSample(now.UnixNano(), i, timeline.CPUTicks{User: float64(d.User + d.Nice), System: float64(d.System),
+			Softirq: float64(d.SoftIRQ), IRQ: float64(d.IRQ), Idle: float64(d.Idle + d.IOWait)})
+	}
+	p.cpus = cpus
 }
 
 // maxFlows keeps the report readable on hosts with many sockets: the

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -98,6 +100,9 @@ type RunOptions struct {
 	// Calibrate runs the fault's load once more with the doctor's remedy
 	// applied (Scenario.Fix, FixLoad), where the scenario has one.
 	Calibrate bool
+	// HTMLDir, with Doctor, receives the doctor's page of the fault run as
+	// NAME.html.
+	HTMLDir string
 }
 
 // Report is the outcome of a scenario.
@@ -320,7 +325,7 @@ func (s *Scenario) measure(ctx context.Context, p *Pair, o load.Options, opts Ru
 		o.PinCPU, o.CPU = true, 0 // the sending host's CPU, see Pair.TwoHosts
 	}
 	if opts.Doctor {
-		return s.measureWithDoctor(ctx, p, o, opts.Deep)
+		return s.measureWithDoctor(ctx, p, o, opts)
 	}
 	fams, required, err := collect.Select(s.Families)
 	if err != nil {
@@ -373,11 +378,11 @@ func (s *Scenario) measure(ctx context.Context, p *Pair, o load.Options, opts Ru
 // measureWithDoctor runs the load under the doctor's observation of both
 // namespaces, as a user would run it (per-packet families sampled unless
 // deep), recording the scenario's families beside the doctor's.
-func (s *Scenario) measureWithDoctor(ctx context.Context, p *Pair, o load.Options, deep bool) (*Measurement, error) {
+func (s *Scenario) measureWithDoctor(ctx context.Context, p *Pair, o load.Options, opts RunOptions) (*Measurement, error) {
 	var buf bytes.Buffer
 	var res *load.Result
 	obs, err := doctor.Observe(ctx, doctor.Options{
-		Netns: []string{p.Sender.Name, p.Receiver.Name}, Extra: s.Families, Trace: &buf, Deep: deep,
+		Netns: []string{p.Sender.Name, p.Receiver.Name}, Extra: s.Families, Trace: &buf, Deep: opts.Deep, Timeline: opts.HTMLDir != "",
 		Workload: func(ctx context.Context) (err error) {
 			res, err = s.run(ctx, p, o)
 			return err
@@ -392,8 +397,18 @@ func (s *Scenario) measureWithDoctor(ctx context.Context, p *Pair, o load.Option
 	if obs.Stat == nil {
 		return nil, fmt.Errorf("the doctor's recording failed: %s", strings.Join(obs.Evidence.Notes, "; "))
 	}
+	rep := doctor.Diagnose(obs.Evidence)
+	if opts.HTMLDir != "" {
+		var page bytes.Buffer
+		if err := rep.WriteHTML(&page, obs.Timeline, "skbtrace lab "+s.Name); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(opts.HTMLDir, s.Name+".html"), page.Bytes(), 0o644); err != nil {
+			return nil, fmt.Errorf("writing the doctor's page: %w", err)
+		}
+	}
 	return &Measurement{Load: res, Stat: obs.Stat, Summary: obs.Summary, Trace: buf.Bytes(), CPU: obs.Evidence.CPUs,
-		Doctor: doctor.Diagnose(obs.Evidence)}, nil
+		Doctor: rep}, nil
 }
 
 // run is the scenario's traffic: its Workload, or the lab's generator.

@@ -155,11 +155,9 @@ func loadReport(name string, in io.Reader) (*Run, error) {
 func FromReport(name string, rep *doctor.Report) *Run {
 	ev := rep.Evidence
 	r := &Run{Kind: KindReport, Name: name, Seconds: ev.Seconds, Limits: map[string]float64{}, Drops: map[string]uint64{}}
-	r.Settings = &host.Settings{Kernel: ev.Kernel, Mitigations: ev.Mitigations}
+	r.Settings = ev.Settings()
 	for _, ns := range ev.Namespaces {
-		s := host.NetnsSettings{Name: ns.Name, Sysctls: ns.Sysctls}
 		for i := range ns.Devices {
-			s.Devices = append(s.Devices, ns.Devices[i].Device.Settings())
 			if x := ns.Devices[i].Xmit; x != nil {
 				r.HasTraffic = true
 				r.Packets += x.Segs
@@ -167,7 +165,6 @@ func FromReport(name string, rep *doctor.Report) *Run {
 				r.Skbs += x.Skbs
 			}
 		}
-		r.Settings.Namespaces = append(r.Settings.Namespaces, s)
 	}
 	for _, c := range ev.CPUs {
 		r.HasCPU = true

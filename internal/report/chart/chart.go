@@ -302,7 +302,11 @@ func Band(title string, x0, x1 float64, spans []Span, colors map[string]string, 
 	var items []LegendItem
 	for _, k := range order {
 		if total[k] > 0 {
-			items = append(items, LegendItem{fmt.Sprintf("%s %.0f%%", k, 100*total[k]/sum(total)), colors[k]})
+			share := fmt.Sprintf("%.0f%%", 100*total[k]/sum(total))
+			if total[k]/sum(total) < 0.005 {
+				share = "<1%"
+			}
+			items = append(items, LegendItem{k + " " + share, colors[k]})
 		}
 	}
 	legend(&b, items)
@@ -346,7 +350,7 @@ func legend(b *strings.Builder, items []LegendItem) {
 	x := float64(Width - padR)
 	for i := len(items) - 1; i >= 0; i-- {
 		it := items[i]
-		w := float64(len(it.Name))*6.2 + 16
+		w := float64(len(it.Name))*6.6 + 22
 		x -= w
 		fmt.Fprintf(b, `<g class="legend"><rect x="%.0f" y="6" width="10" height="10" fill="%s"/><text x="%.0f" y="15">%s</text></g>`+"\n",
 			x, it.Color, x+13, html.EscapeString(it.Name))

@@ -1,0 +1,223 @@
+package htmlreport
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/skbtrace/skbtrace/internal/analyze/timeline"
+	"github.com/skbtrace/skbtrace/internal/event"
+	"github.com/skbtrace/skbtrace/internal/finding"
+	"github.com/skbtrace/skbtrace/internal/host"
+	"github.com/skbtrace/skbtrace/internal/report/browser"
+)
+
+const evil = `</script><img id="pwned" src="x">"&'`
+
+var (
+	sender   = netip.MustParseAddrPort("10.0.0.1:40000")
+	receiver = netip.MustParseAddrPort("10.0.0.2:5201")
+)
+
+const t0 = int64(1_700_000_000_000_000_000)
+
+// run builds the timeline of a sender that waits for its send buffer 80 %
+// of the time, for seconds, with a retransmit and a drop a second, two
+// CPUs and a device.
+func run(seconds int) *timeline.Timeline {
+	b := timeline.NewBuilder(t0)
+	for ms := int64(0); ms < int64(seconds)*1000; ms += 10 {
+		reason := event.SendlimSndbuf
+		if ms%50 == 40 {
+			reason = event.SendlimOK
+		}
+		ev := &event.Event{Type: event.TypeTCPSendlim, Time: t0 + (ms+10)*1e6, Begin: t0 + ms*1e6}
+		ev.Sendlim = event.TCPSendlim{Socket: event.Socket{Local: sender, Peer: receiver, Netns: 1},
+			Reason: reason, Begin: ev.Begin, SentPkts: 20, MSS: 1448, Cwnd: 40, InFlight: 12}
+		b.Add(ev)
+		b.AddSocketSample(ev.Time, 1, sender, receiver, uint64(ms)*30_000, 40, 12, uint32(200+ms%300))
+		for cpu := range 2 {
+			b.AddCPUSample(ev.Time, cpu, timeline.CPUTicks{User: 2, System: 3, Softirq: 4, Idle: 1})
+		}
+		if ms%1000 == 0 {
+			rt := &event.Event{Type: event.TypeTCPRetrans, Time: ev.Time, Socket: event.Socket{Local: sender, Peer: receiver, Netns: 1}}
+			rt.Retrans.Cnt = 2
+			b.Add(rt)
+			drop := &event.Event{Type: event.TypeSkbDrop, Time: ev.Time, Socket: event.Socket{Local: sender, Peer: receiver}}
+			drop.Drop.Cnt = 1
+			b.Add(drop)
+			dev := &event.Event{Type: event.TypeDevXmit, Begin: ev.Time - 1e9, Time: ev.Time}
+			copy(dev.Dev.Name[:], []int8{'v', 'e', 't', 'h', '0'})
+			dev.Dev.Segs, dev.Dev.Skbs = 40000, 1000
+			b.Add(dev)
+		}
+	}
+	return b.Build(func(uint32) string { return "snd" })
+}
+
+func settings() *host.Settings {
+	dev := func(name string, gro bool) host.DeviceSettings {
+		return host.DeviceSettings{Name: name, Kind: "veth", MTU: 1500, Features: map[string]bool{"rx-gro": gro, "tx-tcp-segmentation": true},
+			Qdiscs: []host.QdiscSettings{{Kind: "noqueue", Handle: "0:"}}}
+	}
+	return &host.Settings{Kernel: "6.18.0", Namespaces: []host.NetnsSettings{
+		{Name: "snd", Sysctls: map[string]string{"net.ipv4.tcp_wmem": "4096 16384 32768", "net.ipv4.tcp_congestion_control": "cubic"}, Devices: []host.DeviceSettings{dev("veth0", false)}},
+		{Name: "rcv", Sysctls: map[string]string{"net.ipv4.tcp_wmem": "4096 16384 4194304", "net.ipv4.tcp_congestion_control": "cubic"}, Devices: []host.DeviceSettings{dev("veth1", true)}},
+	}}
+}
+
+func doctorPage(tl *timeline.Timeline) *Page {
+	return &Page{Title: "skbtrace doctor", Verdict: true, Timeline: tl, Settings: settings(),
+		Ends:  []End{{Netns: "snd", Dev: "veth0"}, {Netns: "rcv", Dev: "veth1"}},
+		Facts: [][2]string{{"kernel", "6.18.0"}, {"command", evil}},
+		Findings: []finding.Finding{
+			{ID: "sndbuf-limited", Severity: finding.Warning, Title: "the send buffer caps " + evil, Evidence: []string{"tcp_sendlim [sndbuf] 80% of the time"},
+				Explanation: "why", Remedy: []string{`ip netns exec snd sysctl -w net.ipv4.tcp_wmem="4096 16384 4194304"`}, Confidence: finding.Strong},
+			{ID: "offload-disabled", Severity: finding.Info, Title: "GRO is off", Remedy: []string{"ethtool -K veth0 gro on"}},
+		},
+		Notes: []string{"a note"}, Generator: "skbtrace test"}
+}
+
+func render(t testing.TB, p *Page) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := Write(&b, p); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func TestPageNeedsNothingFromTheNetwork(t *testing.T) {
+	page := string(render(t, doctorPage(run(3))))
+	for _, re := range []string{`<link`, `<script[^>]*\ssrc=`, `<img`, `<iframe`, `@import`, `url\(`, `href="http`} {
+		if m := regexp.MustCompile(re).FindString(page); m != "" {
+			t.Errorf("the page loads something (%q): it must be self-contained", m)
+		}
+	}
+}
+
+func TestFindingsComeFirstWithTheirCommands(t *testing.T) {
+	page := string(render(t, doctorPage(run(2))))
+	ids := regexp.MustCompile(`<article class="finding [a-z]+" data-id="([a-z-]+)"`).FindAllStringSubmatch(page, -1)
+	if len(ids) != 2 || ids[0][1] != "sndbuf-limited" || ids[1][1] != "offload-disabled" {
+		t.Errorf("findings in the page: %v, want sndbuf-limited then offload-disabled", ids)
+	}
+	if f, c := strings.Index(page, `id="findings"`), strings.Index(page, `id="flows"`); f < 0 || c < 0 || f > c {
+		t.Errorf("the findings (at %d) must come before the charts (at %d)", f, c)
+	}
+	if n := strings.Count(page, `<button type="button" class="copy">`); n != 2 {
+		t.Errorf("%d copy buttons, want one per remedy (2)", n)
+	}
+	if strings.Contains(page, `<img id="pwned"`) || strings.Contains(page, evil) {
+		t.Error("a title or fact reached the page unescaped")
+	}
+}
+
+func TestHealthyRunSaysSo(t *testing.T) {
+	p := doctorPage(nil)
+	p.Findings, p.Healthy = nil, "the sender waited for its congestion window 60% of the time"
+	page := string(render(t, p))
+	if !strings.Contains(page, `id="healthy"`) || !strings.Contains(page, p.Healthy) {
+		t.Error("the healthy-run sentence is missing")
+	}
+}
+
+func TestSettingsHighlightWhatDiffersBetweenTheEnds(t *testing.T) {
+	page := string(render(t, doctorPage(nil)))
+	rows := regexp.MustCompile(`<tr( class="differs")?><td>([^<]+)</td>`).FindAllStringSubmatch(page, -1)
+	differs := map[string]bool{}
+	for _, r := range rows {
+		differs[r[2]] = r[1] != ""
+	}
+	for k, want := range map[string]bool{"net.ipv4.tcp_wmem": true, "device rx-gro": true, "net.ipv4.tcp_congestion_control": false, "device mtu": false} {
+		if got, ok := differs[k]; !ok || got != want {
+			t.Errorf("row %q: present %v, highlighted %v; want highlighted %v", k, ok, got, want)
+		}
+	}
+}
+
+// TestTenMinuteRunStaysSmall: long runs are thinned to the bins, not drawn
+// point by point.
+func TestTenMinuteRunStaysSmall(t *testing.T) {
+	page := render(t, doctorPage(run(600)))
+	if len(page) > 2<<20 {
+		t.Errorf("the page of a 10-minute run is %d bytes, want under 2 MB", len(page))
+	}
+	for _, d := range regexp.MustCompile(`<path class="series" data-name="[^"]*" d="([^"]*)"`).FindAllStringSubmatch(string(page), -1) {
+		if n := strings.Count(d[1], "L") + strings.Count(d[1], "M"); n > 2100 {
+			t.Errorf("a series has %d points, want at most a few thousand", n)
+		}
+	}
+}
+
+// bandShares is each send-limit reason's share of the first band's width.
+func bandShares(t *testing.T, dom string) map[string]float64 {
+	t.Helper()
+	band := dom[strings.Index(dom, `class="sendlim"`):]
+	band = band[:strings.Index(band, "</svg>")]
+	widths := map[string]float64{}
+	var total float64
+	for _, m := range regexp.MustCompile(`<rect class="band" data-key="([a-z_]+)" x="\d+" y="\d+" width="(\d+)"`).FindAllStringSubmatch(band, -1) {
+		w, _ := strconv.ParseFloat(m[2], 64)
+		widths[m[1]] += w
+		total += w
+	}
+	if total == 0 {
+		t.Fatal("the send-limit band has no rectangles")
+	}
+	for k := range widths {
+		widths[k] /= total
+	}
+	return widths
+}
+
+func TestBrowserShowsThePageOffline(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "report.html")
+	if err := os.WriteFile(file, render(t, doctorPage(run(5))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := Open(t, file)
+	if len(r.Console) > 0 {
+		t.Errorf("console messages: %v", r.Console)
+	}
+	if got := bandShares(t, r.DOM); got["sndbuf"] < 0.7 {
+		t.Errorf("the band is %.0f%% sndbuf, want about 80%% (%v)", got["sndbuf"]*100, got)
+	}
+	if !strings.Contains(r.DOM, `fill="`+ReasonColors["sndbuf"]+`"`) {
+		t.Error("the sndbuf colour is not in the page")
+	}
+}
+
+// Open loads a page in headless Chromium with the network cut off; it fails
+// the test when Chromium is missing under CI=true, else skips.
+func Open(t *testing.T, file string) *browser.Result {
+	t.Helper()
+	r, err := browser.Open(context.Background(), "file://"+file, browser.Options{Offline: os.Geteuid() == 0})
+	if errors.Is(err, browser.ErrMissing) {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("chromium is not installed and CI=true forbids skipping the browser tests")
+		}
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// BenchmarkTenMinutePage: building and writing the page of a 10-minute run
+// (one flow sampled every 10 ms, two CPUs, a device).
+func BenchmarkTenMinutePage(b *testing.B) {
+	var size int
+	for b.Loop() {
+		size = len(render(b, doctorPage(run(600))))
+	}
+	b.ReportMetric(float64(size), "page-bytes")
+}

@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/skbtrace/skbtrace/internal/report/browser"
+	"github.com/skbtrace/skbtrace/internal/report/htmlreport"
+)
+
+// openOffline loads a page in headless Chromium with no network.
+func openOffline(t *testing.T, file string) *browser.Result {
+	t.Helper()
+	r, err := browser.Open(context.Background(), "file://"+file, browser.Options{Offline: true})
+	if errors.Is(err, browser.ErrMissing) {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("chromium is not installed and CI=true forbids skipping the browser tests")
+		}
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Console) > 0 {
+		t.Errorf("%s: console messages:\n%s", filepath.Base(file), strings.Join(r.Console, "\n"))
+	}
+	return r
+}
+
+// firstFinding is the id of the first finding in a doctor page.
+func firstFinding(dom string) string {
+	m := regexp.MustCompile(`<article class="finding (warning|critical)" data-id="([a-z-]+)"`).FindStringSubmatch(dom)
+	if m == nil {
+		return ""
+	}
+	return m[2]
+}
+
+// bandShare is a reason's share of the first flow's send-limit band.
+func bandShare(dom, reason string) float64 {
+	i := strings.Index(dom, `class="sendlim"`)
+	if i < 0 {
+		return 0
+	}
+	band := dom[i:]
+	band = band[:strings.Index(band, "</svg>")]
+	var mine, total float64
+	for _, m := range regexp.MustCompile(`data-key="([a-z_]+)" x="\d+" y="\d+" width="(\d+)"`).FindAllStringSubmatch(band, -1) {
+		w, _ := strconv.ParseFloat(m[2], 64)
+		total += w
+		if m[1] == reason {
+			mine += w
+		}
+	}
+	if total == 0 {
+		return 0
+	}
+	return mine / total
+}
+
+// TestDoctorPagesOfLabRuns: the doctor's page of three lab faults, opened
+// offline in Chromium, lists the expected finding first and draws the
+// send-buffer wait as the sndbuf colour.
+func TestDoctorPagesOfLabRuns(t *testing.T) {
+	requireRoot(t)
+	requireTool(t, "nft")
+	dir := t.TempDir()
+	out, err := exec.Command(binary, "lab", "run", "sndbuf-limited", "nagle-delay", "packet-loss", "--doctor", "--html", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("skbtrace lab run --html: %v\n%s", err, out)
+	}
+	for _, name := range []string{"sndbuf-limited", "nagle-delay", "packet-loss"} {
+		file := filepath.Join(dir, name+".html")
+		page, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := openOffline(t, file)
+		if got := firstFinding(r.DOM); got != name {
+			t.Errorf("%s: the page's first finding is %q", name, got)
+		}
+		for _, section := range []string{`id="flows"`, `id="cpus"`, `id="devices"`, `id="settings"`, `class="sendlim"`} {
+			if !strings.Contains(r.DOM, section) {
+				t.Errorf("%s: the page has no %s", name, section)
+			}
+		}
+		if name == "sndbuf-limited" {
+			if share := bandShare(r.DOM, "sndbuf"); share < 0.5 {
+				t.Errorf("the sndbuf run's send-limit band is %.0f%% the sndbuf colour, want most of it", share*100)
+			}
+		}
+		t.Logf("%s: %d bytes, sndbuf %.0f%% of the band, first finding %s", name, len(page), bandShare(r.DOM, "sndbuf")*100, firstFinding(r.DOM))
+	}
+}
+
+// TestStatPageOfDamagedTrace: stat --html of a whole trace and of one cut
+// short: the cut one still draws the flow and says where the damage is.
+func TestStatPageOfDamagedTrace(t *testing.T) {
+	requireRoot(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	server := exec.Command(binary, "load", "server", "--listen", addr)
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { server.Process.Kill(); server.Wait() }()
+	waitListening(t, addr)
+	dir := t.TempDir()
+	tr := filepath.Join(dir, "run.trace")
+	out, err := exec.Command(binary, "doctor", "--trace", tr, "-o", filepath.Join(dir, "doctor.txt"), "--",
+		binary, "load", "client", addr, "-d", "2", "--sndbuf", "16384").CombinedOutput()
+	if err != nil {
+		t.Fatalf("skbtrace doctor --trace: %v\n%s", err, out)
+	}
+	whole := filepath.Join(dir, "whole.html")
+	if out, err := exec.Command(binary, "stat", "-i", tr, "--html", whole).CombinedOutput(); err != nil {
+		t.Fatalf("skbtrace stat --html: %v\n%s", err, out)
+	}
+	r := openOffline(t, whole)
+	if share := bandShare(r.DOM, "sndbuf"); share < 0.5 {
+		t.Errorf("a 16 KB send buffer's band is %.0f%% sndbuf, want most of it", share*100)
+	}
+	data, err := os.ReadFile(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(dir, "cut.trace")
+	if err := os.WriteFile(cut, data[:len(data)*2/3], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	damaged := filepath.Join(dir, "damaged.html")
+	out, err = exec.Command(binary, "stat", "-i", cut, "--html", damaged).CombinedOutput()
+	if err == nil {
+		t.Errorf("stat of a cut trace exited 0:\n%s", out)
+	}
+	r = openOffline(t, damaged)
+	if !strings.Contains(r.DOM, `id="damage"`) || !strings.Contains(r.DOM, "offset") {
+		t.Errorf("the damaged trace's page does not say where the damage is; stat said:\n%s", out)
+	}
+	if !strings.Contains(r.DOM, `class="sendlim"`) {
+		t.Error("the damaged trace's page does not draw the flow read before the damage")
+	}
+	if !strings.Contains(r.DOM, htmlreport.ReasonColors["sndbuf"]) {
+		t.Error("the sndbuf colour is missing from the damaged trace's page")
+	}
+}
