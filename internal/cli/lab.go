@@ -75,7 +75,7 @@ func or(s, alt string) string {
 
 func labRunCmd(e *env) *cobra.Command {
 	var asJSON, keep, withDoctor, deep, calibrate bool
-	var htmlDir string
+	var htmlDir, traceDir string
 	c := &cobra.Command{
 		Use:   "run NAME... | all | variants | noise | matrix",
 		Short: "run scenarios: control, fault, and the signal that proves it",
@@ -103,12 +103,15 @@ background traffic, where the doctor must stay quiet) or matrix (all three).`,
 			if deep && !withDoctor {
 				return usagef("--deep is the doctor's: give --doctor too")
 			}
-			if htmlDir != "" {
-				if !withDoctor {
-					return usagef("--html writes the doctor's pages: give --doctor too")
+			if htmlDir != "" && !withDoctor {
+				return usagef("--html writes the doctor's pages: give --doctor too")
+			}
+			for _, dir := range []string{htmlDir, traceDir} {
+				if dir == "" {
+					continue
 				}
-				if err := os.MkdirAll(htmlDir, 0o755); err != nil {
-					return fmt.Errorf("creating the pages' directory: %w", err)
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					return fmt.Errorf("creating %s: %w", dir, err)
 				}
 			}
 			if err := host.CheckTracingCaps(); err != nil {
@@ -122,7 +125,7 @@ background traffic, where the doctor must stay quiet) or matrix (all three).`,
 				if !asJSON {
 					fmt.Fprintf(e.stderr, "skbtrace: lab: running %s ...\n", s.Name)
 				}
-				rep, err := s.Run(ctx, lab.RunOptions{Keep: keep, Doctor: withDoctor, Deep: deep, Calibrate: calibrate, HTMLDir: htmlDir})
+				rep, err := s.Run(ctx, lab.RunOptions{Keep: keep, Doctor: withDoctor, Deep: deep, Calibrate: calibrate, HTMLDir: htmlDir, TraceDir: traceDir})
 				if err != nil {
 					return err
 				}
@@ -159,6 +162,7 @@ background traffic, where the doctor must stay quiet) or matrix (all three).`,
 	c.Flags().BoolVar(&calibrate, "calibrate", false, "run each fault's load once more with the doctor's remedy applied: what the remedy gains, beside the impact the doctor estimated")
 	c.Flags().BoolVar(&keep, "keep", false, "leave the namespaces in place to inspect them (remove with ip netns del)")
 	c.Flags().StringVar(&htmlDir, "html", "", "with --doctor, write each fault run's doctor page to `DIR`/NAME.html")
+	c.Flags().StringVar(&traceDir, "trace", "", "write each fault run's recording to `DIR`/NAME.trace, for parse, stat and export")
 	return c
 }
 

@@ -103,6 +103,8 @@ type RunOptions struct {
 	// HTMLDir, with Doctor, receives the doctor's page of the fault run as
 	// NAME.html.
 	HTMLDir string
+	// TraceDir receives the fault run's recording as NAME.trace.
+	TraceDir string
 }
 
 // Report is the outcome of a scenario.
@@ -193,6 +195,11 @@ func (s *Scenario) Run(ctx context.Context, opts RunOptions) (rep *Report, err e
 	stopDuring()
 	if err != nil {
 		return nil, fmt.Errorf("%s: fault run: %w", s.Name, err)
+	}
+	if opts.TraceDir != "" {
+		if err := os.WriteFile(filepath.Join(opts.TraceDir, s.Name+".trace"), fault.Trace, 0o644); err != nil {
+			return nil, fmt.Errorf("writing the fault run's trace: %w", err)
+		}
 	}
 	if s.Reverse {
 		if fault.ReverseBps, err = reverse(ctx, pair, faultLoad); err != nil {

@@ -56,7 +56,10 @@ func Open(ctx context.Context, url string, o Options) (*Result, error) {
 		o.Width, o.Height = 1200, 800
 	}
 	// As root Chromium refuses to start without --no-sandbox.
-	args := []string{"--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+	// Without the background-networking flags Chromium reaches for Google's
+	// hosts at every start.
+	args := []string{"--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-quic",
 		"--user-data-dir=" + filepath.Join(dir, "profile"), fmt.Sprintf("--window-size=%d,%d", o.Width, o.Height),
 		"--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000"}
 	if o.Screenshot != "" {
