@@ -52,6 +52,7 @@ fuzz:
 	$(GO) test ./internal/trace -run '^$$' -fuzz FuzzMetaRecords -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/packet -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/analyze/pcap -run '^$$' -fuzz FuzzCapture -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/agent -run '^$$' -fuzz FuzzEvidenceQuery -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf bin

@@ -17,6 +17,7 @@ command -v tcpdump >/dev/null || need+=(tcpdump)
 command -v chromium >/dev/null || need+=(chromium)
 command -v ping >/dev/null || need+=(iputils-ping)
 command -v python3 >/dev/null || need+=(python3)
+command -v prometheus >/dev/null || need+=(prometheus) # the agent test scrapes with the real server
 
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then

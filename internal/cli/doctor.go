@@ -27,6 +27,8 @@ func doctorCmd(e *env) *cobra.Command {
 		traceFile string
 		deep      bool
 		profOut   string
+		peers     []string
+		peerToken string
 	)
 	c := &cobra.Command{
 		Use:   "doctor [flags] [-- COMMAND ARGS...]",
@@ -76,7 +78,13 @@ an iperf3 client gets -J so its result joins the evidence.`,
 				defer f.Close()
 				opts.Trace = f
 			}
-			return runDoctor(opts, d, args, format, profOut, out, e.stderr)
+			var peer peerOptions
+			if len(peers) > 0 {
+				if peer, err = newPeerOptions(peers, peerToken); err != nil {
+					return err
+				}
+			}
+			return runDoctor(opts, d, args, format, profOut, peer, out, e.stderr)
 		},
 	}
 	c.Flags().StringVarP(&duration, "duration", "d", "", "observe this long (`10s`; default 10s without a command, else until it exits)")
@@ -87,12 +95,51 @@ an iperf3 client gets -J so its result joins the evidence.`,
 	c.Flags().BoolVar(&deep, "deep", false, "record the per-packet families (segments per skb, softirq time, socket call sizes) all the time rather than 5% of each second: exact counts, more cost")
 	c.Flags().StringVar(&traceFile, "trace", "", "keep the kernel-event recording in `FILE` for parse and stat")
 	c.Flags().StringVar(&profOut, "profile", "", "profile the CPUs at 99 Hz too: the phase table joins the report (for compare) and the profile goes to `FILE` (pprof)")
+	c.Flags().StringSliceVar(&peers, "peer", nil, "join the evidence of the skbtrace agent at each `URL` (the other ends of the flows): receiver-side causes judged from the receiver's data")
+	c.Flags().StringVar(&peerToken, "peer-token-file", "", "the peers' bearer token `FILE` (default: $SKBTRACE_PEER_TOKEN)")
 	c.Flags().SetInterspersed(false)
 	return c
 }
 
+// peerOptions are the agents whose evidence joins the report.
+type peerOptions struct {
+	urls  []string
+	token string
+}
+
+func newPeerOptions(urls []string, tokenFile string) (peerOptions, error) {
+	p := peerOptions{urls: urls, token: os.Getenv("SKBTRACE_PEER_TOKEN")}
+	if tokenFile != "" {
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return p, fmt.Errorf("reading the peers' token: %w", err)
+		}
+		p.token = strings.TrimSpace(string(b))
+	}
+	return p, nil
+}
+
+// joinPeers asks each agent for the observation's window; a peer that
+// cannot be reached or refuses becomes a note.
+func joinPeers(ctx context.Context, ev *doctor.Evidence, p peerOptions, since time.Time) {
+	for i, u := range p.urls {
+		host, remote, err := doctor.FetchPeer(ctx, nil, u, p.token, since)
+		if err != nil {
+			ev.Notes = append(ev.Notes, "peer not joined: "+err.Error())
+			continue
+		}
+		label := fmt.Sprintf("peer%d", i+1)
+		if host != "" {
+			label = host
+		}
+		if j := ev.JoinPeer(u, label, host, remote); j.Flows == 0 {
+			ev.Notes = append(ev.Notes, fmt.Sprintf("peer %s (%s) saw none of this host's flows: check that it watches their namespace", u, host))
+		}
+	}
+}
+
 // runDoctor observes until the duration, the command or a signal ends it.
-func runDoctor(opts doctor.Options, d time.Duration, argv []string, format string, profOut string, out, stderr io.Writer) error {
+func runDoctor(opts doctor.Options, d time.Duration, argv []string, format string, profOut string, peer peerOptions, out, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	var cmd *doctor.Command
@@ -145,6 +192,9 @@ func runDoctor(opts doctor.Options, d time.Duration, argv []string, format strin
 		return obs.WorkloadErr
 	}
 	obs.Evidence.Command = cmd
+	if len(peer.urls) > 0 {
+		joinPeers(ctx, obs.Evidence, peer, time.Now().Add(-time.Duration(obs.Evidence.Seconds*float64(time.Second))))
+	}
 	if profOut != "" {
 		if prof == nil {
 			obs.Evidence.Notes = append(obs.Evidence.Notes, "not profiled: "+profErr.Error())

@@ -76,6 +76,7 @@ func or(s, alt string) string {
 func labRunCmd(e *env) *cobra.Command {
 	var asJSON, keep, withDoctor, deep, calibrate bool
 	var htmlDir, traceDir string
+	var peer bool
 	c := &cobra.Command{
 		Use:   "run NAME... | all | variants | noise | matrix",
 		Short: "run scenarios: control, fault, and the signal that proves it",
@@ -103,6 +104,9 @@ background traffic, where the doctor must stay quiet) or matrix (all three).`,
 			if deep && !withDoctor {
 				return usagef("--deep is the doctor's: give --doctor too")
 			}
+			if peer && !withDoctor {
+				return usagef("--peer is the doctor's: give --doctor too")
+			}
 			if htmlDir != "" && !withDoctor {
 				return usagef("--html writes the doctor's pages: give --doctor too")
 			}
@@ -125,7 +129,7 @@ background traffic, where the doctor must stay quiet) or matrix (all three).`,
 				if !asJSON {
 					fmt.Fprintf(e.stderr, "skbtrace: lab: running %s ...\n", s.Name)
 				}
-				rep, err := s.Run(ctx, lab.RunOptions{Keep: keep, Doctor: withDoctor, Deep: deep, Calibrate: calibrate, HTMLDir: htmlDir, TraceDir: traceDir})
+				rep, err := s.Run(ctx, lab.RunOptions{Keep: keep, Doctor: withDoctor, Deep: deep, Calibrate: calibrate, HTMLDir: htmlDir, TraceDir: traceDir, Peer: peer})
 				if err != nil {
 					return err
 				}
@@ -162,6 +166,7 @@ background traffic, where the doctor must stay quiet) or matrix (all three).`,
 	c.Flags().BoolVar(&calibrate, "calibrate", false, "run each fault's load once more with the doctor's remedy applied: what the remedy gains, beside the impact the doctor estimated")
 	c.Flags().BoolVar(&keep, "keep", false, "leave the namespaces in place to inspect them (remove with ip netns del)")
 	c.Flags().StringVar(&htmlDir, "html", "", "with --doctor, write each fault run's doctor page to `DIR`/NAME.html")
+	c.Flags().BoolVar(&peer, "peer", false, "with --doctor, the doctor watches the sender's namespace alone and joins an agent's evidence from the receiver's (doctor --peer)")
 	c.Flags().StringVar(&traceDir, "trace", "", "write each fault run's recording to `DIR`/NAME.trace, for parse, stat and export")
 	return c
 }

@@ -152,6 +152,9 @@ func (r *Recording) Features() probe.Features { return r.sess.Features() }
 // Close detaches and unloads; safe after Run.
 func (r *Recording) Close() error { return r.sess.Close() }
 
+// RunTime is the BPF programs' run time so far (kernel.bpf_stats_enabled).
+func (r *Recording) RunTime() time.Duration { return r.sess.RunTime() }
+
 // Header describes this host for the trace file.
 func Header(command string) trace.Header {
 	id := host.ReadIdentity()

@@ -26,6 +26,8 @@ type Evidence struct {
 	Drops        []Drop            `json:"drops,omitempty"`
 	SockIO       []SockIO          `json:"sock_io,omitempty"`
 	Command      *Command          `json:"command,omitempty"`
+	// Peers are the remote ends whose agents' evidence joined (--peer).
+	Peers []Peer `json:"peers,omitempty"`
 	// Profile is where the CPU went, when the observation was profiled (--profile).
 	Profile *profile.Summary `json:"profile,omitempty"`
 	Notes   []string         `json:"notes,omitempty"`

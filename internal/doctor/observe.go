@@ -293,6 +293,13 @@ func stopRecording(rec *collect.Recording, stop chan struct{}, done chan error) 
 	return err
 }
 
+// StartRecording starts the doctor's recording for a long-running
+// observer (the agent): the default families, per-packet ones sampled
+// unless deep. A nil recording comes with a note saying why.
+func StartRecording(deep bool) (*collect.Recording, []string) {
+	return startRecording(Options{Deep: deep}, nil)
+}
+
 func startRecording(opts Options, notes []string) (*collect.Recording, []string) {
 	if opts.NoKernelEvents {
 		return nil, notes
@@ -653,25 +660,34 @@ func (p *poller) flows(seconds float64, ev *Evidence, notes *[]string) []Flow {
 	defer p.mu.Unlock()
 	var out []Flow
 	for k, s := range p.last {
-		b := p.first[k]
 		span := seconds
 		if p.opened[k] {
 			// Opened during the observation: it lived between its first and
 			// last reading, plus up to a poll interval before the first.
 			span = min(seconds, p.seen[k][1].Sub(p.seen[k][0]).Seconds()+p.every.Seconds())
 		}
-		f := Flow{Netns: k.netns, Local: s.Local, Peer: s.Peer, Seconds: span,
-			BytesAcked: s.BytesAcked - b.BytesAcked, BytesReceived: s.BytesReceived - b.BytesReceived,
-			RTTus: s.RTTus, MinRTTus: s.MinRTTus, Cwnd: s.SndCwnd, SndMSS: s.SndMSS, AdvMSS: s.AdvMSS, PMTU: s.PMTU,
-			SndWnd: s.SndWnd, MaxSndWnd: p.maxWnd[k], RcvSpace: s.RcvSpace, DeliveryRate: s.DeliveryRate,
-			SegsOut: s.SegsOut - b.SegsOut, Retrans: s.TotalRetrans - b.TotalRetrans,
-			BusyUs: s.BusyUs - b.BusyUs, RwndLimitedUs: s.RwndLimitedUs - b.RwndLimitedUs, SndbufLimitedUs: s.SndbufLimitedUs - b.SndbufLimitedUs}
-		if f.BytesAcked == 0 && f.BytesReceived == 0 && f.Retrans == 0 {
-			continue
+		if f, moved := socketFlow(k.netns, p.first[k], s, span, p.maxWnd[k]); moved {
+			f.Dev = ev.deviceWithAddr(k.netns, s.Local)
+			out = append(out, f)
 		}
-		f.Dev = ev.deviceWithAddr(k.netns, s.Local)
-		out = append(out, f)
 	}
+	return busiestFlows(out, notes)
+}
+
+// socketFlow is a socket's flow between two readings (first is zero for a
+// socket opened since); moved says whether it carried anything.
+func socketFlow(netns string, b, s host.TCPSocket, span float64, maxWnd uint32) (Flow, bool) {
+	f := Flow{Netns: netns, Local: s.Local, Peer: s.Peer, Seconds: span,
+		BytesAcked: s.BytesAcked - b.BytesAcked, BytesReceived: s.BytesReceived - b.BytesReceived,
+		RTTus: s.RTTus, MinRTTus: s.MinRTTus, Cwnd: s.SndCwnd, SndMSS: s.SndMSS, AdvMSS: s.AdvMSS, PMTU: s.PMTU,
+		SndWnd: s.SndWnd, MaxSndWnd: max(maxWnd, s.SndWnd), RcvSpace: s.RcvSpace, DeliveryRate: s.DeliveryRate,
+		SegsOut: s.SegsOut - b.SegsOut, Retrans: s.TotalRetrans - b.TotalRetrans,
+		BusyUs: s.BusyUs - b.BusyUs, RwndLimitedUs: s.RwndLimitedUs - b.RwndLimitedUs, SndbufLimitedUs: s.SndbufLimitedUs - b.SndbufLimitedUs}
+	return f, f.BytesAcked != 0 || f.BytesReceived != 0 || f.Retrans != 0
+}
+
+// busiestFlows keeps the maxFlows flows that moved the most, busiest first.
+func busiestFlows(out []Flow, notes *[]string) []Flow {
 	sortBy(out, func(f Flow) float64 { return -float64(f.BytesAcked + f.BytesReceived) })
 	if len(out) > maxFlows {
 		*notes = append(*notes, fmt.Sprintf("%d TCP sockets moved data; the %d busiest are judged", len(out), maxFlows))

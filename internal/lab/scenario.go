@@ -105,6 +105,9 @@ type RunOptions struct {
 	HTMLDir string
 	// TraceDir receives the fault run's recording as NAME.trace.
 	TraceDir string
+	// Peer, with Doctor, runs an agent in the receiver's namespace and the
+	// doctor on the sender's alone, joining the agent's evidence (--peer).
+	Peer bool
 }
 
 // Report is the outcome of a scenario.
@@ -388,13 +391,27 @@ func (s *Scenario) measure(ctx context.Context, p *Pair, o load.Options, opts Ru
 func (s *Scenario) measureWithDoctor(ctx context.Context, p *Pair, o load.Options, opts RunOptions) (*Measurement, error) {
 	var buf bytes.Buffer
 	var res *load.Result
+	watched := []string{p.Sender.Name, p.Receiver.Name}
+	var peer *labAgent
+	if opts.Peer {
+		var err error
+		if peer, err = startLabAgent(ctx, p); err != nil {
+			return nil, err
+		}
+		defer peer.stop()
+		watched = watched[:1]
+	}
+	start := time.Now()
 	obs, err := doctor.Observe(ctx, doctor.Options{
-		Netns: []string{p.Sender.Name, p.Receiver.Name}, Extra: s.Families, Trace: &buf, Deep: opts.Deep, Timeline: opts.HTMLDir != "",
+		Netns: watched, Extra: s.Families, Trace: &buf, Deep: opts.Deep, Timeline: opts.HTMLDir != "",
 		Workload: func(ctx context.Context) (err error) {
 			res, err = s.run(ctx, p, o)
 			return err
 		},
 	})
+	if err == nil && peer != nil {
+		peer.join(ctx, obs.Evidence, start)
+	}
 	if err != nil {
 		return nil, err
 	}

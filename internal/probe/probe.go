@@ -380,6 +380,18 @@ func lastLines(log []string, n int) string {
 	return strings.Join(out, " / ")
 }
 
+// RunTime sums the kernel's run time of the loaded programs: zero unless
+// kernel.bpf_stats_enabled is 1.
+func (s *Session) RunTime() time.Duration {
+	var d time.Duration
+	for _, p := range s.progs {
+		if st, err := p.Stats(); err == nil {
+			d += st.Runtime
+		}
+	}
+	return d
+}
+
 // Features says how the programs were adapted to this kernel.
 func (s *Session) Features() Features { return s.features }
 

@@ -1,0 +1,463 @@
+// Package agent is skbtrace's long-running side: it keeps the doctor's
+// families recording (per-packet ones sampled), holds the recent past (the
+// trace and the host's samples) for a bounded window, and serves it over
+// HTTP: Prometheus metrics, the doctor's evidence for a window (which a
+// doctor at the other end of a flow joins with --peer), and the trace.
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/skbtrace/skbtrace/internal/collect"
+	"github.com/skbtrace/skbtrace/internal/doctor"
+	"github.com/skbtrace/skbtrace/internal/trace"
+)
+
+// DefaultListen is loopback: reaching the agent from elsewhere is a choice.
+const DefaultListen = "127.0.0.1:9464"
+
+// Options configure an agent.
+type Options struct {
+	// Token, when set, is required as "Authorization: Bearer TOKEN" on
+	// /v1/ (and on /metrics unless OpenMetrics). A listener that is not
+	// loopback-only needs one.
+	Token       string
+	OpenMetrics bool
+	// TLSCert and TLSKey, both or neither, serve HTTPS.
+	TLSCert, TLSKey string
+	// Netns names the namespaces to watch (empty: this process's own and
+	// every named one, also those created later).
+	Netns []string
+	// Window is how far back the agent keeps evidence and trace.
+	Window time.Duration
+	// MaxTraceBytes bounds the trace kept; older blocks go first.
+	MaxTraceBytes int
+	// Log receives one line per notable event (start, notes, errors).
+	Log io.Writer
+	// NoKernelEvents serves tcp_info, counters and settings only.
+	NoKernelEvents bool
+}
+
+// Agent is a running agent.
+type Agent struct {
+	opts    Options
+	store   *store
+	totals  *totals
+	rec     *collect.Recording
+	started time.Time
+
+	mu      sync.Mutex // watch and samples
+	watch   *doctor.Watch
+	samples []held
+	taken   int // samples taken, for the sockets' grid
+	notes   []string
+	busy    chan struct{} // bounds concurrent evidence and trace requests
+}
+
+// sampleEvery is how often the host is read. Sockets are kept in every
+// sample of the last keepAllSockets, then every keepSocketsEvery-th: memory
+// stays bounded on hosts with many sockets, recent windows start to the
+// second and older ones within 10 s.
+const (
+	sampleEvery      = time.Second
+	keepAllSockets   = 30 * time.Second
+	keepSocketsEvery = 10
+)
+
+// held is a kept sample; grid ones keep their sockets for the window.
+type held struct {
+	*doctor.Sample
+	grid bool
+}
+
+// CheckListen refuses a listener reachable from other hosts without a token.
+func CheckListen(addr, token string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	if token != "" {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("listening on %s without a token would let anyone who reaches it read this host's connections and traces: give --token-file, or listen on loopback", addr)
+}
+
+// Start begins recording and sampling; Serve answers requests.
+func Start(o Options) (*Agent, error) {
+	if o.Window <= 0 {
+		o.Window = 10 * time.Minute
+	}
+	if o.MaxTraceBytes <= 0 {
+		o.MaxTraceBytes = 256 << 20
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	a := &Agent{opts: o, started: time.Now(), watch: doctor.NewWatch(o.Netns), busy: make(chan struct{}, 4)}
+	a.totals = newTotals(o.Window, doctor.DeepFamilies, doctor.SampleShare)
+	a.store = newStore(o.Window, o.MaxTraceBytes, a.totals)
+	if !o.NoKernelEvents {
+		var notes []string
+		a.rec, notes = doctor.StartRecording(false)
+		for _, n := range notes {
+			fmt.Fprintln(o.Log, "skbtrace agent: "+n)
+		}
+		a.notes = notes
+	}
+	a.sample()
+	return a, nil
+}
+
+// Run records and samples until ctx ends.
+func (a *Agent) Run(ctx context.Context) error {
+	var recErr chan error
+	stop := make(chan struct{})
+	if a.rec != nil {
+		w, err := trace.NewWriter(a.store, collect.Header("skbtrace agent"))
+		if err != nil {
+			return err
+		}
+		recErr = make(chan error, 1)
+		go func() {
+			_, err := a.rec.Run(w, stop)
+			recErr <- err
+		}()
+	}
+	t := time.NewTicker(sampleEvery)
+	defer t.Stop()
+	var err error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err = <-recErr:
+			err = fmt.Errorf("recording kernel events: %w", err)
+			break loop
+		case <-t.C:
+			a.sample()
+		}
+	}
+	if a.rec != nil {
+		close(stop)
+		if recErr != nil && err == nil {
+			err = <-recErr
+		}
+		a.rec.Close()
+	}
+	a.mu.Lock()
+	a.watch.Close()
+	a.mu.Unlock()
+	return err
+}
+
+func (a *Agent) sample() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.watch.Sample(true)
+	for _, n := range s.Notes {
+		fmt.Fprintln(a.opts.Log, "skbtrace agent: "+n)
+	}
+	a.totals.readSockets(s)
+	a.totals.forget(s.Time)
+	a.taken++
+	a.samples = append(a.samples, held{s, a.taken%keepSocketsEvery == 0})
+	for len(a.samples) > 1 && s.Time.Sub(a.samples[0].Time) > a.opts.Window {
+		a.samples[0] = held{}
+		a.samples = a.samples[1:]
+	}
+	// The sample that just aged past keepAllSockets keeps its sockets only
+	// on the grid.
+	for i := len(a.samples) - 1; i >= 0; i-- {
+		h := a.samples[i]
+		if s.Time.Sub(h.Time) <= keepAllSockets {
+			continue
+		}
+		if !h.grid {
+			for _, ns := range h.Namespaces {
+				ns.Sockets = nil
+			}
+		}
+		break
+	}
+}
+
+// BPFRunTime is the recording's BPF run time.
+func (a *Agent) BPFRunTime() time.Duration {
+	if a.rec == nil {
+		return 0
+	}
+	return a.rec.RunTime()
+}
+
+// Handler serves /metrics, /v1/evidence and /v1/trace.
+func (a *Agent) Handler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&collector{t: a.totals, store: a.store, bpf: a.BPFRunTime},
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
+	mux := http.NewServeMux()
+	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, Timeout: 10 * time.Second})
+	if !a.opts.OpenMetrics {
+		metrics = a.auth(metrics)
+	}
+	mux.Handle("/metrics", metrics)
+	mux.Handle("/v1/evidence", a.auth(a.limited(http.HandlerFunc(a.evidence))))
+	mux.Handle("/v1/trace", a.auth(a.limited(http.HandlerFunc(a.trace))))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		httpError(w, http.StatusNotFound, "no such endpoint: /metrics, /v1/evidence and /v1/trace are served")
+	})
+	return getOnly(mux)
+}
+
+// Server is an http.Server with limits on slow and large requests.
+func (a *Agent) Server() *http.Server {
+	return &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 2 * time.Minute, IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10}
+}
+
+// Serve answers on ln until ctx ends.
+func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
+	srv := a.Server()
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(shut)
+	}()
+	var err error
+	if a.opts.TLSCert != "" {
+		err = srv.ServeTLS(ln, a.opts.TLSCert, a.opts.TLSKey)
+	} else {
+		err = srv.Serve(ln)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+func getOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			httpError(w, http.StatusMethodNotAllowed, "only GET is served")
+			return
+		}
+		if r.ContentLength > 0 {
+			httpError(w, http.StatusRequestEntityTooLarge, "requests carry no body")
+			return
+		}
+		if len(r.URL.RawQuery) > 1024 {
+			httpError(w, http.StatusRequestURITooLong, "query longer than 1024 bytes")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// auth requires the bearer token; both sides are hashed so the comparison
+// takes the same time whatever the token's length.
+func (a *Agent) auth(h http.Handler) http.Handler {
+	if a.opts.Token == "" {
+		return h
+	}
+	want := sha256.Sum256([]byte(a.opts.Token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		sum := sha256.Sum256([]byte(got))
+		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="skbtrace"`)
+			httpError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// limited answers 503 beyond a few concurrent heavy requests.
+func (a *Agent) limited(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case a.busy <- struct{}{}:
+			defer func() { <-a.busy }()
+			h.ServeHTTP(w, r)
+		default:
+			httpError(w, http.StatusServiceUnavailable, "busy: too many evidence and trace requests at once")
+		}
+	})
+}
+
+func httpError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// ParseSince reads a window's start: RFC 3339, Unix seconds, or a duration
+// back from now ("5m"); empty is the whole window.
+func ParseSince(v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && f < 1e11 {
+		return time.Unix(0, int64(f*1e9)), nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("since=%q: give RFC 3339 time, Unix seconds or a duration such as 5m", v)
+}
+
+// flowFilter matches flows by "ADDR:PORT" (either end) or "A-B" (this end A,
+// peer B).
+type flowFilter struct{ a, b netip.AddrPort }
+
+func parseFlow(v string) (*flowFilter, error) {
+	if v == "" {
+		return nil, nil
+	}
+	var f flowFilter
+	var err error
+	if left, right, ok := strings.Cut(v, "-"); ok {
+		if f.a, err = netip.ParseAddrPort(left); err == nil {
+			f.b, err = netip.ParseAddrPort(right)
+		}
+	} else {
+		f.a, err = netip.ParseAddrPort(v)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("flow=%q: give ADDR:PORT or LOCAL-PEER ([v6]:port for IPv6)", v)
+	}
+	return &f, nil
+}
+
+func (f *flowFilter) match(fl *doctor.Flow) bool {
+	eq := func(x, y netip.AddrPort) bool { return x.Addr().Unmap() == y.Addr().Unmap() && x.Port() == y.Port() }
+	if f.b.IsValid() {
+		return eq(fl.Local, f.a) && eq(fl.Peer, f.b)
+	}
+	return eq(fl.Local, f.a) || eq(fl.Peer, f.a)
+}
+
+// EvidenceResponse is /v1/evidence's body.
+type EvidenceResponse struct {
+	Host     string           `json:"host"`
+	From     time.Time        `json:"from"`
+	To       time.Time        `json:"to"`
+	Evidence *doctor.Evidence `json:"evidence"`
+}
+
+func (a *Agent) evidence(w http.ResponseWriter, r *http.Request) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "query: "+err.Error())
+		return
+	}
+	since, err := ParseSince(q.Get("since"), time.Now())
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	filter, err := parseFlow(q.Get("flow"))
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	// The window ends now: a doctor asks right after its workload ends.
+	a.sample()
+	a.mu.Lock()
+	// The window starts at the newest sample with sockets at or before
+	// since, or the oldest one.
+	first := -1
+	for i, h := range a.samples {
+		if hasSockets(h.Sample) && (first < 0 || !h.Time.After(since)) {
+			first = i
+		}
+	}
+	if first < 0 || first == len(a.samples)-1 {
+		a.mu.Unlock()
+		httpError(w, http.StatusServiceUnavailable, "not enough samples yet: the agent reads the host once a second")
+		return
+	}
+	span := make([]*doctor.Sample, 0, len(a.samples)-first)
+	for _, h := range a.samples[first:] {
+		span = append(span, h.Sample)
+	}
+	var recording []byte
+	if a.rec != nil {
+		recording = a.store.recording(span[0].Time)
+	}
+	ev := a.watch.Evidence(span, recording)
+	a.mu.Unlock()
+	before, after := span[0], span[len(span)-1]
+	ev.Notes = append(ev.Notes, a.notes...)
+	if filter != nil {
+		kept := ev.Flows[:0]
+		for i := range ev.Flows {
+			if filter.match(&ev.Flows[i]) {
+				kept = append(kept, ev.Flows[i])
+			}
+		}
+		ev.Flows = kept
+	}
+	hostname, _ := os.Hostname()
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(EvidenceResponse{Host: hostname, From: before.Time, To: after.Time, Evidence: ev})
+}
+
+func hasSockets(s *doctor.Sample) bool {
+	for _, ns := range s.Namespaces {
+		if ns.Sockets != nil {
+			return true
+		}
+	}
+	return len(s.Namespaces) == 0
+}
+
+func (a *Agent) trace(w http.ResponseWriter, r *http.Request) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "query: "+err.Error())
+		return
+	}
+	since, err := ParseSince(q.Get("since"), time.Now())
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if a.rec == nil {
+		httpError(w, http.StatusNotFound, "this agent records no kernel events (no privileges, or --no-kernel-events)")
+		return
+	}
+	w.Header().Set("Content-Type", "application/vnd.skbtrace.trace")
+	if err := a.store.WriteTrace(w, since); err != nil {
+		fmt.Fprintln(a.opts.Log, "skbtrace agent: serving the trace: "+err.Error())
+	}
+}

@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/skbtrace/skbtrace/internal/agent"
+)
+
+func agentCmd(e *env) *cobra.Command {
+	var (
+		o         agent.Options
+		listen    string
+		tokenFile string
+		window    string
+	)
+	c := &cobra.Command{
+		Use:   "agent [flags]",
+		Short: "keep recording and serve metrics, the doctor's evidence and the recent trace over HTTP",
+		Long: `agent keeps the doctor's event families recording (the per-packet ones
+sampled 5 % of each second), reads tcp_info, counters and settings once a
+second, and keeps the last --window of both. It serves:
+
+  GET /metrics                      Prometheus metrics (docs/agent.md)
+  GET /v1/evidence?since=&flow=     the doctor's evidence for a window, JSON;
+                                    what doctor --peer joins
+  GET /v1/trace?since=              the recent trace, for parse, stat, export
+
+It listens on loopback unless told otherwise, and refuses another address
+without a token; /v1/ always needs the token when one is set, /metrics too
+unless --open-metrics.`,
+		Example: `  skbtrace agent
+  skbtrace agent --listen 10.0.0.2:9464 --token-file /etc/skbtrace/token --open-metrics
+  curl -H "Authorization: Bearer $(cat token)" 'http://10.0.0.2:9464/v1/evidence?since=5m'`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if tokenFile != "" {
+				b, err := os.ReadFile(tokenFile)
+				if err != nil {
+					return fmt.Errorf("reading the token: %w", err)
+				}
+				if o.Token = strings.TrimSpace(string(b)); o.Token == "" {
+					return fmt.Errorf("the token file %s is empty", tokenFile)
+				}
+			}
+			if (o.TLSCert == "") != (o.TLSKey == "") {
+				return usagef("--tls-cert and --tls-key go together")
+			}
+			if err := agent.CheckListen(listen, o.Token); err != nil {
+				return err
+			}
+			d, err := parseDuration(window)
+			if err != nil {
+				return err
+			}
+			o.Window, o.Log = d, e.stderr
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("listening on %s: %w", listen, err)
+			}
+			a, err := agent.Start(o)
+			if err != nil {
+				ln.Close()
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			served := make(chan error, 1)
+			go func() { served <- a.Serve(ctx, ln) }()
+			scheme := "http"
+			if o.TLSCert != "" {
+				scheme = "https"
+			}
+			fmt.Fprintf(e.stderr, "skbtrace: agent serving on %s://%s (window %v); stop with Ctrl-C\n", scheme, ln.Addr(), o.Window)
+			runErr := a.Run(ctx)
+			stop()
+			if err := <-served; err != nil && runErr == nil {
+				runErr = fmt.Errorf("serving: %w", err)
+			}
+			return runErr
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&listen, "listen", agent.DefaultListen, "`ADDR` to serve on (another than loopback needs --token-file)")
+	f.StringVar(&tokenFile, "token-file", "", "bearer token `FILE`: required on /v1/, and on /metrics unless --open-metrics")
+	f.BoolVar(&o.OpenMetrics, "open-metrics", false, "serve /metrics without the token")
+	f.StringVar(&o.TLSCert, "tls-cert", "", "serve HTTPS with this certificate `FILE`")
+	f.StringVar(&o.TLSKey, "tls-key", "", "and this key `FILE`")
+	f.StringSliceVar(&o.Netns, "netns", nil, "watch these network namespaces (`NAME`; default: this one and every named one, also later ones)")
+	f.StringVar(&window, "window", "10m", "keep this much of the past (`DURATION`)")
+	f.BoolVar(&o.NoKernelEvents, "no-kernel-events", false, "record no kernel events: tcp_info, counters and settings only")
+	return c
+}

@@ -1,0 +1,202 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skbtrace/skbtrace/internal/lab"
+)
+
+// TestDoctorPeerNamesReceiverFaults: the doctor in the sender's namespace
+// sees none of the receiver's sockets; joined with the agent's evidence
+// from the receiver's namespace it names the receiver-side faults (a small
+// receive buffer, GRO blocked by the sender's outer headers).
+func TestDoctorPeerNamesReceiverFaults(t *testing.T) {
+	requireRoot(t)
+	out, err := exec.Command(binary, "lab", "run", "rwnd-limited", "gro-blocked", "--doctor", "--peer", "--json").Output()
+	if err != nil {
+		t.Fatalf("skbtrace lab run --doctor --peer: %v\n%s", err, out)
+	}
+	var reports []struct {
+		Name   string `json:"name"`
+		Doctor struct {
+			Agrees   bool `json:"agrees"`
+			Findings []struct {
+				ID       string   `json:"id"`
+				Scope    string   `json:"scope"`
+				Evidence []string `json:"evidence"`
+			} `json:"findings"`
+			Evidence struct {
+				Namespaces []struct {
+					Name string `json:"name"`
+				} `json:"namespaces"`
+				Peers []struct {
+					Flows int `json:"flows"`
+				} `json:"peers"`
+			} `json:"evidence"`
+		} `json:"doctor"`
+	}
+	if err := json.Unmarshal(out, &reports); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reports {
+		d := r.Doctor
+		var names []string
+		for _, ns := range d.Evidence.Namespaces {
+			names = append(names, ns.Name)
+		}
+		if len(d.Evidence.Peers) != 1 || d.Evidence.Peers[0].Flows == 0 {
+			t.Errorf("%s: the agent's evidence did not join (peers %+v)", r.Name, d.Evidence.Peers)
+		}
+		if len(names) != 2 || !strings.HasPrefix(names[1], "peer/") {
+			t.Errorf("%s: namespaces %v, want the sender's and the peer's", r.Name, names)
+		}
+		if !d.Agrees || len(d.Findings) == 0 {
+			t.Errorf("%s: the doctor's top finding is not the expected one", r.Name)
+			continue
+		}
+		// The receiver's side is known only from the agent.
+		if top := d.Findings[0]; !strings.Contains(top.Scope+strings.Join(top.Evidence, " "), "peer/") {
+			t.Errorf("%s: %s is not judged from the peer's evidence: %s; %v", r.Name, top.ID, top.Scope, top.Evidence)
+		}
+	}
+}
+
+// TestDoctorPeerDownIsANote: an unreachable peer costs a note, not the report.
+func TestDoctorPeerDownIsANote(t *testing.T) {
+	requireRoot(t)
+	dir := t.TempDir()
+	report := filepath.Join(dir, "report.json")
+	out, err := exec.Command(binary, "doctor", "-d", "1", "--json", "-o", report, "--peer", fmt.Sprintf("http://127.0.0.1:%d", freePort(t))).CombinedOutput()
+	if err != nil {
+		t.Fatalf("doctor with its peer down: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "peer not joined") {
+		t.Errorf("the report does not note the unreachable peer:\n%s", b)
+	}
+}
+
+// startAgent runs `skbtrace agent` watching one namespace and waits until
+// it answers.
+func startAgent(t *testing.T, netns, tokenFile string) string {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cmd := exec.Command(binary, "agent", "--listen", addr, "--netns", netns, "--token-file", tokenFile, "--open-metrics", "--window", "2m")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
+	go io.Copy(io.Discard, stderr)
+	waitListening(t, addr)
+	return addr
+}
+
+// TestPrometheusScrapesTwoAgents: Prometheus (the distribution's) scrapes an
+// agent per namespace of a lab pair while a flow is held by a 16 KB send
+// buffer; PromQL gives that flow's sndbuf share of the sender's time.
+func TestPrometheusScrapesTwoAgents(t *testing.T) {
+	requireRoot(t)
+	prom := requireTool(t, "prometheus")
+	pair := newPair(t)
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	os.WriteFile(tokenFile, []byte("e2e-token\n"), 0o600)
+	agents := []string{startAgent(t, pair.Sender.Name, tokenFile), startAgent(t, pair.Receiver.Name, tokenFile)}
+	promAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	config := fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: skbtrace\n    static_configs:\n      - targets: ['%s', '%s']\n", agents[0], agents[1])
+	os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o644)
+	cmd := exec.Command(prom, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+promAddr)
+	promLog := &syncBuffer{}
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
+	go collectLines(stderr, promLog)
+	waitListening(t, promAddr)
+
+	addr := loadServer(t, pair)
+	loadClient(t, pair, addr, "-d", "8", "--sndbuf", "16384", "--cc", "cubic")
+	query := `sum by (local, peer) (increase(skbtrace_flow_send_limit_seconds_total{reason="sndbuf"}[20s])) / ` +
+		`sum by (local, peer) (increase(skbtrace_flow_send_limit_seconds_total[20s]))`
+	var got map[string]float64
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		got = promQuery(t, promAddr, query)
+		if len(got) > 0 {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	var share float64
+	var flows []string
+	for flow, v := range got {
+		flows = append(flows, fmt.Sprintf("%s=%.2f", flow, v))
+		if strings.HasPrefix(flow, lab.SenderAddr.Addr().String()+":") {
+			share = max(share, v)
+		}
+	}
+	if share < 0.5 {
+		t.Errorf("PromQL: the send-buffer-bound flow's sndbuf share is %.2f, want most of its time; series: %v\nprometheus said:\n%s", share, flows, promLog.String())
+	}
+	up := promQuery(t, promAddr, `up{job="skbtrace"}`)
+	if len(up) != 2 {
+		t.Errorf("prometheus scraped %d agents, want 2: %v", len(up), up)
+	}
+	t.Logf("sndbuf share %.2f; series %v", share, flows)
+}
+
+// promQuery runs an instant query and returns each series' value, keyed by
+// "local->peer" (or its instance).
+func promQuery(t *testing.T, addr, q string) map[string]float64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/v1/query?query="+url.QueryEscape(q), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("querying prometheus: %v", err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(bufio.NewReader(resp.Body)).Decode(&r); err != nil || r.Status != "success" {
+		t.Fatalf("prometheus query %q: %v %s", q, err, r.Error)
+	}
+	out := map[string]float64{}
+	for _, s := range r.Data.Result {
+		var v float64
+		fmt.Sscan(fmt.Sprint(s.Value[1]), &v)
+		key := s.Metric["local"] + "->" + s.Metric["peer"]
+		if s.Metric["local"] == "" {
+			key = s.Metric["instance"]
+		}
+		out[key] = v
+	}
+	return out
+}
