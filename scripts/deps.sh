@@ -32,3 +32,6 @@ fi
 
 command -v go >/dev/null || { echo "deps: Go is not installed" >&2; exit 1; }
 go mod download
+
+# The Parquet export's test reads the tables with DuckDB, as users would.
+python3 -c 'import duckdb' 2>/dev/null || python3 -m pip install --quiet duckdb

@@ -39,7 +39,7 @@ does for block I/O: record writes a compact binary trace, parse prints it.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(recordCmd(e), parseCmd(e), liveCmd(e), statCmd(e), eventsCmd(e), loadCmd(e), labCmd(e), doctorCmd(e), pcapCmd(e), profileCmd(e), compareCmd(e), agentCmd(e))
+	root.AddCommand(recordCmd(e), parseCmd(e), liveCmd(e), statCmd(e), eventsCmd(e), loadCmd(e), labCmd(e), doctorCmd(e), pcapCmd(e), profileCmd(e), compareCmd(e), agentCmd(e), exportCmd(e))
 
 	err := root.Execute()
 	if err == nil {

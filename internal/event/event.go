@@ -409,3 +409,18 @@ func ProtocolName(ethertype uint16, l4 uint8) string {
 	}
 	return l3 + "/" + strconv.Itoa(int(l4))
 }
+
+// QdiscHandle prints a qdisc handle as tc does: "1:", "1:10", "root".
+func QdiscHandle(h uint32) string {
+	switch h {
+	case 0xffffffff:
+		return "root"
+	case 0:
+		return "none"
+	}
+	s := strconv.FormatUint(uint64(h>>16), 16) + ":"
+	if minor := h & 0xffff; minor != 0 {
+		s += strconv.FormatUint(uint64(minor), 16)
+	}
+	return s
+}

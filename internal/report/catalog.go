@@ -135,8 +135,8 @@ func catalogFields(f fields, ev *event.Event, names Names) {
 		f.bytes("dev", event.CString(q.Dev[:]))
 		netns(f, q.Netns, names)
 		f.bytes("kind", event.CString(q.Kind[:]))
-		f.str("handle", qdiscHandle(q.Handle))
-		f.str("parent", qdiscHandle(q.Parent))
+		f.str("handle", event.QdiscHandle(q.Handle))
+		f.str("parent", event.QdiscHandle(q.Parent))
 		f.uint("enqueues", q.Enqueues)
 		f.uint("dequeues", q.Dequeues)
 		f.uint("drops", q.Drops)
@@ -186,21 +186,6 @@ func symbol(names Names, addr uint64) string {
 		}
 	}
 	return "0x" + strconv.FormatUint(addr, 16)
-}
-
-// qdiscHandle prints a qdisc handle as tc does: "1:", "1:10", "root".
-func qdiscHandle(h uint32) string {
-	switch h {
-	case 0xffffffff:
-		return "root"
-	case 0:
-		return "none"
-	}
-	s := strconv.FormatUint(uint64(h>>16), 16) + ":"
-	if minor := h & 0xffff; minor != 0 {
-		s += strconv.FormatUint(uint64(minor), 16)
-	}
-	return s
 }
 
 type textFields struct{ b []byte }

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
+	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/units"
 )
 
@@ -181,8 +182,8 @@ func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 		v.Processes = append(v.Processes, pv)
 	}
 	for _, q := range st.Qdiscs {
-		v.Qdiscs = append(v.Qdiscs, QdiscView{Dev: q.Dev, Netns: nsName(q.Netns), Kind: q.Kind, Handle: qdiscHandle(q.Handle),
-			Parent: qdiscHandle(q.Parent), Enqueues: q.Enqueues, Dequeues: q.Dequeues, Drops: q.Drops,
+		v.Qdiscs = append(v.Qdiscs, QdiscView{Dev: q.Dev, Netns: nsName(q.Netns), Kind: q.Kind, Handle: event.QdiscHandle(q.Handle),
+			Parent: event.QdiscHandle(q.Parent), Enqueues: q.Enqueues, Dequeues: q.Dequeues, Drops: q.Drops,
 			Requeues: q.Requeues, BacklogMax: q.BacklogMax})
 	}
 	for _, c := range st.Connections {

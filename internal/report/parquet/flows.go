@@ -1,0 +1,82 @@
+package parquet
+
+import (
+	"github.com/skbtrace/skbtrace/internal/analyze"
+	"github.com/skbtrace/skbtrace/internal/report"
+)
+
+// flowRow is one connection as `skbtrace stat --json` reports it, from the
+// same computation (report.NewStatView), with its span in the recording.
+type flowRow struct {
+	meta
+	Sock          string   `parquet:"sock,dict"`
+	Local         string   `parquet:"local,dict"`
+	Peer          string   `parquet:"peer,dict"`
+	Netns         int64    `parquet:"netns"`
+	NetnsName     string   `parquet:"netns_name,dict"`
+	FirstNs       int64    `parquet:"first_ns"`
+	LastNs        int64    `parquet:"last_ns"`
+	Seconds       float64  `parquet:"seconds"`
+	States        []string `parquet:"states,list"`
+	Bytes         int64    `parquet:"bytes"`
+	BytesAcked    int64    `parquet:"bytes_acked"`
+	BytesReceived int64    `parquet:"bytes_received"`
+	Throughput    float64  `parquet:"throughput_bytes_per_s"`
+	// LimitShare is each send-limit reason's share of the time in runs;
+	// LimitDecisions counts the decisions (incoming ACKs) of each.
+	LimitShare            reasons[float64] `parquet:"limit_share"`
+	LimitDecisions        reasons[int64]   `parquet:"limit_decisions"`
+	RetransSegs           int64            `parquet:"retrans_segs"`
+	RTTMinUs              int64            `parquet:"rtt_min_us"`
+	SRTTAvgUs             float64          `parquet:"srtt_avg_us"`
+	SRTTMaxUs             int64            `parquet:"srtt_max_us"`
+	CwndMin               int64            `parquet:"cwnd_min"`
+	CwndMax               int64            `parquet:"cwnd_max"`
+	CongStates            map[string]int64 `parquet:"cong_states"`
+	Resets                int64            `parquet:"resets"`
+	KernelBusyUs          int64            `parquet:"kernel_busy_us"`
+	KernelRwndLimitedUs   int64            `parquet:"kernel_rwnd_limited_us"`
+	KernelSndbufLimitedUs int64            `parquet:"kernel_sndbuf_limited_us"`
+}
+
+func (x *Exporter) writeFlows() error {
+	view := report.NewStatView(x.stat, x.sum)
+	// NewStatView lists the active connections in the order it sorted
+	// x.stat.Connections into: the two walk together.
+	var active []*analyze.ConnStat
+	for _, c := range x.stat.Connections {
+		if c.Active() {
+			active = append(active, c)
+		}
+	}
+	t, err := createTable[flowRow](x.dir, flowsTable)
+	if err != nil {
+		return err
+	}
+	for i, v := range view.Connections {
+		r, err := t.next()
+		if err != nil {
+			t.close()
+			return err
+		}
+		c := active[i]
+		r.meta = x.meta
+		r.Sock, r.Local, r.Peer = v.Sock, v.Local, v.Peer
+		r.Netns, r.NetnsName = int64(c.Netns), x.sum.Names.NetnsName(c.Netns)
+		r.FirstNs, r.LastNs, r.Seconds, r.States = c.First, c.Last, v.Seconds, v.States
+		r.Bytes = int64(max(v.BytesAcked, v.BytesReceived))
+		r.BytesAcked, r.BytesReceived, r.Throughput = int64(v.BytesAcked), int64(v.BytesReceived), v.ThroughputBps
+		r.LimitShare.set(byName[float64, float64](v.LimitShare))
+		r.LimitDecisions.set(byName[uint64, int64](v.LimitDecisions))
+		r.RetransSegs, r.RTTMinUs, r.SRTTAvgUs, r.SRTTMaxUs = int64(v.RetransSegs), int64(v.MinRTTus), v.AvgSRTTus, int64(v.MaxSRTTus)
+		r.CwndMin, r.CwndMax, r.Resets = int64(v.CwndMin), int64(v.CwndMax), int64(v.Resets)
+		r.CongStates = make(map[string]int64, len(v.CongStates))
+		for k, n := range v.CongStates {
+			r.CongStates[k] = int64(n)
+		}
+		if k := v.Kernel; k != nil {
+			r.KernelBusyUs, r.KernelRwndLimitedUs, r.KernelSndbufLimitedUs = int64(k.BusyUs), int64(k.RwndLimitedUs), int64(k.SndbufLimitedUs)
+		}
+	}
+	return t.close()
+}
