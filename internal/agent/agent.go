@@ -73,14 +73,16 @@ type Agent struct {
 	busy    chan struct{} // bounds concurrent evidence and trace requests
 }
 
-// sampleEvery is how often the host is read. Sockets are kept in every
-// sample of the last keepAllSockets, then every keepSocketsEvery-th: memory
-// stays bounded on hosts with many sockets, recent windows start to the
-// second and older ones within 10 s.
+// sampleEvery is how often the host is read. Sockets are kept in every sample of
+// the last keepAllSockets, then every keepSocketsEvery-th: memory stays
+// bounded on hosts with many sockets, recent windows start within 2 s and
+// older ones within 10 s. An evidence request samples once more, so its
+// window ends when it is asked.
 const (
-	sampleEvery      = time.Second
+	recordEvery      = 2 * time.Second
+	sampleEvery      = 2 * time.Second
 	keepAllSockets   = 30 * time.Second
-	keepSocketsEvery = 10
+	keepSocketsEvery = 5
 )
 
 // held is a kept sample; grid ones keep their sockets for the window.
@@ -123,7 +125,8 @@ func Start(o Options) (*Agent, error) {
 	a.store = newStore(o.Window, o.MaxTraceBytes, a.totals)
 	if !o.NoKernelEvents {
 		var notes []string
-		a.rec, notes = doctor.StartRecording(false)
+		// Drained and sampled every 2 s: every second cost 1 % of a CPU idle.
+		a.rec, notes = doctor.StartRecording(false, recordEvery)
 		for _, n := range notes {
 			fmt.Fprintln(o.Log, "skbtrace agent: "+n)
 		}
@@ -403,7 +406,7 @@ func (a *Agent) evidence(w http.ResponseWriter, r *http.Request) {
 	}
 	if first < 0 || first == len(a.samples)-1 {
 		a.mu.Unlock()
-		httpError(w, http.StatusServiceUnavailable, "not enough samples yet: the agent reads the host once a second")
+		httpError(w, http.StatusServiceUnavailable, "not enough samples yet: the agent reads the host every 2 s")
 		return
 	}
 	span := make([]*doctor.Sample, 0, len(a.samples)-first)

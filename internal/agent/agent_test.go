@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -36,7 +37,7 @@ func testAgent(t *testing.T, o Options) *Agent {
 	return a
 }
 
-func get(t *testing.T, h http.Handler, target, auth string) *httptest.ResponseRecorder {
+func get(t testing.TB, h http.Handler, target, auth string) *httptest.ResponseRecorder {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodGet, target, nil)
 	if auth != "" {
@@ -311,4 +312,31 @@ func FuzzEvidenceQuery(f *testing.F) {
 			t.Errorf("query %q: error body is not JSON: %s", q, rec.Body)
 		}
 	})
+}
+
+// BenchmarkScrape1000Flows: /metrics with 1000 live flows and sockets.
+func BenchmarkScrape1000Flows(b *testing.B) {
+	tot := newTotals(time.Minute, nil, 1)
+	s := newStore(time.Minute, 1<<20, tot)
+	w, err := tracetest.NewWriter(s, trace.NativeOrder)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 1000 {
+		a := tracetest.Addrs(netip.MustParseAddrPort("10.0.0.1:40000"), netip.AddrPortFrom(netip.MustParseAddrPort("10.0.0.2:5201").Addr(), uint16(1000+i)), 7)
+		for r := range uint8(4) {
+			w.Event(uint16(event.TypeTCPSendlim), tracetest.Sendlim(uint64(4*i)+uint64(r)+1, uint64(i+1)*1e6, uint64(i)*1e6, 0, uint64(0x1000+i), a, r, 10, 5))
+		}
+		tot.sockets = append(tot.sockets, socketReading{netns: "blue", local: fmt.Sprintf("10.0.0.1:%d", 1000+i), peer: "10.0.0.2:5201", acked: 1e9})
+	}
+	w.Flush()
+	a := &Agent{totals: tot, store: s, busy: make(chan struct{}, 4)}
+	h := a.Handler()
+	b.ResetTimer()
+	for b.Loop() {
+		rec := get(b, h, "/metrics", "")
+		if rec.Code != 200 {
+			b.Fatal(rec.Code)
+		}
+	}
 }

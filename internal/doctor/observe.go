@@ -62,6 +62,8 @@ type Options struct {
 	// Timeline keeps the run's series (tcp_info and CPU readings, the
 	// recording's events) for the HTML report.
 	Timeline bool
+	// interval is the recording's drain and sampling interval (default 1 s).
+	interval time.Duration
 }
 
 // Observation is the evidence of one run and the recording behind it.
@@ -295,9 +297,10 @@ func stopRecording(rec *collect.Recording, stop chan struct{}, done chan error) 
 
 // StartRecording starts the doctor's recording for a long-running
 // observer (the agent): the default families, per-packet ones sampled
-// unless deep. A nil recording comes with a note saying why.
-func StartRecording(deep bool) (*collect.Recording, []string) {
-	return startRecording(Options{Deep: deep}, nil)
+// unless deep, drained (and sampled) every interval. A nil recording comes
+// with a note saying why.
+func StartRecording(deep bool, interval time.Duration) (*collect.Recording, []string) {
+	return startRecording(Options{Deep: deep, interval: interval}, nil)
 }
 
 func startRecording(opts Options, notes []string) (*collect.Recording, []string) {
@@ -328,7 +331,11 @@ func startRecording(opts Options, notes []string) (*collect.Recording, []string)
 		}
 	}
 	// Drained once a second: every 200 ms cost the stream a few percent more.
-	rec, err := collect.Start(collect.Options{Families: fams, Interval: time.Second, Sample: sample})
+	interval := time.Second
+	if opts.interval > 0 {
+		interval = opts.interval
+	}
+	rec, err := collect.Start(collect.Options{Families: fams, Interval: interval, Sample: sample})
 	if err != nil {
 		return nil, append(notes, "kernel events unavailable: "+err.Error())
 	}
