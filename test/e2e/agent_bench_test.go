@@ -141,7 +141,14 @@ func BenchmarkAgentMemoryUnderChurn(b *testing.B) {
 				return
 			default:
 			}
-			c := dialFrom(b, pair.Sender, &net.Dialer{}, "tcp", ln.Addr().String())
+			// Not dialFrom: a failed dial (ports in TIME_WAIT) must not end
+			// this goroutine, which the benchmark waits for.
+			var c net.Conn
+			err := pair.Sender.Do(func() (err error) { c, err = net.Dial("tcp", ln.Addr().String()); return err })
+			if err != nil {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
 			c.Write(make([]byte, 64<<10))
 			c.Close()
 			n++

@@ -161,6 +161,32 @@ func TestPrometheusScrapesTwoAgents(t *testing.T) {
 		t.Errorf("prometheus scraped %d agents, want 2: %v", len(up), up)
 	}
 	t.Logf("sndbuf share %.2f; series %v", share, flows)
+
+	// The sender's agent serves its recent trace to the token only; stat reads it.
+	get := func(auth string) *http.Response {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+agents[0]+"/v1/trace?since=1m", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if resp := get(""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("/v1/trace without the token: %s", resp.Status)
+	}
+	resp := get("Bearer e2e-token")
+	tr := filepath.Join(dir, "agent.trace")
+	f, _ := os.Create(tr)
+	io.Copy(f, resp.Body)
+	resp.Body.Close()
+	f.Close()
+	out, err := exec.Command(binary, "stat", "-i", tr, "--json").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), lab.SenderAddr.Addr().String()) {
+		t.Errorf("stat of the agent's trace: %v\n%.2000s", err, out)
+	}
 }
 
 // promQuery runs an instant query and returns each series' value, keyed by
