@@ -340,3 +340,37 @@ func BenchmarkScrape1000Flows(b *testing.B) {
 		}
 	}
 }
+
+// TestScrapesWhileRecording: the store hands events to the totals under its
+// lock while scrapes read both; neither may wait on the other.
+func TestScrapesWhileRecording(t *testing.T) {
+	tot := newTotals(time.Minute, nil, 1)
+	s := newStore(time.Minute, 1<<20, tot)
+	w := recorderTo(t, s)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&collector{t: tot, store: s})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 200 {
+			traceOf(t, w, 20)
+		}
+	}()
+	for {
+		gathered := make(chan error, 1)
+		go func() { _, err := reg.Gather(); gathered <- err }()
+		select {
+		case err := <-gathered:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a scrape waited 10 s on the recording: a lock-order deadlock")
+		}
+		select {
+		case <-done:
+			return
+		default:
+		}
+	}
+}

@@ -199,6 +199,9 @@ type collector struct {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	// The store's lock first and alone: the store holds it while it hands
+	// events to the totals, which take theirs.
+	_, bytes, dropped, _ := c.store.stats()
 	t := c.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -286,7 +289,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if c.bpf != nil {
 		ch <- prometheus.MustNewConstMetric(descBPF, prometheus.CounterValue, c.bpf().Seconds())
 	}
-	_, bytes, dropped, _ := c.store.stats()
 	ch <- prometheus.MustNewConstMetric(descWindowBytes, prometheus.GaugeValue, float64(bytes))
 	ch <- prometheus.MustNewConstMetric(descWindowEvicts, prometheus.CounterValue, float64(dropped))
 }

@@ -226,3 +226,46 @@ func promQuery(t *testing.T, addr, q string) map[string]float64 {
 	}
 	return out
 }
+
+// TestAgentFollowsNamespacesThatComeAndGo: an agent watching every
+// namespace picks up one created after it started, names its flows in the
+// evidence, and keeps serving once it is deleted.
+func TestAgentFollowsNamespacesThatComeAndGo(t *testing.T) {
+	requireRoot(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cmd := exec.Command(binary, "agent", "--listen", addr, "--window", "1m")
+	stderr := &syncBuffer{}
+	pipe, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
+	go collectLines(pipe, stderr)
+	waitListening(t, addr)
+	evidence := func() string {
+		resp, err := http.Get("http://" + addr + "/v1/evidence?since=1m")
+		if err != nil {
+			t.Fatalf("the agent stopped serving: %v\n%s", err, stderr)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("evidence: %s %s", resp.Status, b)
+		}
+		return string(b)
+	}
+	pair := newPair(t) // created after the agent started
+	addrIn := loadServer(t, pair)
+	loadClient(t, pair, addrIn, "-d", "1")
+	if got := evidence(); !strings.Contains(got, pair.Sender.Name) || !strings.Contains(got, lab.SenderAddr.Addr().String()) {
+		t.Errorf("the evidence does not hold the new namespace %s and its flow:\n%.3000s", pair.Sender.Name, got)
+	}
+	sender := pair.Sender.Name
+	if err := pair.Close(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if got := evidence(); strings.Contains(got, `"name":"`+sender+`"`) {
+		t.Errorf("the deleted namespace %s is still watched", sender)
+	}
+}
