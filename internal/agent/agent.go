@@ -369,6 +369,22 @@ func (f *flowFilter) match(fl *doctor.Flow) bool {
 	return eq(fl.Local, f.a) || eq(fl.Peer, f.a)
 }
 
+// windowQuery reads a request's query and its since; on bad input it has
+// answered 400.
+func windowQuery(w http.ResponseWriter, r *http.Request) (url.Values, time.Time, bool) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err == nil {
+		var since time.Time
+		if since, err = ParseSince(q.Get("since"), time.Now()); err == nil {
+			return q, since, true
+		}
+	} else {
+		err = fmt.Errorf("query: %w", err)
+	}
+	httpError(w, http.StatusBadRequest, err.Error())
+	return nil, time.Time{}, false
+}
+
 // EvidenceResponse is /v1/evidence's body.
 type EvidenceResponse struct {
 	Host     string           `json:"host"`
@@ -378,14 +394,8 @@ type EvidenceResponse struct {
 }
 
 func (a *Agent) evidence(w http.ResponseWriter, r *http.Request) {
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		httpError(w, http.StatusBadRequest, "query: "+err.Error())
-		return
-	}
-	since, err := ParseSince(q.Get("since"), time.Now())
-	if err != nil {
-		httpError(w, http.StatusBadRequest, err.Error())
+	q, since, ok := windowQuery(w, r)
+	if !ok {
 		return
 	}
 	filter, err := parseFlow(q.Get("flow"))
@@ -445,14 +455,8 @@ func hasSockets(s *doctor.Sample) bool {
 }
 
 func (a *Agent) trace(w http.ResponseWriter, r *http.Request) {
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		httpError(w, http.StatusBadRequest, "query: "+err.Error())
-		return
-	}
-	since, err := ParseSince(q.Get("since"), time.Now())
-	if err != nil {
-		httpError(w, http.StatusBadRequest, err.Error())
+	_, since, ok := windowQuery(w, r)
+	if !ok {
 		return
 	}
 	if a.rec == nil {

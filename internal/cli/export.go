@@ -94,7 +94,10 @@ A damaged trace is exported up to the damage, then export fails.`,
 				return err
 			}
 			if rerr != nil {
-				return fmt.Errorf("%w (exported everything before it)", rerr)
+				if sum.Matched == 0 {
+					return fmt.Errorf("%w (no event could be read; nothing exported)", rerr)
+				}
+				return fmt.Errorf("%w (exported the %d events before it)", rerr, sum.Matched)
 			}
 			return nil
 		},

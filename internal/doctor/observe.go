@@ -127,6 +127,10 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 		before[w.name] = s
 	}
 	rec, notes := startRecording(opts, notes)
+	if rec != nil && !opts.Deep {
+		notes = append(notes, fmt.Sprintf("segments per skb, softirq time and socket calls (%s) were recorded %.0f%% of each second "+
+			"and scaled to the observation; --deep records them all the time, at a higher cost", strings.Join(DeepFamilies, ", "), SampleShare*100))
+	}
 	var traceBuf bytes.Buffer
 	var recDone chan error
 	stopRec := make(chan struct{})
@@ -321,8 +325,6 @@ func startRecording(opts Options, notes []string) (*collect.Recording, []string)
 	sample := 1.0
 	if !opts.Deep {
 		sample = SampleShare
-		notes = append(notes, fmt.Sprintf("segments per skb, softirq time and socket calls (%s) were recorded %.0f%% of each second "+
-			"and scaled to the observation; --deep records them all the time, at a higher cost", strings.Join(DeepFamilies, ", "), SampleShare*100))
 	}
 	var fams []collect.Family
 	for _, name := range names {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"sort"
 	"strings"
@@ -21,6 +22,20 @@ func loadServer(t testing.TB, pair *lab.Pair) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	return addr
+}
+
+// loopbackServer runs `skbtrace load server` on a free loopback port for
+// the test and returns its address.
+func loopbackServer(t *testing.T) string {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	server := exec.Command(binary, "load", "server", "--listen", addr)
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { server.Process.Kill(); server.Wait() })
+	waitListening(t, addr)
 	return addr
 }
 

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,13 +17,7 @@ import (
 // output format be written.
 func TestProfileAttributesUDPSendsAndCountsPackets(t *testing.T) {
 	requireRoot(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	server := exec.Command(binary, "load", "server", "--listen", addr)
-	if err := server.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { server.Process.Kill(); server.Wait() }()
-	waitListening(t, addr)
+	addr := loopbackServer(t)
 	dir := t.TempDir()
 	pb := filepath.Join(dir, "udp.pb.gz")
 	// The sender is skbtrace's own load generator, so the guests of the
@@ -97,13 +90,7 @@ func TestLabComparePairsNameWhatChanged(t *testing.T) {
 // compare can diff two reports phase by phase.
 func TestDoctorProfileJoinsTheReport(t *testing.T) {
 	requireRoot(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	server := exec.Command(binary, "load", "server", "--listen", addr)
-	if err := server.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { server.Process.Kill(); server.Wait() }()
-	waitListening(t, addr)
+	addr := loopbackServer(t)
 	dir := t.TempDir()
 	report := func(name, size string) string {
 		file := filepath.Join(dir, name+".json")

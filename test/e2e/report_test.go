@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,13 +104,7 @@ func TestDoctorPagesOfLabRuns(t *testing.T) {
 // short: the cut one still draws the flow and says where the damage is.
 func TestStatPageOfDamagedTrace(t *testing.T) {
 	requireRoot(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	server := exec.Command(binary, "load", "server", "--listen", addr)
-	if err := server.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { server.Process.Kill(); server.Wait() }()
-	waitListening(t, addr)
+	addr := loopbackServer(t)
 	dir := t.TempDir()
 	tr := filepath.Join(dir, "run.trace")
 	out, err := exec.Command(binary, "doctor", "--trace", tr, "-o", filepath.Join(dir, "doctor.txt"), "--",
