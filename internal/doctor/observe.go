@@ -215,7 +215,7 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 
 	obs := &Observation{Evidence: ev, WorkloadErr: workErr}
 	if rec != nil {
-		if err := joinRecording(obs, traceBuf.Bytes(), spaces, series); err != nil {
+		if err := joinRecording(obs, &traceBuf, spaces, series); err != nil {
 			notes = append(notes, "reading back the recording: "+err.Error())
 		}
 	}
@@ -435,8 +435,8 @@ func namespaceEvidence(w *watched, before, after *snapshot) Namespace {
 }
 
 // joinRecording reads the recording back and adds what it saw to the evidence.
-func joinRecording(obs *Observation, data []byte, spaces []*watched, series *timeline.Builder) error {
-	r, err := trace.NewReader(bytes.NewReader(data))
+func joinRecording(obs *Observation, recording io.Reader, spaces []*watched, series *timeline.Builder) error {
+	r, err := trace.NewReader(recording)
 	if err != nil {
 		return err
 	}

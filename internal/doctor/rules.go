@@ -39,6 +39,9 @@ const (
 	// pathQueueDelay is the growth of a flow's round trip over its minimum
 	// that says packets wait in a queue somewhere, not in the ends' stacks.
 	pathQueueDelay = 5 * time.Millisecond
+	// minLocatedDrops of a flow's packets, with their reason and place,
+	// convict a loss; fewer happen on any busy host.
+	minLocatedDrops = 10
 )
 
 // Offload features by the kernel's names, as the evidence holds them.
@@ -586,7 +589,7 @@ func packetLoss(ev *Evidence) []finding.Finding {
 	// Drops of the flows' packets, with a reason, convict; retransmissions
 	// alone say something was lost, not where.
 	lossConfidence := finding.Likely
-	if len(drops) > 0 && dropped >= 10 {
+	if len(drops) > 0 && dropped >= minLocatedDrops {
 		lossConfidence = finding.Strong
 	}
 	title := "packets are lost on the path"
@@ -1181,12 +1184,22 @@ func pathQueues(ev *Evidence) []finding.Finding {
 				evidence = append(evidence, fmt.Sprintf("%d of its packets dropped by a full queue: skb_drop [%s] at %s on %s%s", d.Count, d.Reason, d.Location, orNone(d.Dev), unobserved(ev, d.Dev)))
 			}
 		}
-		out = append(out, finding.Finding{ID: "rate-shaped", Severity: finding.Warning,
-			Title:    fmt.Sprintf("a queue beyond this host holds %s -> %s to %s: a shaper or a slower link on the path", f.Local, f.Peer, units.Bits(f.SendBps())),
-			Evidence: evidence,
-			Explanation: "When a hop forwards slower than the sender can send, packets queue in front of it: the round trip " +
-				"grows by the queue, losses come when it overflows, and the flow settles at the hop's rate whatever the " +
-				"ends could do. No shaper on the observed devices explains it, so the hop is elsewhere on the path.",
+		severity, explanation := finding.Warning, "When a hop forwards slower than the sender can send, packets queue in front of it: the round trip "+
+			"grows by the queue, losses come when it overflows, and the flow settles at the hop's rate whatever the "+
+			"ends could do. No shaper on the observed devices explains it, so the hop is elsewhere on the path."
+		// Drops located on the way, for a reason other than a full queue,
+		// convict the window's waits themselves (packet-loss); the longer
+		// round trip then says only that something queued, perhaps a busy CPU.
+		if d := lossElsewhere(ev, f); d != nil {
+			severity = finding.Info
+			evidence = append(evidence, fmt.Sprintf("but %d of the flow's packets were dropped as skb_drop [%s] at %s on %s: loss, not a hop's rate, cuts its window",
+				d.Count, d.Reason, d.Location, orNone(d.Dev)))
+			explanation += " Here the flow also lost packets to something other than a queue (packet-loss): the loss holds its window."
+		}
+		out = append(out, finding.Finding{ID: "rate-shaped", Severity: severity,
+			Title:       fmt.Sprintf("a queue beyond this host holds %s -> %s to %s: a shaper or a slower link on the path", f.Local, f.Peer, units.Bits(f.SendBps())),
+			Evidence:    evidence,
+			Explanation: explanation,
 			Remedy: []string{
 				"find the hop: tc -s qdisc show on each router or namespace of the path (a rate, overlimits, a standing backlog)",
 				"a rate limit there works as configured: raise it or move the flow; a slower link: upgrade it or spread the load",
@@ -1200,6 +1213,26 @@ func pathQueues(ev *Evidence) []finding.Finding {
 
 // ackClockSlowed says a flow's round trip grew far beyond its minimum: its
 // packets wait in a queue somewhere, or its ACKs come late.
+// lossElsewhere is the largest drop, of at least minLocatedDrops packets,
+// that the flow's packets could have suffered for a reason other than a full
+// queue (a shaper's or a CPU's backlog overflowing is what a slow hop does).
+func lossElsewhere(ev *Evidence, f *Flow) *Drop {
+	var worst *Drop
+	for i := range ev.Drops {
+		d := &ev.Drops[i]
+		if benign(d) || strings.HasPrefix(d.Reason, "QDISC_") || d.Reason == "CPU_BACKLOG" || d.Count < minLocatedDrops || !ev.suffered(d) {
+			continue
+		}
+		if s := ev.sentBy(d); s != nil && s != f {
+			continue
+		}
+		if worst == nil || d.Count > worst.Count {
+			worst = d
+		}
+	}
+	return worst
+}
+
 func ackClockSlowed(f *Flow) bool {
 	return f.RTTus >= 4*f.MinRTTus && time.Duration(f.RTTus-f.MinRTTus)*time.Microsecond >= pathQueueDelay
 }

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/skbtrace/skbtrace/internal/host"
@@ -127,7 +128,7 @@ func (w *Watch) Sample(sockets bool) *Sample {
 // read sockets; a socket's last reading is the newest sample that still
 // had it, so connections that closed within the span count. recording is
 // the trace of the same span (nil: no kernel events).
-func (w *Watch) Evidence(span []*Sample, recording []byte) *Evidence {
+func (w *Watch) Evidence(span []*Sample, recording io.Reader) *Evidence {
 	before, after := span[0], span[len(span)-1]
 	seconds := after.Time.Sub(before.Time).Seconds()
 	notes := append([]string(nil), after.Notes...)
