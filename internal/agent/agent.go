@@ -115,7 +115,7 @@ func Start(o Options) (*Agent, error) {
 		o.Window = 10 * time.Minute
 	}
 	if o.MaxTraceBytes <= 0 {
-		o.MaxTraceBytes = 256 << 20
+		o.MaxTraceBytes = 64 << 20
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
@@ -423,9 +423,11 @@ func (a *Agent) evidence(w http.ResponseWriter, r *http.Request) {
 	for _, h := range a.samples[first:] {
 		span = append(span, h.Sample)
 	}
-	var recording []byte
+	var recording io.Reader
 	if a.rec != nil {
-		recording = a.store.recording(span[0].Time)
+		if r, err := a.store.recording(span[0].Time); err == nil {
+			recording = r
+		}
 	}
 	ev := a.watch.Evidence(span, recording)
 	a.mu.Unlock()

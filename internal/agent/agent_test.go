@@ -242,6 +242,50 @@ func TestStoreServesAReadableTraceAndKeepsNames(t *testing.T) {
 	}
 }
 
+// A trace being served (or replayed for evidence) reads the blocks of its
+// moment in place: the recorder goes on writing, and evicting, meanwhile,
+// and the reader still gets the whole trace it started.
+func TestATraceBeingReadHoldsUpNeitherTheRecorderNorEviction(t *testing.T) {
+	s := newStore(time.Hour, 4096, newTotals(time.Hour, nil, 1))
+	w := recorderTo(t, s)
+	traceOf(t, w, 3)
+	r, err := s.recording(time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make([]byte, 1)
+	if _, err := io.ReadFull(r, first); err != nil {
+		t.Fatal(err)
+	}
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		for range 50 {
+			traceOf(t, w, 20)
+		}
+	}()
+	select {
+	case <-written:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the recorder is held up by a half-read trace")
+	}
+	if _, _, dropped, _ := s.stats(); dropped == 0 {
+		t.Fatal("nothing was evicted; the test proves nothing")
+	}
+	tr, err := trace.NewReader(io.MultiReader(bytes.NewReader(first), r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := analyze.NewSummary()
+	n := 0
+	if err := analyze.Replay(tr, &event.Filter{}, sum, func(*event.Event) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 || !sum.Ended {
+		t.Errorf("the trace taken before 50 more blocks: %d events, ended %v; want 3, true", n, sum.Ended)
+	}
+}
+
 func TestMetricsNameOnlyTheBusiestFlows(t *testing.T) {
 	tot := newTotals(time.Minute, nil, 1)
 	s := newStore(time.Minute, 1<<20, tot)

@@ -139,44 +139,62 @@ func (s *store) evict(now time.Time) {
 // granularity: the recorder flushes about once a second), with the name
 // tables first and an end record, so parse and stat read it whole.
 func (s *store) WriteTrace(w io.Writer, since time.Time) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.header == nil {
-		return errors.New("the recording has not started")
-	}
-	tw, err := trace.NewWriter(w, s.hdr)
+	r, err := s.recording(since)
 	if err != nil {
 		return err
 	}
+	if _, err := io.Copy(w, r); err != nil {
+		return fmt.Errorf("writing the trace: %w", err)
+	}
+	return nil
+}
+
+// recording reads the trace since a time from the blocks in place: blocks
+// never change once stored, so a snapshot of the list is taken under the
+// lock and read without it, and neither a slow reader nor a replay holds up
+// the recorder or copies the window.
+func (s *store) recording(since time.Time) (io.Reader, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.header == nil {
+		return nil, errors.New("the recording has not started")
+	}
+	var head, tail bytes.Buffer
+	tw, err := trace.NewWriter(&head, s.hdr)
+	if err != nil {
+		return nil, err
+	}
 	for _, m := range s.meta {
 		if err := tw.Append(m.typ, m.body); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := tw.Flush(); err != nil {
-		return err
+		return nil, err
 	}
+	parts := []io.Reader{&head}
 	for _, b := range s.blocks {
-		if b.at.Before(since) {
-			continue
-		}
-		if _, err := w.Write(b.data); err != nil {
-			return fmt.Errorf("writing trace block: %w", err)
+		if !b.at.Before(since) {
+			parts = append(parts, bytes.NewReader(b.data))
 		}
 	}
-	if err := tw.AppendEnd(trace.End{NextSeq: s.nextSeq}); err != nil {
-		return err
+	// The end record goes through a writer of its own, whose header is cut.
+	ew, err := trace.NewWriter(&tail, s.hdr)
+	if err != nil {
+		return nil, err
 	}
-	return tw.Flush()
-}
-
-// recording is the trace since a time, for the evidence of a window.
-func (s *store) recording(since time.Time) []byte {
-	var b bytes.Buffer
-	if err := s.WriteTrace(&b, since); err != nil {
-		return nil
+	if err := ew.Flush(); err != nil {
+		return nil, err
 	}
-	return b.Bytes()
+	cut := tail.Len()
+	if err := ew.AppendEnd(trace.End{NextSeq: s.nextSeq}); err != nil {
+		return nil, err
+	}
+	if err := ew.Flush(); err != nil {
+		return nil, err
+	}
+	tail.Next(cut)
+	return io.MultiReader(append(parts, &tail)...), nil
 }
 
 // stats says how much the store holds.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -14,19 +15,25 @@ import (
 	"github.com/skbtrace/skbtrace/internal/agent"
 )
 
+// agentHeapAllowance is the heap the agent may use besides its trace: the
+// samples, the totals and an evidence request's replay (about 100 MB at
+// 370 connections/s, measured with BenchmarkAgentMemoryUnderChurn).
+const agentHeapAllowance = 192 << 20
+
 func agentCmd(e *env) *cobra.Command {
 	var (
 		o         agent.Options
 		listen    string
 		tokenFile string
 		window    string
+		maxTrace  string
 	)
 	c := &cobra.Command{
 		Use:   "agent [flags]",
 		Short: "keep recording and serve metrics, the doctor's evidence and the recent trace over HTTP",
 		Long: `agent keeps the doctor's event families recording (the per-packet ones
-sampled 5 % of each second), reads tcp_info, counters and settings once a
-second, and keeps the last --window of both. It serves:
+sampled 5 % of each second), reads tcp_info, counters and settings every
+2 s, and keeps the last --window of both (the trace within --max-trace). It serves:
 
   GET /metrics                      Prometheus metrics (docs/agent.md)
   GET /v1/evidence?since=&flow=     the doctor's evidence for a window, JSON;
@@ -61,6 +68,15 @@ unless --open-metrics.`,
 				return err
 			}
 			o.Window, o.Log = d, e.stderr
+			if o.MaxTraceBytes, err = parseSize(maxTrace); err != nil {
+				return usagef("--max-trace: %v", err)
+			}
+			// The window's trace is most of what the agent keeps; each evidence
+			// request's replay is garbage that would otherwise let the heap
+			// grow to twice what is live. GOMEMLIMIT, when set, decides.
+			if os.Getenv("GOMEMLIMIT") == "" {
+				debug.SetMemoryLimit(int64(o.MaxTraceBytes) + agentHeapAllowance)
+			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return fmt.Errorf("listening on %s: %w", listen, err)
@@ -95,6 +111,7 @@ unless --open-metrics.`,
 	f.StringVar(&o.TLSKey, "tls-key", "", "and this key `FILE`")
 	f.StringSliceVar(&o.Netns, "netns", nil, "watch these network namespaces (`NAME`; default: this one and every named one, also later ones)")
 	f.StringVar(&window, "window", "10m", "keep this much of the past (`DURATION`)")
+	f.StringVar(&maxTrace, "max-trace", "64MiB", "keep at most this much of the window's trace (`SIZE`); older blocks go first")
 	f.BoolVar(&o.NoKernelEvents, "no-kernel-events", false, "record no kernel events: tcp_info, counters and settings only")
 	return c
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"math"
 	"net/netip"
 	"os"
 	"strconv"
@@ -137,4 +138,26 @@ func openInput(path string, stdin io.Reader) (io.Reader, func(), error) {
 		return nil, nil, fmt.Errorf("opening trace: %w", err)
 	}
 	return f, func() { f.Close() }, nil
+}
+
+// parseSize reads a size in bytes: a number with an optional unit K, M or G
+// (KiB, MiB, GiB; KB, MB, GB are read as the same binary multiples).
+func parseSize(s string) (int, error) {
+	t := strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		shift  uint
+	}{{"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"GB", 30}, {"MB", 20}, {"KB", 10}, {"G", 30}, {"M", 20}, {"K", 10}, {"B", 0}}
+	shift := uint(0)
+	for _, u := range units {
+		if len(t) > len(u.suffix) && strings.EqualFold(t[len(t)-len(u.suffix):], u.suffix) {
+			t, shift = strings.TrimSpace(t[:len(t)-len(u.suffix)]), u.shift
+			break
+		}
+	}
+	n, err := strconv.ParseUint(t, 10, 63)
+	if err != nil || n == 0 || n > math.MaxInt>>shift {
+		return 0, fmt.Errorf("%q is not a size (a positive number of bytes, or with K, M or G: 64M, 1GiB)", s)
+	}
+	return int(n << shift), nil
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -155,12 +156,16 @@ func BenchmarkAgentMemoryUnderChurn(b *testing.B) {
 		}
 	}()
 	var peaks []float64
+	var windowBytes float64
 	deadline := time.Now().Add(time.Duration(minutes) * time.Minute)
 	for next := time.Now().Add(time.Minute); time.Now().Before(deadline); {
 		for _, path := range []string{"/metrics", "/v1/evidence?since=30s"} {
 			if resp, err := http.Get("http://" + addr + path); err == nil {
-				io.Copy(io.Discard, resp.Body)
+				body, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
+				if m := windowBytesMetric.FindSubmatch(body); m != nil {
+					windowBytes, _ = strconv.ParseFloat(string(m[1]), 64)
+				}
 			}
 		}
 		if time.Now().After(next) {
@@ -175,4 +180,7 @@ func BenchmarkAgentMemoryUnderChurn(b *testing.B) {
 		b.ReportMetric(p/(1<<20), fmt.Sprintf("peak-rss-MB-at-%dmin", i+1))
 	}
 	b.ReportMetric(float64(conns), "connections")
+	b.ReportMetric(windowBytes/(1<<20), "window-MB")
 }
+
+var windowBytesMetric = regexp.MustCompile(`(?m)^skbtrace_agent_window_bytes (\S+)$`)
