@@ -27,6 +27,10 @@ type Summary struct {
 	Sample *trace.Sample
 	// Settings are the host's when the recording began (nil in older traces).
 	Settings *host.Settings
+	// Windows counts flight-recorder windows; Triggers are the triggers
+	// that opened or extended them.
+	Windows  int
+	Triggers []trace.Trigger
 }
 
 // TotalLost is the sum over families.
@@ -78,8 +82,17 @@ func NewSummary() *Summary {
 // them (likewise the other name tables). On damage, every good event before it has been emitted when the
 // error is returned.
 func Replay(r *trace.Reader, filter *event.Filter, s *Summary, emit func(*event.Event) error) error {
-	s.Header = r.Header
-	dec := event.NewDecoder(&r.Header)
+	return ReplayFiles([]*trace.Reader{r}, filter, s, emit)
+}
+
+// ReplayFiles reads the files of one recording in order (the files of a
+// rotation, oldest first) as one trace: only the last one's end record ends
+// it, and each later file's resume record carries the numbering on.
+func ReplayFiles(rs []*trace.Reader, filter *event.Filter, s *Summary, emit func(*event.Event) error) error {
+	if len(rs) == 0 {
+		return errors.New("no trace to read")
+	}
+	s.Header = rs[0].Header
 	ord := NewOrderer(DefaultWindow)
 	var aborts abortJoiner
 	var ev event.Event
@@ -103,44 +116,69 @@ func Replay(r *trace.Reader, filter *event.Filter, s *Summary, emit func(*event.
 		}
 		return ferr
 	}
+	for i, r := range rs {
+		// An earlier file's end record ends only that file.
+		s.Ended, endSeq = false, 0
+		if err := replayRecords(r, s, ord, &ev, out, &endSeq); err != nil {
+			if len(rs) > 1 {
+				err = &FileError{Index: i, Err: err}
+			}
+			return finish(err)
+		}
+	}
+	return finish(nil)
+}
+
+// FileError says which of several files an error of ReplayFiles is in.
+type FileError struct {
+	Index int
+	Err   error
+}
+
+func (e *FileError) Error() string { return fmt.Sprintf("file %d: %v", e.Index+1, e.Err) }
+func (e *FileError) Unwrap() error { return e.Err }
+
+// replayRecords reads one file's records into s and ord.
+func replayRecords(r *trace.Reader, s *Summary, ord *Orderer, ev *event.Event, out func(*event.Event) error, endSeq *uint64) error {
+	dec := event.NewDecoder(&r.Header)
 	for {
 		rec, err := r.Next()
 		if errors.Is(err, io.EOF) {
-			return finish(nil)
+			return nil
 		}
 		if err != nil {
-			return finish(err)
+			return err
 		}
 		switch {
 		case event.IsEvent(rec.Type):
-			ok, err := dec.Decode(rec, &ev)
+			ok, err := dec.Decode(rec, ev)
 			if err != nil {
-				return finish(&trace.FormatError{Offset: rec.Offset, Msg: err.Error()})
+				return &trace.FormatError{Offset: rec.Offset, Msg: err.Error()}
 			}
 			if !ok {
 				s.UnknownRecs++
 				continue
 			}
 			s.ByType[ev.Type]++
-			if err := ord.Push(&ev, out); err != nil {
-				return finish(err)
+			if err := ord.Push(ev, out); err != nil {
+				return err
 			}
 		case rec.Type == trace.RecordNetns:
 			n, err := trace.DecodeNetns(r.ByteOrder(), rec.Body)
 			if err != nil {
-				return finish(&trace.FormatError{Offset: rec.Offset, Msg: err.Error()})
+				return &trace.FormatError{Offset: rec.Offset, Msg: err.Error()}
 			}
 			s.Names.Netns[n.Inode] = n.Name
 		case rec.Type == trace.RecordLoss:
 			l, err := trace.DecodeLoss(r.ByteOrder(), rec.Body)
 			if err != nil {
-				return finish(&trace.FormatError{Offset: rec.Offset, Msg: err.Error()})
+				return &trace.FormatError{Offset: rec.Offset, Msg: err.Error()}
 			}
 			s.Lost[FamilyName(l.Family)] += l.Count
 		case rec.Type == trace.RecordEnum:
 			e, err := trace.DecodeEnum(r.ByteOrder(), rec.Body)
 			if err != nil {
-				return finish(&trace.FormatError{Offset: rec.Offset, Msg: err.Error()})
+				return &trace.FormatError{Offset: rec.Offset, Msg: err.Error()}
 			}
 			switch e.Kind {
 			case trace.EnumDropReason:
@@ -151,27 +189,44 @@ func Replay(r *trace.Reader, filter *event.Filter, s *Summary, emit func(*event.
 		case rec.Type == trace.RecordSym:
 			sym, err := trace.DecodeSymbol(r.ByteOrder(), rec.Body)
 			if err != nil {
-				return finish(&trace.FormatError{Offset: rec.Offset, Msg: err.Error()})
+				return &trace.FormatError{Offset: rec.Offset, Msg: err.Error()}
 			}
 			s.Names.Symbols[sym.Addr] = sym.Name
 		case rec.Type == trace.RecordSample:
 			smp, err := trace.DecodeSample(r.ByteOrder(), rec.Body)
 			if err != nil {
-				return finish(&trace.FormatError{Offset: rec.Offset, Msg: err.Error()})
+				return &trace.FormatError{Offset: rec.Offset, Msg: err.Error()}
 			}
 			s.Sample = &smp
 		case rec.Type == trace.RecordSettings:
 			var set host.Settings
 			if err := json.Unmarshal(rec.Body, &set); err != nil {
-				return finish(&trace.FormatError{Offset: rec.Offset, Msg: "settings record: " + err.Error()})
+				return &trace.FormatError{Offset: rec.Offset, Msg: "settings record: " + err.Error()}
 			}
 			s.Settings = &set
+		case rec.Type == trace.RecordResume:
+			res, err := trace.DecodeResume(r.ByteOrder(), rec.Body)
+			if err != nil {
+				return &trace.FormatError{Offset: rec.Offset, Msg: err.Error()}
+			}
+			if res.Cause == trace.ResumeWindow {
+				s.Windows++
+			}
+			if err := ord.Resume(res.FirstSeq, out); err != nil {
+				return err
+			}
+		case rec.Type == trace.RecordTrigger:
+			t, err := trace.DecodeTrigger(r.ByteOrder(), rec.Body)
+			if err != nil {
+				return &trace.FormatError{Offset: rec.Offset, Msg: err.Error()}
+			}
+			s.Triggers = append(s.Triggers, t)
 		case rec.Type == trace.RecordEnd:
 			e, err := trace.DecodeEnd(r.ByteOrder(), rec.Body)
 			if err != nil {
-				return finish(&trace.FormatError{Offset: rec.Offset, Msg: err.Error()})
+				return &trace.FormatError{Offset: rec.Offset, Msg: err.Error()}
 			}
-			s.Ended, endSeq = true, e.NextSeq
+			s.Ended, *endSeq = true, e.NextSeq
 		default:
 			s.UnknownRecs++
 		}

@@ -6,6 +6,8 @@ import (
 	"math"
 	"net/netip"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -127,6 +129,56 @@ func traceInput(path string, stdin io.Reader, filters *filterFlags) (io.Reader, 
 	}
 	in, closeIn, err := openInput(path, stdin)
 	return in, closeIn, filter, err
+}
+
+// traceFiles are the files of one recording, in order.
+type traceFiles struct {
+	names []string
+	ins   []io.Reader
+	close func()
+}
+
+// traceInputs opens the files of one recording in the order given (a
+// rotation's files; a pattern that names no file as it is, such as
+// 'run.trace.*', stands for the files it matches, in name order) and
+// resolves the read-side filters. The caller calls close.
+func traceInputs(paths []string, stdin io.Reader, filters *filterFlags) (*traceFiles, event.Filter, error) {
+	filter, err := filters.eventFilter()
+	if err != nil {
+		return nil, filter, err
+	}
+	var names []string
+	for _, p := range paths {
+		if _, err := os.Stat(p); p == "-" || err == nil || !strings.ContainsAny(p, "*?[") {
+			names = append(names, p)
+			continue
+		}
+		m, err := filepath.Glob(p)
+		if err != nil || len(m) == 0 {
+			return nil, filter, fmt.Errorf("opening trace: no file matches %s", p)
+		}
+		names = append(names, m...)
+	}
+	if len(names) > 1 && slices.Contains(names, "-") {
+		return nil, filter, usagef("standard input (-) is read alone, not among other files")
+	}
+	tf := &traceFiles{names: names, close: func() {}}
+	var closers []func()
+	tf.close = func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	for _, name := range names {
+		in, c, err := openInput(name, stdin)
+		if err != nil {
+			tf.close()
+			return nil, filter, err
+		}
+		closers = append(closers, c)
+		tf.ins = append(tf.ins, in)
+	}
+	return tf, filter, nil
 }
 
 func openInput(path string, stdin io.Reader) (io.Reader, func(), error) {

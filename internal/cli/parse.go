@@ -21,7 +21,7 @@ type parseFlags struct {
 
 func parseCmd(e *env) *cobra.Command {
 	var flags parseFlags
-	var input string
+	var inputs []string
 	c := &cobra.Command{
 		Use:   "parse [flags]",
 		Short: "print a trace as text, one line per event, in sequence order",
@@ -38,19 +38,22 @@ is printed up to the damage, then parse fails with the offset.`,
   skbtrace record -o - -d 5 | skbtrace parse -i -`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			in, closeIn, filter, err := traceInput(input, e.stdin, &flags.filters)
+			tf, filter, err := traceInputs(inputs, e.stdin, &flags.filters)
 			if err != nil {
 				return err
 			}
-			defer closeIn()
-			return parseTrace(in, e.stdout, e.stderr, &filter, flags.json)
+			defer tf.close()
+			return parseTraces(tf, e.stdout, e.stderr, &filter, flags.json)
 		},
 	}
-	c.Flags().StringVarP(&input, "input", "i", "skbtrace.trace", "trace `FILE`, or - for standard input")
+	c.Flags().StringSliceVarP(&inputs, "input", "i", []string{"skbtrace.trace"}, inputHelp)
 	c.Flags().BoolVar(&flags.json, "json", false, "one JSON object per line, with the text form's field names")
 	flags.filters.bind(c.Flags())
 	return c
 }
+
+// inputHelp describes -i of the commands that read a recording.
+const inputHelp = "trace `FILE`, or - for standard input; several (comma-separated or repeated, or a pattern such as 'run.trace.*') are read in order as one recording, as record --max-size writes them"
 
 // replay reads a whole trace into sum, handing fn the events that pass the
 // filter. Damage is returned as a *trace.FormatError or *trace.TruncatedError
@@ -63,6 +66,32 @@ func replay(in io.Reader, filter *event.Filter, sum *analyze.Summary, fn func(*e
 	return r, analyze.Replay(r, filter, sum, fn)
 }
 
+// replayFiles reads the files of one recording in order as one trace, as
+// replay does; read counts the bytes read, and is -1 when a file is not a
+// trace (that error names it).
+func replayFiles(tf *traceFiles, filter *event.Filter, sum *analyze.Summary, fn func(*event.Event) error) (read int64, err error) {
+	rs := make([]*trace.Reader, 0, len(tf.ins))
+	for i, in := range tf.ins {
+		r, err := trace.NewReader(in)
+		if err != nil {
+			if len(tf.ins) > 1 {
+				err = fmt.Errorf("reading %s: %w", tf.names[i], err)
+			}
+			return -1, err
+		}
+		rs = append(rs, r)
+	}
+	err = analyze.ReplayFiles(rs, filter, sum, fn)
+	for _, r := range rs {
+		read += r.Offset()
+	}
+	// Offsets are within a file: name the one being read.
+	if ferr, ok := err.(*analyze.FileError); ok {
+		err = fmt.Errorf("reading %s: %w", tf.names[ferr.Index], ferr.Err)
+	}
+	return read, err
+}
+
 // isDamage tells a damaged trace, after which results cover what came before, from other failures.
 func isDamage(err error) bool {
 	var ferr *trace.FormatError
@@ -72,10 +101,15 @@ func isDamage(err error) bool {
 
 // parseTrace prints every event of a trace, then its summary on stderr.
 func parseTrace(in io.Reader, stdout, stderr io.Writer, filter *event.Filter, asJSON bool) error {
+	return parseTraces(&traceFiles{names: []string{"-"}, ins: []io.Reader{in}}, stdout, stderr, filter, asJSON)
+}
+
+// parseTraces prints every event of a recording's files, then the summary.
+func parseTraces(tf *traceFiles, stdout, stderr io.Writer, filter *event.Filter, asJSON bool) error {
 	out := bufio.NewWriterSize(stdout, 1<<20)
 	var buf []byte
 	sum := analyze.NewSummary()
-	r, rerr := replay(in, filter, sum, func(ev *event.Event) error {
+	read, rerr := replayFiles(tf, filter, sum, func(ev *event.Event) error {
 		if asJSON {
 			buf = report.AppendJSON(buf[:0], ev, sum.Names)
 		} else {
@@ -84,25 +118,29 @@ func parseTrace(in io.Reader, stdout, stderr io.Writer, filter *event.Filter, as
 		_, err := out.Write(buf)
 		return err
 	})
-	if r == nil {
+	if read < 0 {
 		return rerr
 	}
 	if err := out.Flush(); err != nil && rerr == nil {
 		rerr = fmt.Errorf("writing output: %w", err)
 	}
-	printSummary(stderr, sum, r)
+	printSummary(stderr, sum, read, len(tf.ins))
 	if isDamage(rerr) {
 		return fmt.Errorf("%w (every event before it was printed)", rerr)
 	}
 	return rerr
 }
 
-func printSummary(w io.Writer, s *analyze.Summary, r *trace.Reader) {
+func printSummary(w io.Writer, s *analyze.Summary, read int64, files int) {
 	var total uint64
 	for _, n := range s.ByType {
 		total += n
 	}
-	fmt.Fprintf(w, "skbtrace: %d events read, %d printed, %d bytes; lost %d", total, s.Matched, r.Offset(), s.TotalLost())
+	fmt.Fprintf(w, "skbtrace: %d events read, %d printed, %d bytes", total, s.Matched, read)
+	if files > 1 {
+		fmt.Fprintf(w, " in %d files", files)
+	}
+	fmt.Fprintf(w, "; lost %d", s.TotalLost())
 	if s.Missing > 0 {
 		fmt.Fprintf(w, "; %d sequence numbers missing in %d gaps", s.Missing, s.Gaps)
 	}

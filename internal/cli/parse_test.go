@@ -163,6 +163,18 @@ func TestMainExitCodes(t *testing.T) {
 		{[]string{"record", "-d", "soon"}, 2, "not a number of seconds"},
 		{[]string{"record", "--ring-size", "1000"}, 2, "power of two"},
 		{[]string{"record", "-e", "nosuchfamily"}, 1, "unknown event family"},
+		{[]string{"record", "--max-files", "3"}, 2, "--max-files needs --max-size"},
+		{[]string{"record", "--trigger", "srtt>fast"}, 2, "srtt> wants a positive duration"},
+		{[]string{"record", "--trigger", "bogus"}, 2, "unknown trigger"},
+		{[]string{"record", "--pre", "5s"}, 2, "--pre goes with --trigger"},
+		{[]string{"record", "--trigger", "rto", "--ring", "10K"}, 2, "below 1M"},
+		{[]string{"record", "--trigger", "rto", "--trigger-limit", "0"}, 2, "at least one window"},
+		{[]string{"record", "--max-size", "100K"}, 2, "below 1M"},
+		{[]string{"record", "--max-size", "lots"}, 2, "is not a size"},
+		{[]string{"record", "--max-size", "10M", "-o", "-"}, 2, "not -"},
+		{[]string{"parse", "-i", good + ",-"}, 2, "read alone"},
+		{[]string{"parse", "-i", filepath.Join(dir, "nothing.*")}, 1, "no file matches"},
+		{[]string{"parse", "-i", good + "," + garbage}, 1, "reading " + garbage},
 	}
 	for _, c := range cases {
 		var out, errs bytes.Buffer

@@ -17,6 +17,7 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/collect"
 	"github.com/skbtrace/skbtrace/internal/host"
+	"github.com/skbtrace/skbtrace/internal/record"
 	"github.com/skbtrace/skbtrace/internal/trace"
 )
 
@@ -31,6 +32,10 @@ type recordFlags struct {
 	dev         string
 	pid         uint32
 	sample      float64
+	triggers    []string
+	pre, post   time.Duration
+	ring        string
+	windowRate  int
 }
 
 // defaultSample is the share of each interval the per-packet families stay
@@ -47,6 +52,11 @@ func (r *recordFlags) bind(fs *pflag.FlagSet) {
 	r.filters.bind(fs)
 	fs.StringVar(&r.dev, "filter-dev", "", "only this network device (`NAME`), for device-level families")
 	fs.Uint32Var(&r.pid, "filter-pid", 0, "only this process (`PID`), for sock_io")
+	fs.StringArrayVar(&r.triggers, "trigger", nil, "flight recorder: keep the recent past in memory and write only the windows around events matching `EXPR` (repeat for several): "+record.TriggerHelp)
+	fs.DurationVar(&r.pre, "pre", 10*time.Second, "with --trigger, how much before a firing its window holds")
+	fs.DurationVar(&r.post, "post", 5*time.Second, "with --trigger, how much after the last firing its window holds")
+	fs.StringVar(&r.ring, "ring", "64M", "with --trigger, the memory (`SIZE`) that holds the recent past")
+	fs.IntVar(&r.windowRate, "trigger-limit", 6, "with --trigger, at most `N` new windows a minute; firings beyond are counted, not written")
 	fs.Float64Var(&r.sample, "sample", 0, "attach the per-packet families (dev_xmit, dev_recv, napi_poll, softirq, sock_io) only this `SHARE` of each interval "+
 		"(0 < SHARE <= 1; default 0.05 for the default set or -e all, 1 for families named with -e)")
 }
@@ -56,6 +66,7 @@ type recordJob struct {
 	opts     collect.Options
 	duration time.Duration
 	command  []string
+	flight   *record.FlightOptions
 }
 
 func (r *recordFlags) job(c *cobra.Command, args []string, stderr io.Writer) (*recordJob, error) {
@@ -88,6 +99,10 @@ func (r *recordFlags) job(c *cobra.Command, args []string, stderr io.Writer) (*r
 	if len(r.dev) > 15 {
 		return nil, usagef("--filter-dev %q is longer than a device name can be (15)", r.dev)
 	}
+	flight, err := r.flightOptions(c.Flags())
+	if err != nil {
+		return nil, err
+	}
 	pf, err := r.filters.probeFilter()
 	if err != nil {
 		return nil, err
@@ -108,12 +123,49 @@ func (r *recordFlags) job(c *cobra.Command, args []string, stderr io.Writer) (*r
 			Interval: r.interval, RTTInterval: r.rttInterval, Sample: r.sample},
 		duration: d,
 		command:  args,
+		flight:   flight,
 	}, nil
+}
+
+// flightOptions reads --trigger and its companions (nil without triggers).
+func (r *recordFlags) flightOptions(fs *pflag.FlagSet) (*record.FlightOptions, error) {
+	if len(r.triggers) == 0 {
+		for _, name := range []string{"pre", "post", "ring", "trigger-limit"} {
+			if fs.Changed(name) {
+				return nil, usagef("--%s goes with --trigger", name)
+			}
+		}
+		return nil, nil
+	}
+	o := &record.FlightOptions{Pre: r.pre, Post: r.post, MaxWindowsPerMinute: r.windowRate}
+	for _, expr := range r.triggers {
+		t, err := record.ParseTrigger(expr)
+		if err != nil {
+			return nil, usagef("--trigger: %v", err)
+		}
+		o.Triggers = append(o.Triggers, t)
+	}
+	if r.pre < 0 || r.post < 0 {
+		return nil, usagef("--pre and --post must not be negative")
+	}
+	if r.windowRate < 1 {
+		return nil, usagef("--trigger-limit %d: at least one window a minute", r.windowRate)
+	}
+	ring, err := parseSize(r.ring)
+	if err != nil {
+		return nil, usagef("--ring: %v", err)
+	}
+	if ring < record.MinFileSize {
+		return nil, usagef("--ring %s is below 1M", r.ring)
+	}
+	o.RingBytes = ring
+	return o, nil
 }
 
 func recordCmd(e *env) *cobra.Command {
 	var flags recordFlags
-	var output string
+	var output, maxSize string
+	var maxFiles int
 	c := &cobra.Command{
 		Use:   "record [flags] [-- COMMAND ARGS...]",
 		Short: "record network-stack events into a binary trace",
@@ -121,10 +173,51 @@ func recordCmd(e *env) *cobra.Command {
 report to a binary trace, until the duration ends, the command exits, or
 SIGINT/SIGTERM. Everything is detached on exit. Read the trace with parse.`,
 		Example: `  skbtrace record -d 10 -o run.trace
-  skbtrace record -e tcp_sendlim --filter-port 5201 -o - -- iperf3 -c 127.0.0.1 | skbtrace parse -i -`,
+  skbtrace record -e tcp_sendlim --filter-port 5201 -o - -- iperf3 -c 127.0.0.1 | skbtrace parse -i -
+  skbtrace record --max-size 100M --max-files 10 -o /var/tmp/run.trace`,
 		RunE: func(c *cobra.Command, args []string) error {
+			size := 0
+			if maxFiles != 0 && maxSize == "" {
+				return usagef("--max-files needs --max-size")
+			}
+			if maxSize != "" {
+				var err error
+				if size, err = parseSize(maxSize); err != nil {
+					return usagef("--max-size: %v", err)
+				}
+				if size < record.MinFileSize {
+					return usagef("--max-size %s is below 1M: a file holds the name tables and whole blocks", maxSize)
+				}
+				if output == "-" {
+					return usagef("--max-size writes files: give -o BASE, not -")
+				}
+				if maxFiles < 0 {
+					return usagef("--max-files %d is negative", maxFiles)
+				}
+			}
 			job, err := flags.job(c, args, e.stderr)
 			if err != nil {
+				return err
+			}
+			if size > 0 {
+				rot, err := record.NewRotator(output, int64(size), maxFiles)
+				if err != nil {
+					return err
+				}
+				if isTerminal(e.stderr) {
+					job.opts.Status = e.stderr
+				}
+				err = job.run(rot, e.stderr)
+				if cerr := rot.Close(); cerr != nil && err == nil {
+					err = fmt.Errorf("closing the last trace file: %w", cerr)
+				}
+				if len(rot.Files) > 0 {
+					fmt.Fprintf(e.stderr, "skbtrace: wrote %d files, %s to %s", len(rot.Files), rot.Files[0], rot.Files[len(rot.Files)-1])
+					if rot.Removed > 0 {
+						fmt.Fprintf(e.stderr, " (%d older ones removed, --max-files %d)", rot.Removed, maxFiles)
+					}
+					fmt.Fprintf(e.stderr, "; read them with skbtrace parse -i '%s.*'\n", output)
+				}
 				return err
 			}
 			var out io.Writer = e.stdout
@@ -144,7 +237,9 @@ SIGINT/SIGTERM. Everything is detached on exit. Read the trace with parse.`,
 			return job.run(out, e.stderr)
 		},
 	}
-	c.Flags().StringVarP(&output, "output", "o", "skbtrace.trace", "trace `FILE`, or - for standard output")
+	c.Flags().StringVarP(&output, "output", "o", "skbtrace.trace", "trace `FILE`, or - for standard output; with --max-size the files' base name")
+	c.Flags().StringVar(&maxSize, "max-size", "", "rotate: write BASE.000, BASE.001, ... of at most `SIZE` each (at least 1M), each readable alone")
+	c.Flags().IntVar(&maxFiles, "max-files", 0, "with --max-size, keep only the newest `N` files (0: all)")
 	flags.bind(c.Flags())
 	c.Flags().SetInterspersed(false)
 	return c
@@ -158,6 +253,14 @@ func (j *recordJob) run(out io.Writer, stderr io.Writer) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
+	var flight *record.Flight
+	if j.flight != nil {
+		f, err := record.NewFlight(out, *j.flight)
+		if err != nil {
+			return err
+		}
+		flight, out = f, f
+	}
 	rec, err := collect.Start(j.opts)
 	if err != nil {
 		return err
@@ -218,6 +321,12 @@ func (j *recordJob) run(out io.Writer, stderr io.Writer) error {
 		return err
 	}
 	printTotals(stderr, tot)
+	if flight != nil {
+		if err := flight.Close(); err != nil {
+			return fmt.Errorf("ending the flight recorder's trace: %w", err)
+		}
+		printFlight(stderr, flight.Stats(), j.flight)
+	}
 	if cmdErr != nil {
 		var exit *exec.ExitError
 		if errors.As(cmdErr, &exit) {
@@ -255,6 +364,18 @@ func printTotals(w io.Writer, t collect.Totals) {
 	fmt.Fprintf(w, "; lost %d", lost)
 	if lost > 0 {
 		fmt.Fprintf(w, " (%s: the ring buffer was full; raise --ring-size or narrow the filters)", strings.Join(lostParts, ", "))
+	}
+	fmt.Fprintln(w)
+}
+
+func printFlight(w io.Writer, st record.FlightStats, o *record.FlightOptions) {
+	fmt.Fprintf(w, "skbtrace: flight recorder: %d firings, %d windows written (%v of events, %d of %d blocks)",
+		st.Firings, st.Windows, st.Written.Round(time.Millisecond), st.Blocks, st.Seen)
+	if st.Suppressed > 0 {
+		fmt.Fprintf(w, "; %d firings opened no window, over --trigger-limit %d a minute", st.Suppressed, o.MaxWindowsPerMinute)
+	}
+	if st.ShortPre > 0 {
+		fmt.Fprintf(w, "; %d windows lack part of their --pre %v: the ring was full (raise --ring)", st.ShortPre, o.Pre)
 	}
 	fmt.Fprintln(w)
 }

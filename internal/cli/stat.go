@@ -14,7 +14,7 @@ import (
 )
 
 func statCmd(e *env) *cobra.Command {
-	var input string
+	var inputs []string
 	var asJSON bool
 	var htmlOut string
 	var filters filterFlags
@@ -31,18 +31,18 @@ softirq time), drops by reason and location, and lost events.`,
   skbtrace stat -i run.trace --html run.html`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			in, closeIn, filter, err := traceInput(input, e.stdin, &filters)
+			tf, filter, err := traceInputs(inputs, e.stdin, &filters)
 			if err != nil {
 				return err
 			}
-			defer closeIn()
+			defer tf.close()
 			sum := analyze.NewSummary()
 			st := analyze.NewStat()
 			var series *timeline.Builder
 			if htmlOut != "" {
 				series = timeline.NewBuilder(0)
 			}
-			_, rerr := replay(in, &filter, sum, func(ev *event.Event) error {
+			_, rerr := replayFiles(tf, &filter, sum, func(ev *event.Event) error {
 				st.Add(ev)
 				if series != nil {
 					series.Add(ev)
@@ -82,7 +82,7 @@ softirq time), drops by reason and location, and lost events.`,
 			return nil
 		},
 	}
-	c.Flags().StringVarP(&input, "input", "i", "skbtrace.trace", "trace `FILE`, or - for standard input")
+	c.Flags().StringSliceVarP(&inputs, "input", "i", []string{"skbtrace.trace"}, inputHelp)
 	c.Flags().BoolVar(&asJSON, "json", false, "one JSON document")
 	c.Flags().StringVar(&htmlOut, "html", "", "also write the trace's story as one self-contained page to `FILE`: per flow the send-limit reason, throughput, cwnd, in flight, RTT, retransmits and drops over time; per CPU and per device; the settings")
 	filters.bind(c.Flags())

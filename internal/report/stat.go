@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/event"
@@ -31,6 +32,19 @@ type StatView struct {
 	Drops     []DropView  `json:"drops"`
 	Qdiscs    []QdiscView `json:"qdiscs"`
 	Processes []ProcView  `json:"processes"`
+	// Windows and Triggers: a flight recorder's trace holds only the
+	// windows around its triggers' firings.
+	Windows  int           `json:"flight_windows,omitempty"`
+	Triggers []TriggerView `json:"triggers,omitempty"`
+}
+
+// TriggerView is one firing that opened or extended a flight-recorder window.
+type TriggerView struct {
+	Time       time.Time `json:"time"`
+	Seq        uint64    `json:"seq"`
+	Expr       string    `json:"trigger"`
+	What       string    `json:"event"`
+	Suppressed uint64    `json:"suppressed_before,omitempty"`
 }
 
 // SampleView says which families were sampled, and how much of the time.
@@ -174,6 +188,10 @@ func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 	if smp := sum.Sample; smp != nil {
 		v.Sampled = &SampleView{Share: smp.Share, Families: smp.Families}
 	}
+	v.Windows = sum.Windows
+	for _, t := range sum.Triggers {
+		v.Triggers = append(v.Triggers, TriggerView{Time: time.Unix(0, t.TimeNs), Seq: t.Seq, Expr: t.Expr, What: t.What, Suppressed: t.Suppressed})
+	}
 	for _, p := range st.SockIO {
 		pv := ProcView{Pid: p.Pid, Comm: p.Comm, Dir: p.Dir, Calls: p.Calls, Bytes: p.Bytes, Errors: p.Errors}
 		if p.Seconds > 0 {
@@ -259,6 +277,16 @@ func WriteStatText(w io.Writer, v StatView) error {
 	if v.Sampled != nil {
 		fmt.Fprintf(w, "sampled: %s attached %.0f%% of each interval; their rates and shares are over that time, their totals cover it only\n",
 			strings.Join(v.Sampled.Families, ", "), v.Sampled.Share*100)
+	}
+	if v.Windows > 0 {
+		fmt.Fprintf(w, "flight recorder: %d windows around %d trigger firings; the time between them was not recorded\n", v.Windows, len(v.Triggers))
+		for _, t := range v.Triggers {
+			fmt.Fprintf(w, "  %s  seq %d  %s: %s", t.Time.Format("15:04:05.000000"), t.Seq, t.Expr, t.What)
+			if t.Suppressed > 0 {
+				fmt.Fprintf(w, " (%d firings before it opened no window)", t.Suppressed)
+			}
+			fmt.Fprintln(w)
+		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if len(v.Connections) > 0 {

@@ -29,6 +29,10 @@ const (
 	maxHeaderBody  = 64 << 10
 )
 
+// EndBlockLen is the size of a block that holds only an end record: what a
+// file cut at a size must leave room for.
+const EndBlockLen = blockHeaderLen + recordHeaderLen + 16
+
 // Record types. Kernel events use their enum event_type value (1..0xff);
 // metadata written by user space uses 0x100 and up.
 const (
@@ -41,6 +45,20 @@ const (
 	// RecordSettings is the host's settings when the recording began, as
 	// JSON (internal/host.Settings): what skbtrace compare diffs.
 	RecordSettings uint16 = 0x106
+	// RecordResume says the events from a sequence number on follow, and
+	// those below it that the file lacks were left out on purpose: an
+	// earlier file of a rotation, or the time between two flight-recorder
+	// windows.
+	RecordResume uint16 = 0x107
+	// RecordTrigger names a trigger that fired and opened (or extended) the
+	// flight-recorder window that follows.
+	RecordTrigger uint16 = 0x108
+)
+
+// Causes of a RecordResume.
+const (
+	ResumeRotation uint32 = 1 // the events before are in the previous file
+	ResumeWindow   uint32 = 2 // a flight-recorder window, or an agent's, begins
 )
 
 // Enums named by RecordEnum.

@@ -48,6 +48,63 @@ func (w *Writer) AppendSettings(body []byte) error {
 	return w.Append(RecordSettings, body)
 }
 
+// Resume starts the events that follow at FirstSeq (RecordResume).
+type Resume struct {
+	FirstSeq uint64
+	Cause    uint32
+}
+
+// Trigger is a flight-recorder trigger that fired (RecordTrigger).
+type Trigger struct {
+	Seq    uint64 // of the event that fired it
+	TimeNs int64  // the event's wall-clock time
+	// Suppressed counts the firings since the previous trigger record that
+	// opened no window of their own, over the rate limit.
+	Suppressed uint64
+	Expr       string // the trigger as given, e.g. "srtt>50ms"
+	What       string // the event, in a few words
+}
+
+// AppendResume adds a resume record.
+func (w *Writer) AppendResume(r Resume) error {
+	var b [16]byte
+	w.order.PutUint64(b[0:], r.FirstSeq)
+	w.order.PutUint32(b[8:], r.Cause)
+	return w.Append(RecordResume, b[:])
+}
+
+// AppendTrigger adds a trigger record.
+func (w *Writer) AppendTrigger(t Trigger) error {
+	b := make([]byte, 28, 28+len(t.Expr)+len(t.What))
+	w.order.PutUint64(b[0:], t.Seq)
+	w.order.PutUint64(b[8:], uint64(t.TimeNs))
+	w.order.PutUint64(b[16:], t.Suppressed)
+	w.order.PutUint16(b[24:], uint16(min(len(t.Expr), 0xffff)))
+	b = append(b, t.Expr[:min(len(t.Expr), 0xffff)]...)
+	return w.Append(RecordTrigger, append(b, t.What...))
+}
+
+// DecodeResume decodes a RecordResume body.
+func DecodeResume(o ByteOrder, b []byte) (Resume, error) {
+	if len(b) < 16 {
+		return Resume{}, fmt.Errorf("resume record of %d bytes is shorter than 16", len(b))
+	}
+	return Resume{FirstSeq: o.Uint64(b), Cause: o.Uint32(b[8:])}, nil
+}
+
+// DecodeTrigger decodes a RecordTrigger body.
+func DecodeTrigger(o ByteOrder, b []byte) (Trigger, error) {
+	if len(b) < 28 {
+		return Trigger{}, fmt.Errorf("trigger record of %d bytes is shorter than 28", len(b))
+	}
+	n := int(o.Uint16(b[24:]))
+	if len(b) < 28+n {
+		return Trigger{}, fmt.Errorf("trigger expression of %d bytes overruns its record", n)
+	}
+	return Trigger{Seq: o.Uint64(b), TimeNs: int64(o.Uint64(b[8:])), Suppressed: o.Uint64(b[16:]),
+		Expr: string(b[28 : 28+n]), What: string(b[28+n:])}, nil
+}
+
 // AppendEnd adds the end record.
 func (w *Writer) AppendEnd(e End) error {
 	var b [16]byte

@@ -94,22 +94,82 @@ func (r *Reader) Next() (Record, error) {
 			return Record{}, err
 		}
 	}
-	rest := r.block[r.pos:]
-	recOff := r.blockOff + blockHeaderLen + int64(r.pos)
-	if len(rest) < recordHeaderLen {
-		return Record{}, &FormatError{recOff, "record header overruns its block"}
+	rec, n, err := nextRecord(r.order, r.block[r.pos:], r.blockOff+blockHeaderLen+int64(r.pos))
+	if err != nil {
+		return Record{}, err
 	}
-	typ := r.order.Uint16(rest)
-	n := int(r.order.Uint32(rest[4:]))
-	if n < recordHeaderLen || align(n) > len(rest) {
-		return Record{}, &FormatError{recOff, fmt.Sprintf("record length %d does not fit its block", n)}
-	}
-	r.pos += align(n)
+	r.pos += n
 	r.remaining--
 	if r.remaining == 0 && r.pos != len(r.block) {
-		return Record{}, &FormatError{recOff, "block holds more bytes than its records"}
+		return Record{}, &FormatError{rec.Offset, "block holds more bytes than its records"}
 	}
-	return Record{Type: typ, Body: rest[recordHeaderLen:n], Offset: recOff}, nil
+	return rec, nil
+}
+
+// nextRecord decodes the record at the start of rest, found at offset off,
+// and says how many bytes it takes.
+func nextRecord(o ByteOrder, rest []byte, off int64) (Record, int, error) {
+	if len(rest) < recordHeaderLen {
+		return Record{}, 0, &FormatError{off, "record header overruns its block"}
+	}
+	typ := o.Uint16(rest)
+	n := int(o.Uint32(rest[4:]))
+	if n < recordHeaderLen || align(n) > len(rest) {
+		return Record{}, 0, &FormatError{off, fmt.Sprintf("record length %d does not fit its block", n)}
+	}
+	return Record{Type: typ, Body: rest[recordHeaderLen:n], Offset: off}, align(n), nil
+}
+
+// checkBlockHeader checks a block header found at offset start and returns
+// its payload length, checksum and record count.
+func checkBlockHeader(o ByteOrder, hdr []byte, start int64) (size, sum, count uint32, err error) {
+	if string(hdr[:4]) != blockMagic {
+		return 0, 0, 0, &FormatError{start, fmt.Sprintf("no block starts here (found %q)", hdr[:4])}
+	}
+	size = o.Uint32(hdr[4:])
+	if size > MaxBlockPayload || size%recordAlign != 0 {
+		return 0, 0, 0, &FormatError{start, fmt.Sprintf("block length %d is invalid", size)}
+	}
+	count = o.Uint32(hdr[12:])
+	if count == 0 {
+		return 0, 0, 0, &FormatError{start, "block holds no records"}
+	}
+	return size, o.Uint32(hdr[8:]), count, nil
+}
+
+// BlockRecords calls fn with each record of one whole block, as a Writer
+// writes it in one Write: what sees a recording block by block (rotation,
+// the flight recorder, the agent) reads it in place. Bodies alias block.
+func BlockRecords(o ByteOrder, block []byte, fn func(Record) error) error {
+	if len(block) < blockHeaderLen {
+		return &FormatError{0, "block shorter than its header"}
+	}
+	size, sum, count, err := checkBlockHeader(o, block, 0)
+	if err != nil {
+		return err
+	}
+	payload := block[blockHeaderLen:]
+	if int(size) != len(payload) {
+		return &FormatError{0, fmt.Sprintf("block of %d bytes says it holds %d", len(payload), size)}
+	}
+	if crc32.Checksum(payload, castagnoli) != sum {
+		return &FormatError{0, "block fails its checksum"}
+	}
+	pos := 0
+	for i := uint32(0); i < count; i++ {
+		rec, n, err := nextRecord(o, payload[pos:], int64(blockHeaderLen+pos))
+		if err != nil {
+			return err
+		}
+		pos += n
+		if err := fn(rec); err != nil {
+			return err
+		}
+	}
+	if pos != len(payload) {
+		return &FormatError{0, "block holds more bytes than its records"}
+	}
+	return nil
 }
 
 func (r *Reader) readBlock() error {
@@ -126,12 +186,9 @@ func (r *Reader) readBlock() error {
 		}
 		return fmt.Errorf("reading trace at offset %d: %w", r.off, err)
 	}
-	if string(hdr[:4]) != blockMagic {
-		return &FormatError{start, fmt.Sprintf("no block starts here (found %q)", hdr[:4])}
-	}
-	size := r.order.Uint32(hdr[4:])
-	if size > MaxBlockPayload || size%recordAlign != 0 {
-		return &FormatError{start, fmt.Sprintf("block length %d is invalid", size)}
+	size, sum, count, err := checkBlockHeader(r.order, hdr[:], start)
+	if err != nil {
+		return err
 	}
 	if cap(r.block) < int(size) {
 		r.block = make([]byte, size)
@@ -145,13 +202,10 @@ func (r *Reader) readBlock() error {
 		}
 		return fmt.Errorf("reading trace at offset %d: %w", r.off, err)
 	}
-	if crc32.Checksum(r.block, castagnoli) != r.order.Uint32(hdr[8:]) {
+	if crc32.Checksum(r.block, castagnoli) != sum {
 		return &FormatError{start, "block fails its checksum"}
 	}
-	r.remaining = r.order.Uint32(hdr[12:])
-	if r.remaining == 0 {
-		return &FormatError{start, "block holds no records"}
-	}
+	r.remaining = count
 	r.blockOff = start
 	r.pos = 0
 	return nil

@@ -225,6 +225,8 @@ func FuzzMetaRecords(f *testing.F) {
 	w.AppendSymbol(Symbol{Addr: 0xffffffff81000000, Name: "tcp_v4_rcv+0x10"})
 	w.AppendLoss(Loss{Family: 1, CPU: 1, Count: 2, BootNs: 3})
 	w.AppendSample(Sample{Share: 0.2, Interval: 1e9, Families: []string{"dev_xmit", "softirq"}})
+	w.AppendResume(Resume{FirstSeq: 9, Cause: ResumeWindow})
+	w.AppendTrigger(Trigger{Seq: 9, TimeNs: 10, Suppressed: 1, Expr: "rto", What: "tcp_cong Loss"})
 	w.Flush()
 	r, _ := NewReader(&buf)
 	for {
@@ -236,7 +238,13 @@ func FuzzMetaRecords(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, typ uint16, body []byte) {
 		o := binary.LittleEndian
-		switch typ % 6 {
+		switch typ % 8 {
+		case 6:
+			DecodeResume(o, body)
+		case 7:
+			if tr, err := DecodeTrigger(o, body); err == nil && len(tr.Expr)+len(tr.What)+28 > len(body) {
+				t.Fatalf("trigger %+v decoded from %d bytes", tr, len(body))
+			}
 		case 0:
 			DecodeEnum(o, body)
 		case 1:
@@ -253,6 +261,34 @@ func FuzzMetaRecords(f *testing.F) {
 			DecodeEnd(o, body)
 		}
 	})
+}
+
+func TestResumeAndTriggerRecordsRoundTrip(t *testing.T) {
+	for _, o := range []ByteOrder{binary.LittleEndian, binary.BigEndian} {
+		var buf bytes.Buffer
+		w, _ := NewWriter(&buf, testHeader(o))
+		res := Resume{FirstSeq: 1 << 40, Cause: ResumeRotation}
+		trg := Trigger{Seq: 77, TimeNs: 1_700_000_000_123_456_789, Suppressed: 3, Expr: "drop:NETFILTER_DROP@veth0", What: "skb_drop NETFILTER_DROP on veth0"}
+		if err := w.AppendResume(res); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.AppendTrigger(trg); err != nil {
+			t.Fatal(err)
+		}
+		w.Flush()
+		r, err := NewReader(&buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, _ := r.Next()
+		if got, err := DecodeResume(r.ByteOrder(), rec.Body); err != nil || got != res {
+			t.Errorf("resume: %+v, %v; want %+v", got, err, res)
+		}
+		rec, _ = r.Next()
+		if got, err := DecodeTrigger(r.ByteOrder(), rec.Body); err != nil || got != trg {
+			t.Errorf("trigger: %+v, %v; want %+v", got, err, trg)
+		}
+	}
 }
 
 func TestSampleRecordRoundTrips(t *testing.T) {

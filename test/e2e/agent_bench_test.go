@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -132,29 +131,7 @@ func BenchmarkAgentMemoryUnderChurn(b *testing.B) {
 		}
 	}()
 	stop := make(chan struct{})
-	done := make(chan int)
-	go func() {
-		n := 0
-		for {
-			select {
-			case <-stop:
-				done <- n
-				return
-			default:
-			}
-			// Not dialFrom: a failed dial (ports in TIME_WAIT) must not end
-			// this goroutine, which the benchmark waits for.
-			var c net.Conn
-			err := pair.Sender.Do(func() (err error) { c, err = net.Dial("tcp", ln.Addr().String()); return err })
-			if err != nil {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			c.Write(make([]byte, 64<<10))
-			c.Close()
-			n++
-		}
-	}()
+	done := churnFrom(pair.Sender, ln.Addr().String(), 64<<10, stop)
 	var peaks []float64
 	var windowBytes float64
 	deadline := time.Now().Add(time.Duration(minutes) * time.Minute)

@@ -3,6 +3,8 @@ package e2e
 import (
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -317,4 +319,50 @@ func TestEventsMatchesWhatRecordAttaches(t *testing.T) {
 			t.Errorf("record ran %s, which events says is skipped", name)
 		}
 	}
+}
+
+// Rotation at a high event rate: every family exactly, aggregated every
+// 10 ms, over a veth stream beside connections opened and closed in a loop;
+// files of 1 MiB, the newest four kept: the older files are gone, those left
+// are within the size and each parses alone, and together, in order, as
+// one recording that ended.
+func TestRotationKeepsTheNewestFilesEachParseable(t *testing.T) {
+	requireRoot(t)
+	pair, err := lab.NewPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pair.Close()
+	rec := startRecord(t, "-e", "all", "--sample", "1", "--interval", "10ms", "--max-size", "1M", "--max-files", "4")
+	ln := listenIn(t, pair.Receiver, "tcp", lab.ReceiverAddr.Addr().String()+":5301")
+	defer ln.Close()
+	serve(t, ln, drain)
+	stop := make(chan struct{})
+	churned := churnFrom(pair.Sender, ln.Addr().String(), 1024, stop)
+	vethStream(t, pair, 15*time.Second, 0)
+	close(stop)
+	t.Logf("%d connections opened and closed beside the stream", <-churned)
+	rec.stop(t, syscall.SIGINT)
+	files, _ := filepath.Glob(rec.file + ".*")
+	if len(files) != 4 || !strings.Contains(rec.stderr.String(), "older ones removed") {
+		t.Fatalf("%d files %v; want the newest 4 and the older removed: %s", len(files), files, rec.stderr)
+	}
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() > 1<<20 {
+			t.Errorf("%s holds %d bytes, over 1 MiB", f, st.Size())
+		}
+		events, summary, err := parseJSON(t, f)
+		if err != nil || len(events) == 0 || strings.Contains(summary, "did not end") {
+			t.Errorf("%s alone: %d events, %v: %s", f, len(events), err, summary)
+		}
+	}
+	events, summary, err := parseJSON(t, rec.file+".*")
+	if err != nil || !strings.Contains(summary, "in 4 files") || strings.Contains(summary, "did not end") {
+		t.Fatalf("the four files in order: %d events, %v: %s", len(events), err, summary)
+	}
+	t.Logf("%d events in the newest 4 files: %s", len(events), strings.TrimSpace(summary))
 }

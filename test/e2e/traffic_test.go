@@ -112,3 +112,31 @@ func dialFrom(t testing.TB, ns *host.Netns, d *net.Dialer, network, addr string)
 	}
 	return c
 }
+
+// churnFrom opens connections from ns to addr in a loop, each writing size
+// bytes and closing, until stop closes; the count comes back on the channel
+// it returns. A dial that fails (ports in TIME_WAIT, a full backlog) is
+// retried after a pause, never fatal: the caller waits for the count.
+func churnFrom(ns *host.Netns, addr string, size int, stop <-chan struct{}) <-chan int {
+	done := make(chan int, 1)
+	go func() {
+		n, payload := 0, make([]byte, size)
+		for {
+			select {
+			case <-stop:
+				done <- n
+				return
+			default:
+			}
+			var c net.Conn
+			if err := ns.Do(func() (err error) { c, err = net.DialTimeout("tcp", addr, time.Second); return err }); err != nil {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			c.Write(payload)
+			c.Close()
+			n++
+		}
+	}()
+	return done
+}
