@@ -31,6 +31,9 @@ type Summary struct {
 	// that opened or extended them.
 	Windows  int
 	Triggers []trace.Trigger
+	// OnWindow, when set, is called as each flight-recorder window begins,
+	// after every event before it was emitted (Stat.Gap).
+	OnWindow func()
 }
 
 // TotalLost is the sum over families.
@@ -116,10 +119,19 @@ func ReplayFiles(rs []*trace.Reader, filter *event.Filter, s *Summary, emit func
 		}
 		return ferr
 	}
+	window := func() error {
+		if err := aborts.Flush(matched); err != nil {
+			return err
+		}
+		if s.OnWindow != nil {
+			s.OnWindow()
+		}
+		return nil
+	}
 	for i, r := range rs {
 		// An earlier file's end record ends only that file.
 		s.Ended, endSeq = false, 0
-		if err := replayRecords(r, s, ord, &ev, out, &endSeq); err != nil {
+		if err := replayRecords(r, s, ord, &ev, out, window, &endSeq); err != nil {
 			if len(rs) > 1 {
 				err = &FileError{Index: i, Err: err}
 			}
@@ -139,7 +151,7 @@ func (e *FileError) Error() string { return fmt.Sprintf("file %d: %v", e.Index+1
 func (e *FileError) Unwrap() error { return e.Err }
 
 // replayRecords reads one file's records into s and ord.
-func replayRecords(r *trace.Reader, s *Summary, ord *Orderer, ev *event.Event, out func(*event.Event) error, endSeq *uint64) error {
+func replayRecords(r *trace.Reader, s *Summary, ord *Orderer, ev *event.Event, out func(*event.Event) error, window func() error, endSeq *uint64) error {
 	dec := event.NewDecoder(&r.Header)
 	for {
 		rec, err := r.Next()
@@ -209,11 +221,14 @@ func replayRecords(r *trace.Reader, s *Summary, ord *Orderer, ev *event.Event, o
 			if err != nil {
 				return &trace.FormatError{Offset: rec.Offset, Msg: err.Error()}
 			}
-			if res.Cause == trace.ResumeWindow {
-				s.Windows++
-			}
 			if err := ord.Resume(res.FirstSeq, out); err != nil {
 				return err
+			}
+			if res.Cause == trace.ResumeWindow {
+				s.Windows++
+				if err := window(); err != nil {
+					return err
+				}
 			}
 		case rec.Type == trace.RecordTrigger:
 			t, err := trace.DecodeTrigger(r.ByteOrder(), rec.Body)

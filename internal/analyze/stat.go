@@ -11,14 +11,20 @@ import (
 // Stat summarizes a recording the way btt summarizes a blktrace: per
 // connection, per device, per CPU, per qdisc, per process, drops and loss.
 type Stat struct {
-	Start, End  int64 // wall-clock ns of the first and last event
-	Events      uint64
-	Connections []*ConnStat
-	Devices     []*DevStat
-	CPUs        []*CPUStat
-	Drops       []*DropStat
-	Qdiscs      []*QdiscStat
-	SockIO      []*SockIOStat
+	Start, End int64 // wall-clock ns of the first and last event
+	Events     uint64
+	// GapNs is the time between flight-recorder windows, which nothing
+	// recorded: spans and rates leave it out.
+	GapNs int64
+	// epoch counts the windows begun; a connection last seen in an
+	// earlier one banks its span and bytes before going on.
+	epoch, gapFrom int
+	Connections    []*ConnStat
+	Devices        []*DevStat
+	CPUs           []*CPUStat
+	Drops          []*DropStat
+	Qdiscs         []*QdiscStat
+	SockIO         []*SockIOStat
 
 	sockIO map[sockIOKey]*SockIOStat
 	conns  map[uint64]*ConnStat // by socket: its current connection
@@ -47,6 +53,12 @@ type ConnStat struct {
 	Netns       uint32
 	First, Last int64 // wall-clock ns of its first and last event
 	States      []string
+	// Spans before the current window (a flight-recorder trace).
+	epoch                int
+	spanStart, doneNs    int64
+	doneSampleNs         int64
+	doneAcked, doneRecvd uint64
+	reanchor             bool
 	// From tcp_rtt samples.
 	Samples                   int
 	BytesAcked, BytesReceived uint64 // during the recording
@@ -77,13 +89,14 @@ type ConnStat struct {
 	Resets      int
 }
 
-// Duration is the connection's span in the recording, in seconds.
-func (c *ConnStat) Duration() float64 { return float64(c.Last-c.First) / 1e9 }
+// Duration is the connection's span in the recording, in seconds (the
+// windows' parts of it, in a flight recorder's trace).
+func (c *ConnStat) Duration() float64 { return float64(c.doneNs+c.Last-c.spanStart) / 1e9 }
 
 // Throughput is bytes acknowledged per second between the first and last
 // RTT sample (the sender's view), or bytes received per second for a receiver.
 func (c *ConnStat) Throughput() float64 {
-	span := float64(c.lastSample-c.firstSample) / 1e9
+	span := float64(c.doneSampleNs+c.lastSample-c.firstSample) / 1e9
 	if span <= 0 {
 		return 0
 	}
@@ -244,6 +257,13 @@ func NewStat() *Stat {
 
 // Add takes one event, in sequence order.
 func (s *Stat) Add(ev *event.Event) {
+	if s.gapFrom != s.epoch {
+		// The first event of a window: the time since the last one is a gap.
+		if s.Events > 0 && ev.Time > s.End {
+			s.GapNs += ev.Time - s.End
+		}
+		s.gapFrom = s.epoch
+	}
 	if s.Events == 0 || ev.Time < s.Start {
 		s.Start = ev.Time
 	}
@@ -273,12 +293,15 @@ func (s *Stat) Add(ev *event.Event) {
 		r := &ev.RTT
 		c := s.conn(&ev.Socket, ev.Time)
 		if c.Samples == 0 {
-			c.firstAcked, c.firstReceived, c.firstSample = r.BytesAcked, r.BytesReceived, ev.Time
 			c.MinRTTus, c.CwndMin = math.MaxUint32, math.MaxUint32
+		}
+		if c.Samples == 0 || c.reanchor {
+			c.firstAcked, c.firstReceived, c.firstSample, c.lastSample = r.BytesAcked, r.BytesReceived, ev.Time, ev.Time
+			c.reanchor = false
 		}
 		c.Samples++
 		c.lastSample = ev.Time
-		c.BytesAcked, c.BytesReceived = r.BytesAcked-c.firstAcked, r.BytesReceived-c.firstReceived
+		c.BytesAcked, c.BytesReceived = c.doneAcked+r.BytesAcked-c.firstAcked, c.doneRecvd+r.BytesReceived-c.firstReceived
 		if r.MinRttUs > 0 && r.MinRttUs < c.MinRTTus {
 			c.MinRTTus = r.MinRttUs
 		}
@@ -382,7 +405,7 @@ func (s *Stat) conn(sock *event.Socket, t int64) *ConnStat {
 	}
 	if c == nil {
 		c = &ConnStat{Sock: sock.Sock, Peer: sock.Peer.String(), peerAddr: sock.Peer, Netns: sock.Netns, First: t,
-			CongStates: map[string]int{}}
+			spanStart: t, epoch: s.epoch, CongStates: map[string]int{}}
 		s.conns[sock.Sock] = c
 		s.Connections = append(s.Connections, c)
 	}
@@ -391,6 +414,15 @@ func (s *Stat) conn(sock *event.Socket, t int64) *ConnStat {
 	}
 	if (sock.Local.Port() != 0 || c.Local == "") && (c.Local == "" || c.localAddr != sock.Local) {
 		c.Local, c.localAddr = sock.Local.String(), sock.Local
+	}
+	if c.epoch != s.epoch {
+		// Seen again after a gap: what came before is banked.
+		c.doneNs += c.Last - c.spanStart
+		c.spanStart, c.epoch = t, s.epoch
+		if c.Samples > 0 {
+			c.doneSampleNs += c.lastSample - c.firstSample
+			c.doneAcked, c.doneRecvd, c.reanchor = c.BytesAcked, c.BytesReceived, true
+		}
 	}
 	c.Last = t
 	return c
@@ -436,7 +468,12 @@ func (s *Stat) cpu(n uint32) *CPUStat {
 }
 
 // Seconds is the span of the recording's events.
-func (s *Stat) Seconds() float64 { return float64(s.End-s.Start) / 1e9 }
+func (s *Stat) Seconds() float64 { return float64(s.End-s.Start-s.GapNs) / 1e9 }
+
+// Gap says the events that follow come after time nothing recorded (a
+// flight recorder's next window): the trace's span, each connection's and
+// its rates leave that time out.
+func (s *Stat) Gap() { s.epoch++ }
 
 // Sort orders the tables for printing: busiest first.
 func (s *Stat) Sort() {

@@ -38,6 +38,7 @@ softirq time), drops by reason and location, and lost events.`,
 			defer tf.close()
 			sum := analyze.NewSummary()
 			st := analyze.NewStat()
+			sum.OnWindow = st.Gap
 			var series *timeline.Builder
 			if htmlOut != "" {
 				series = timeline.NewBuilder(0)

@@ -41,9 +41,17 @@ func flightRun(t *testing.T, o FlightOptions, seconds, perSecond int, fires func
 				if err := w.Event(uint16(event.TypeTCPCong), ev); err != nil {
 					t.Fatal(err)
 				}
-			} else {
+			} else if i%2 == 0 {
 				ev := tracetest.Sendlim(seq, ts, ts-1000, 0, 0x1000, testAddrs, uint8(event.SendlimCwnd), 1, 1)
 				if err := w.Event(uint16(event.TypeTCPSendlim), ev); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				// The sender's samples: 1 MB acknowledged a second, steadily.
+				ev := &probe.SkbtraceTcpRttEvent{Sock: 0x1000, Addrs: testAddrs, SrttUs: 100, MinRttUs: 50, Cwnd: 10,
+					SndWnd: 65535, BytesAcked: uint64(at / 1000)}
+				ev.Hdr.Seq, ev.Hdr.TsNs, ev.Hdr.Type = seq, ts, uint16(event.TypeTCPRTT)
+				if err := w.Event(uint16(event.TypeTCPRTT), ev); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -116,6 +124,39 @@ func TestFlightWritesTheWindowAroundEachFiringAndLittleElse(t *testing.T) {
 	st := f.Stats()
 	if st.Windows != 2 || st.Firings != 2 || st.Suppressed != 0 || st.Blocks > 24 {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+// stat of a flight trace: the span, each connection's seconds and bytes
+// are the windows', not the minute between them that nothing recorded.
+func TestStatOfAFlightTraceLeavesTheGapsOut(t *testing.T) {
+	o := FlightOptions{Triggers: rtoTrigger(t), Pre: 5 * time.Second, Post: 3 * time.Second, RingBytes: 8 << 20}
+	_, out := flightRun(t, o, 150, 100, func(at int64) bool { return at == 30*sec || at == 90*sec })
+	r, err := trace.NewReader(bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, st := analyze.NewSummary(), analyze.NewStat()
+	sum.OnWindow = st.Gap
+	if err := analyze.Replay(r, &event.Filter{}, sum, func(ev *event.Event) error { st.Add(ev); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Connections) != 1 {
+		t.Fatalf("%d connections", len(st.Connections))
+	}
+	c := st.Connections[0]
+	// Each window holds 9 to 11 whole seconds (its blocks), so 18 to 22 s.
+	if s := st.Seconds(); s < 17 || s > 23 {
+		t.Errorf("the trace spans %.1f s; want the windows' 18-22, not the 70 from first to last event", s)
+	}
+	if d := c.Duration(); d < 17 || d > 23 {
+		t.Errorf("the connection lasted %.1f s; want the windows' 18-22", d)
+	}
+	if mb := float64(c.BytesAcked) / 1e6; mb < 16 || mb > 23 {
+		t.Errorf("%.1f MB acknowledged; want the windows' 17-22 at 1 MB/s, not the 70 across the gap", mb)
+	}
+	if rate := c.Throughput() / 1e6; rate < 0.95 || rate > 1.05 {
+		t.Errorf("throughput %.2f MB/s, want 1", rate)
 	}
 }
 

@@ -279,8 +279,8 @@ func WriteStatText(w io.Writer, v StatView) error {
 			strings.Join(v.Sampled.Families, ", "), v.Sampled.Share*100)
 	}
 	if v.Windows > 0 {
-		fmt.Fprintf(w, "flight recorder: %d windows around %d trigger firings; the time between them was not recorded, "+
-			"and a connection's seconds and rates below span it\n", v.Windows, len(v.Triggers))
+		fmt.Fprintf(w, "flight recorder: %d windows around %d trigger firings; the time between them was not recorded "+
+			"and the seconds and rates below leave it out\n", v.Windows, len(v.Triggers))
 		for _, t := range v.Triggers {
 			fmt.Fprintf(w, "  %s  seq %d  %s: %s", t.Time.Format("15:04:05.000000"), t.Seq, t.Expr, t.What)
 			if t.Suppressed > 0 {

@@ -209,6 +209,7 @@ func loadTrace(name string, in io.Reader) (*Run, error) {
 	}
 	sum := analyze.NewSummary()
 	st := analyze.NewStat()
+	sum.OnWindow = st.Gap
 	if err := analyze.Replay(tr, &event.Filter{}, sum, func(ev *event.Event) error { st.Add(ev); return nil }); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
