@@ -175,10 +175,15 @@ func TestMainExitCodes(t *testing.T) {
 		{[]string{"parse", "-i", good + ",-"}, 2, "read alone"},
 		{[]string{"parse", "-i", filepath.Join(dir, "nothing.*")}, 1, "no file matches"},
 		{[]string{"parse", "-i", good + "," + garbage}, 1, "reading " + garbage},
+		{[]string{"stat", "-i", good + "," + garbage}, 1, "reading " + garbage},
 	}
 	for _, c := range cases {
 		var out, errs bytes.Buffer
 		code := Main(c.args, strings.NewReader(""), &out, &errs)
+		// A file that is not a trace gets no summary.
+		if c.args[0] == "stat" && c.code != 0 && out.Len() > 0 {
+			t.Errorf("%v: printed a summary: %q", c.args, out.String())
+		}
 		if code != c.code || !strings.Contains(errs.String(), c.msg) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d containing %q", c.args, code, errs.String(), c.code, c.msg)
 		}

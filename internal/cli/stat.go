@@ -43,14 +43,15 @@ softirq time), drops by reason and location, and lost events.`,
 			if htmlOut != "" {
 				series = timeline.NewBuilder(0)
 			}
-			_, rerr := replayFiles(tf, &filter, sum, func(ev *event.Event) error {
+			read, rerr := replayFiles(tf, &filter, sum, func(ev *event.Event) error {
 				st.Add(ev)
 				if series != nil {
 					series.Add(ev)
 				}
 				return nil
 			})
-			if rerr != nil && !isDamage(rerr) {
+			// A file that is not a trace at all leaves nothing to summarize.
+			if read < 0 || rerr != nil && !isDamage(rerr) {
 				return rerr
 			}
 			view := report.NewStatView(st, sum)
