@@ -124,8 +124,11 @@ static __always_inline struct dev_stats *dev_stats_for(void *slots, void *map, c
 	struct dev_stats zero = {}, *v = NULL;
 	__u64 key = (__u64)dev;
 	__u32 idx = slot_of(dev ? dev->ifindex : 0); /* a pointer cannot be hashed: the verifier forbids the arithmetic */
-	struct dev_slot *slot = bpf_map_lookup_elem(slots, &idx);
+	struct dev_slot *slot;
 
+	if (!here_passes())
+		return NULL;
+	slot = bpf_map_lookup_elem(slots, &idx);
 	if (slot && (slot->key == key || !slot->key)) {
 		slot->key = key;
 		v = &slot->stats;
@@ -174,7 +177,7 @@ int BPF_PROG(dev_xmit, const struct sk_buff *skb, const struct net_device *dev)
 {
 	struct dev_stats *v = dev_stats_for(&dev_xmit_slots, &dev_xmit_stats, dev, FAMILY_DEV_XMIT);
 
-	if (v)
+	if (v && packet_passes(skb, skb->head + skb->network_header))
 		count_skb(v, skb);
 	return 0;
 }
@@ -187,18 +190,22 @@ int BPF_PROG(dev_xmit_done, struct sk_buff *skb, int rc, struct net_device *dev,
 	if (rc == 0) /* NETDEV_TX_OK */
 		return 0;
 	v = dev_stats_for(&dev_xmit_slots, &dev_xmit_stats, dev, FAMILY_DEV_XMIT);
-	if (v)
+	if (v && packet_passes(skb, skb->head + skb->network_header))
 		v->errors++;
 	return 0;
 }
 
-/* After GRO: one call per skb the stack receives, merged or not. */
+/*
+ * After GRO: one call per skb the stack receives, merged or not. The link
+ * header is pulled by now (eth_type_trans), so data is at the IP header; the
+ * network header may not be set yet.
+ */
 SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(dev_recv, struct sk_buff *skb)
 {
 	struct dev_stats *v = dev_stats_for(&dev_recv_slots, &dev_recv_stats, skb->dev, FAMILY_DEV_RECV);
 
-	if (v)
+	if (v && packet_passes(skb, skb->data))
 		count_skb(v, skb);
 	return 0;
 }
@@ -208,7 +215,7 @@ int BPF_PROG(dev_recv_gro, const struct sk_buff *skb)
 {
 	struct dev_stats *v = dev_stats_for(&dev_recv_slots, &dev_recv_stats, skb->dev, FAMILY_DEV_RECV);
 
-	if (v)
+	if (v && packet_passes(skb, skb->data))
 		v->gro_in++;
 	return 0;
 }
@@ -233,8 +240,11 @@ int BPF_PROG(napi_poll, struct napi_struct *napi, int work, int budget)
 	struct napi_stats zero = {}, *v;
 	__u64 key = (__u64)napi;
 	__u32 idx = slot_of(napi->napi_id);
-	struct napi_slot *slot = bpf_map_lookup_elem(&napi_slots, &idx);
+	struct napi_slot *slot;
 
+	if (!here_passes())
+		return 0;
+	slot = bpf_map_lookup_elem(&napi_slots, &idx);
 	if (slot && (slot->key == key || !slot->key)) {
 		slot->key = key;
 		v = &slot->stats;
@@ -297,6 +307,9 @@ int BPF_PROG(softirq_leave, unsigned int vec)
 
 	if (vec != NET_RX_SOFTIRQ && vec != NET_TX_SOFTIRQ)
 		return 0;
+	/* Softirq time is softirq context by definition. */
+	if (!cpu_passes() || (filter_contexts && !(filter_contexts & CONTEXT_FILTER_SOFTIRQ)))
+		return 0;
 	v = bpf_map_lookup_elem(&softirqs, &vec);
 	if (!v || !v->start_ns) /* entered before recording began */
 		return 0;
@@ -326,7 +339,7 @@ static __always_inline struct qdisc_stats *qdisc_stats_for(struct Qdisc *q, cons
 	struct dev_id dk;
 	struct qdisc_stats *v;
 
-	if (!dev_passes(dev, NULL, &dk, NULL))
+	if (!here_passes() || !dev_passes(dev, NULL, &dk, NULL))
 		return NULL;
 	key.netns = dk.netns;
 	key.ifindex = dk.ifindex;
@@ -366,8 +379,11 @@ static __always_inline struct qdisc_stats *qdisc_stats_for(struct Qdisc *q, cons
 SEC("tp_btf/qdisc_enqueue")
 int BPF_PROG(qdisc_enqueue, struct Qdisc *q, const struct netdev_queue *txq, struct sk_buff *skb)
 {
-	struct qdisc_stats *v = qdisc_stats_for(q, txq);
+	struct qdisc_stats *v;
 
+	if (!packet_passes(skb, skb->head + skb->network_header))
+		return 0;
+	v = qdisc_stats_for(q, txq);
 	if (v)
 		v->enqueues++;
 	return 0;
@@ -378,7 +394,8 @@ int BPF_PROG(qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int
 {
 	struct qdisc_stats *v;
 
-	if (!skb)
+	/* A bulk dequeue passes its first skb: -F judges the batch by it. */
+	if (!skb || !packet_passes(skb, skb->head + skb->network_header))
 		return 0;
 	v = qdisc_stats_for(q, txq);
 	if (v)
@@ -401,7 +418,7 @@ static __always_inline void count_sock_io(const struct sock *sk, int ret, __u32 
 	struct sock_io_stats *v;
 	__u32 bucket;
 
-	if (ret == -EAGAIN) /* a non-blocking call that found nothing to read or no room: no I/O */
+	if (ret == -EAGAIN || !here_passes()) /* -EAGAIN: a non-blocking call that found nothing to read or no room */
 		return;
 	key.pid = bpf_get_current_pid_tgid() >> 32;
 
@@ -497,7 +514,7 @@ int skb_drop(__u64 *ctx)
 	struct drop_stats *v;
 	struct dev_id dk;
 
-	if (reason == SKB_CONSUMED)
+	if (reason == SKB_CONSUMED || !here_passes() || !packet_passes(skb, skb->head + skb->network_header))
 		return 0;
 	if (!sk && drop_has_rx_sk)
 		sk = (const struct sock *)ctx[3];

@@ -70,6 +70,7 @@ const enum event_type *_event_type __attribute__((unused));
 const enum event_family *_event_family __attribute__((unused));
 const enum sendlim_reason *_sendlim_reason __attribute__((unused));
 const enum event_context *_event_context __attribute__((unused));
+const enum context_filter *_context_filter __attribute__((unused));
 
 /* The kernel's HZ, from the coarse clock's resolution: the once-a-second rule counts jiffies. */
 const volatile __u64 jiffies_per_sec = 1000;
@@ -187,8 +188,107 @@ static __always_inline void submit_event(void *e)
 	bpf_ringbuf_submit(e, flags);
 }
 
+/*
+ * --cpu and --context: an event is kept by the CPU and the context that
+ * write it (or count it, for the families the kernel aggregates). A run
+ * folded over several calls (send limits, retransmits) is written by the
+ * call that ends it.
+ */
+#define CPU_FILTER_WORDS 16 /* 1024 CPUs */
+const volatile bool filter_cpus_on = false;
+const volatile __u64 filter_cpus[CPU_FILTER_WORDS] = {};
+/* A mask of enum context_filter; zero keeps every context. */
+const volatile __u8 filter_contexts = 0;
+
+/*
+ * preempt_count, which says the context exactly, is a per-CPU variable the
+ * programs cannot reach where kallsyms lists no data symbols; so hooks at
+ * softirq and interrupt entry and exit keep a per-CPU copy of the part
+ * that matters (attached only with --context).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cpu_context);
+} cpu_contexts SEC(".maps");
+
+static __always_inline bool cpu_passes(void)
+{
+	__u32 cpu, word;
+
+	if (!filter_cpus_on)
+		return true;
+	cpu = bpf_get_smp_processor_id();
+	word = cpu / 64;
+	barrier_var(word);
+	return word < CPU_FILTER_WORDS && ((filter_cpus[word] >> (cpu % 64)) & 1);
+}
+
+static __always_inline bool here_passes(void)
+{
+	if (!cpu_passes())
+		return false;
+	if (filter_contexts) {
+		__u32 zero = 0;
+		struct cpu_context *c = bpf_map_lookup_elem(&cpu_contexts, &zero);
+		__u8 now = CONTEXT_FILTER_TASK;
+
+		if (c && c->hardirq)
+			now = CONTEXT_FILTER_HARDIRQ;
+		else if (c && c->softirq)
+			now = CONTEXT_FILTER_SOFTIRQ;
+		if (!(filter_contexts & now))
+			return false;
+	}
+	return true;
+}
+
+static __always_inline void set_cpu_context(bool softirq, __u32 v)
+{
+	__u32 zero = 0;
+	struct cpu_context *c = bpf_map_lookup_elem(&cpu_contexts, &zero);
+
+	if (!c)
+		return;
+	if (softirq)
+		c->softirq = v;
+	else
+		c->hardirq = v;
+}
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(context_softirq_enter, unsigned int vec)
+{
+	set_cpu_context(true, 1);
+	return 0;
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(context_softirq_exit, unsigned int vec)
+{
+	set_cpu_context(true, 0);
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(context_hardirq_enter, int irq)
+{
+	set_cpu_context(false, 1);
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(context_hardirq_exit, int irq)
+{
+	set_cpu_context(false, 0);
+	return 0;
+}
+
 static __always_inline void *reserve_event(__u32 family, __u64 size, __u16 type)
 {
+	if (!here_passes())
+		return NULL;
 	__u64 seq = __sync_fetch_and_add(&seq_counter, 1);
 	struct event_header *hdr = bpf_ringbuf_reserve(&events, size, 0);
 
@@ -360,6 +460,36 @@ static __always_inline __u8 skb_addrs(const struct sk_buff *skb, struct sock_add
 		}
 	}
 	return l4;
+}
+
+/*
+ * -F: the loader replaces this function's body with the classic BPF program
+ * compiled from the pcap expression, translated to eBPF. It reads the packet
+ * from its IP header: data is the header's kernel address, linear the bytes
+ * readable there, len the packet's length from the header. Returns non-zero
+ * for a packet that matches. The body here never runs; using every argument
+ * keeps clang from dropping any.
+ */
+const volatile bool filter_packets = false;
+
+static __noinline int packet_filter(__u64 data, __u64 linear, __u64 len)
+{
+	return data != 0 && linear <= len;
+}
+
+/* Whether -F keeps an skb whose IP header is at l3 (data at receive, the network header elsewhere). */
+static __always_inline bool packet_passes(const struct sk_buff *skb, const unsigned char *l3)
+{
+	const unsigned char *tail, *data;
+	__u64 linear = 0;
+
+	if (!filter_packets)
+		return true;
+	tail = skb->head + skb->tail;
+	data = skb->data;
+	if (tail > l3)
+		linear = tail - l3;
+	return packet_filter((__u64)l3, linear, skb->len - (l3 - data));
 }
 
 /*

@@ -355,8 +355,11 @@ struct {
 static __always_inline void count_sk_limit(const struct sock *sk, __u32 kind)
 {
 	struct sk_limit_key key = {.sock = (__u64)sk, .kind = kind};
-	struct sk_limit_stats *v = bpf_map_lookup_elem(&sk_limits, &key);
+	struct sk_limit_stats *v;
 
+	if (!here_passes())
+		return;
+	v = bpf_map_lookup_elem(&sk_limits, &key);
 	if (!v) {
 		struct sk_limit_stats init = {};
 

@@ -109,6 +109,19 @@ enum event_context {
 	CONTEXT_SOFTIRQ = 1,
 };
 
+/* The contexts --context keeps, as a mask. */
+enum context_filter {
+	CONTEXT_FILTER_TASK = 1,    /* process context: system calls and kernel threads */
+	CONTEXT_FILTER_SOFTIRQ = 2, /* serving a softirq (NET_RX, NET_TX, timers), in ksoftirqd too */
+	CONTEXT_FILTER_HARDIRQ = 4, /* a device's interrupt handler */
+};
+
+/* Where a CPU is: set by the --context hooks at softirq and interrupt entry and exit. */
+struct cpu_context {
+	__u32 softirq;
+	__u32 hardirq;
+};
+
 struct event_header {
 	__u64 seq;   /* global sequence number, taken in the kernel */
 	__u64 ts_ns; /* CLOCK_BOOTTIME; the trace header anchors it to wall-clock */

@@ -212,6 +212,8 @@ struct sk_buff {
 	struct net_device *dev;
 	struct sock *sk;
 	unsigned char *head;
+	unsigned char *data;
+	unsigned int tail; /* an offset from head, as end: sk_buff_data_t on 64-bit kernels */
 	unsigned int end;
 	__u16 network_header;
 	__u16 transport_header;

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/net/bpf"
+
 	"github.com/skbtrace/skbtrace/internal/probe"
 )
 
@@ -115,4 +117,38 @@ func TestStartTakesTheFirstAlternativeThatWorks(t *testing.T) {
 	if h := rec.Running[0].Hooks; len(h) != 1 || h[0].Name != "tcp_rcv_space_adjust" {
 		t.Fatalf("hooks %v", h)
 	}
+}
+
+// The kernel filters change every program that counts: with all of them on,
+// every family that runs without them must still load (Required makes
+// Start fail otherwise).
+func TestEveryFamilyLoadsWithTheKernelFilters(t *testing.T) {
+	requireRoot(t)
+	// tcpdump -ddd -y RAW 'tcp port 5201': loads at constant and computed offsets.
+	tcpPort := []bpf.Instruction{
+		bpf.LoadAbsolute{Off: 0, Size: 1}, bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xf0},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 0x40, SkipFalse: 0, SkipTrue: 10},
+		bpf.LoadAbsolute{Off: 9, Size: 1}, bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 6, SkipTrue: 8},
+		bpf.LoadAbsolute{Off: 6, Size: 2}, bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: 0x1fff, SkipTrue: 6},
+		bpf.LoadMemShift{Off: 0}, bpf.LoadIndirect{Off: 0, Size: 2},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 5201, SkipTrue: 2},
+		bpf.LoadIndirect{Off: 2, Size: 2}, bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 5201, SkipTrue: 1},
+		bpf.RetConstant{Val: 1}, bpf.RetConstant{Val: 0},
+	}
+	plain, err := Start(Options{Families: Families})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fams []Family
+	for _, r := range plain.Running {
+		fams = append(fams, r.Family)
+	}
+	plain.Close()
+	filter := probe.Filter{Packets: tcpPort, CPUs: []int{0},
+		Contexts: probe.SkbtraceContextFilterCONTEXT_FILTER_SOFTIRQ | probe.SkbtraceContextFilterCONTEXT_FILTER_TASK}
+	rec, err := Start(Options{Families: fams, Required: true, Filter: filter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Close()
 }

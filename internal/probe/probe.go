@@ -13,9 +13,11 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -73,6 +75,30 @@ type Filter struct {
 	NetnsAddrs []netip.Addr
 	Dev        string // device name, for device-level families
 	Pid        uint32 // process (thread group), for sock_io
+	// CPUs keeps only events written on these CPUs; empty keeps every CPU.
+	CPUs []int
+	// Contexts is a mask of SkbtraceContextFilter: only events written in
+	// these contexts; zero keeps every context.
+	Contexts SkbtraceContextFilter
+	// Packets is a classic BPF program over a packet from its IP header
+	// (pktfilter.Compile): the per-packet families count only the packets
+	// it keeps. Nil keeps every packet.
+	Packets []bpf.Instruction
+}
+
+// maxFilterCPUs is CPU_FILTER_WORDS*64 in skbtrace.bpf.c.
+const maxFilterCPUs = 16 * 64
+
+// contextUnit keeps the per-CPU context that --context reads. It is not
+// one of Config.Units: Open fails when it cannot run.
+var contextUnit = Unit{
+	Name: "context",
+	Slots: [][]Hook{
+		{{Program: SkbtraceProgContextSoftirqEnter, Kind: BTFTracepoint, Name: "softirq_entry"}},
+		{{Program: SkbtraceProgContextSoftirqExit, Kind: BTFTracepoint, Name: "softirq_exit"}},
+		{{Program: SkbtraceProgContextHardirqEnter, Kind: BTFTracepoint, Name: "irq_handler_entry"}},
+		{{Program: SkbtraceProgContextHardirqExit, Kind: BTFTracepoint, Name: "irq_handler_exit"}},
+	},
 }
 
 // Unit is a group of hooks that runs whole or not at all: an event family.
@@ -149,6 +175,8 @@ type Session struct {
 	ring     *ringbuf.Reader
 	features Features
 	units    []UnitStatus
+	// packetFilter replaces the packet_filter stub in every program that calls it (-F).
+	packetFilter asm.Instructions
 }
 
 // ErrPermission is returned when the caller may not load BPF programs.
@@ -181,6 +209,12 @@ func Open(cfg Config) (*Session, error) {
 	}
 	s := &Session{spec: spec, coll: coll, progs: map[string]*ebpf.Program{}, progErrs: map[string]error{},
 		links: map[Hook]link.Link{}, features: feat}
+	if cfg.Filter.Packets != nil {
+		if s.packetFilter, err = TranslatePacketFilter(cfg.Filter.Packets); err != nil {
+			coll.Close()
+			return nil, fmt.Errorf("translating the packet filter to eBPF: %w", err)
+		}
+	}
 	if feat.KernelSeq {
 		// The first run also probes whether programs can be run at all, by
 		// running a socket filter on a packet it then frees: done before
@@ -192,6 +226,13 @@ func Open(cfg Config) (*Session, error) {
 		if err != nil {
 			s.Close()
 			return nil, err
+		}
+	}
+	if cfg.Filter.Contexts != 0 {
+		// Before the families, so that none writes an event under a context not yet known.
+		if st := s.openUnit(contextUnit); st.Err != nil {
+			s.Close()
+			return nil, fmt.Errorf("following softirq and interrupt entry for the context filter: %w", st.Err)
 		}
 	}
 	for _, u := range cfg.Units {
@@ -349,6 +390,9 @@ func (s *Session) load(h Hook) (*ebpf.Program, error) {
 	if !s.features.KernelSeq {
 		ps.Instructions = withoutAtomicFetch(ps.Instructions)
 	}
+	if s.packetFilter != nil {
+		ps.Instructions = injectPacketFilter(ps.Instructions, s.packetFilter)
+	}
 	one := &ebpf.CollectionSpec{Maps: s.spec.Maps, Variables: s.spec.Variables, Types: s.spec.Types,
 		ByteOrder: s.spec.ByteOrder, Programs: map[string]*ebpf.ProgramSpec{name: ps}}
 	c, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{MapReplacements: s.coll.Maps})
@@ -423,6 +467,15 @@ func setFilter(spec *ebpf.CollectionSpec, f Filter) error {
 	var dev [16]byte
 	copy(dev[:], f.Dev)
 	if err := set(SkbtraceVarFilterDev, dev); err != nil {
+		return err
+	}
+	if err := setCPUs(set, f.CPUs); err != nil {
+		return err
+	}
+	if err := set(SkbtraceVarFilterContexts, uint8(f.Contexts)); err != nil {
+		return err
+	}
+	if err := set(SkbtraceVarFilterPackets, f.Packets != nil); err != nil {
 		return err
 	}
 	if !f.Addr.IsValid() {
@@ -687,6 +740,24 @@ func (s *Session) ForgetSoftirqStarts() error {
 		}
 	}
 	return nil
+}
+
+// setCPUs sets the kernel's CPU mask, one bit a CPU.
+func setCPUs(set func(string, any) error, cpus []int) error {
+	if len(cpus) == 0 {
+		return nil
+	}
+	var words [maxFilterCPUs / 64]uint64
+	for _, c := range cpus {
+		if c < 0 || c >= maxFilterCPUs {
+			return fmt.Errorf("CPU %d is beyond the %d the CPU filter holds", c, maxFilterCPUs)
+		}
+		words[c/64] |= 1 << (c % 64)
+	}
+	if err := set(SkbtraceVarFilterCpus, words); err != nil {
+		return err
+	}
+	return set(SkbtraceVarFilterCpusOn, true)
 }
 
 // filterNetnsAddrs is FILTER_NETNS_ADDRS in skbtrace.bpf.c.

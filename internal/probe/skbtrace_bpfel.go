@@ -13,6 +13,20 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type SkbtraceContextFilter uint32
+
+const (
+	SkbtraceContextFilterCONTEXT_FILTER_TASK    SkbtraceContextFilter = 1
+	SkbtraceContextFilterCONTEXT_FILTER_SOFTIRQ SkbtraceContextFilter = 2
+	SkbtraceContextFilterCONTEXT_FILTER_HARDIRQ SkbtraceContextFilter = 4
+)
+
+type SkbtraceCpuContext struct {
+	_       structs.HostLayout
+	Softirq uint32
+	Hardirq uint32
+}
+
 type SkbtraceDevEvent struct {
 	_        structs.HostLayout
 	Hdr      SkbtraceEventHeader
@@ -518,6 +532,7 @@ type SkbtraceTcpSendlimEvent struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	SkbtraceMapCpuContexts           = "cpu_contexts"
 	SkbtraceMapDevRecvSlots          = "dev_recv_slots"
 	SkbtraceMapDevRecvStats          = "dev_recv_stats"
 	SkbtraceMapDevXmitSlots          = "dev_xmit_slots"
@@ -538,6 +553,10 @@ const (
 	SkbtraceMapSkLimits              = "sk_limits"
 	SkbtraceMapSockIo                = "sock_io"
 	SkbtraceMapSoftirqs              = "softirqs"
+	SkbtraceProgContextHardirqEnter  = "context_hardirq_enter"
+	SkbtraceProgContextHardirqExit   = "context_hardirq_exit"
+	SkbtraceProgContextSoftirqEnter  = "context_softirq_enter"
+	SkbtraceProgContextSoftirqExit   = "context_softirq_exit"
 	SkbtraceProgDevRecv              = "dev_recv"
 	SkbtraceProgDevRecvGro           = "dev_recv_gro"
 	SkbtraceProgDevXmit              = "dev_xmit"
@@ -574,6 +593,7 @@ const (
 	SkbtraceProgTcpRetrans           = "tcp_retrans"
 	SkbtraceProgTcpRetransClose      = "tcp_retrans_close"
 	SkbtraceProgTcpSendlimClose      = "tcp_sendlim_close"
+	SkbtraceVarContextFilter         = "_context_filter"
 	SkbtraceVarDevEvent              = "_dev_event"
 	SkbtraceVarEventContext          = "_event_context"
 	SkbtraceVarEventFamily           = "_event_family"
@@ -602,11 +622,15 @@ const (
 	SkbtraceVarEnableRtt             = "enable_rtt"
 	SkbtraceVarEnableSendlim         = "enable_sendlim"
 	SkbtraceVarFilterAddr            = "filter_addr"
+	SkbtraceVarFilterContexts        = "filter_contexts"
+	SkbtraceVarFilterCpus            = "filter_cpus"
+	SkbtraceVarFilterCpusOn          = "filter_cpus_on"
 	SkbtraceVarFilterDev             = "filter_dev"
 	SkbtraceVarFilterFamily          = "filter_family"
 	SkbtraceVarFilterNetns           = "filter_netns"
 	SkbtraceVarFilterNetnsAddrs      = "filter_netns_addrs"
 	SkbtraceVarFilterNetnsNaddrs     = "filter_netns_naddrs"
+	SkbtraceVarFilterPackets         = "filter_packets"
 	SkbtraceVarFilterPid             = "filter_pid"
 	SkbtraceVarFilterPort            = "filter_port"
 	SkbtraceVarIntervalJiffies       = "interval_jiffies"
@@ -662,6 +686,10 @@ type SkbtraceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SkbtraceProgramSpecs struct {
+	ContextHardirqEnter  *ebpf.ProgramSpec `ebpf:"context_hardirq_enter"`
+	ContextHardirqExit   *ebpf.ProgramSpec `ebpf:"context_hardirq_exit"`
+	ContextSoftirqEnter  *ebpf.ProgramSpec `ebpf:"context_softirq_enter"`
+	ContextSoftirqExit   *ebpf.ProgramSpec `ebpf:"context_softirq_exit"`
 	DevRecv              *ebpf.ProgramSpec `ebpf:"dev_recv"`
 	DevRecvGro           *ebpf.ProgramSpec `ebpf:"dev_recv_gro"`
 	DevXmit              *ebpf.ProgramSpec `ebpf:"dev_xmit"`
@@ -704,6 +732,7 @@ type SkbtraceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SkbtraceMapSpecs struct {
+	CpuContexts        *ebpf.MapSpec `ebpf:"cpu_contexts"`
 	DevRecvSlots       *ebpf.MapSpec `ebpf:"dev_recv_slots"`
 	DevRecvStats       *ebpf.MapSpec `ebpf:"dev_recv_stats"`
 	DevXmitSlots       *ebpf.MapSpec `ebpf:"dev_xmit_slots"`
@@ -730,6 +759,7 @@ type SkbtraceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SkbtraceVariableSpecs struct {
+	ContextFilter      *ebpf.VariableSpec `ebpf:"_context_filter"`
 	DevEvent           *ebpf.VariableSpec `ebpf:"_dev_event"`
 	EventContext       *ebpf.VariableSpec `ebpf:"_event_context"`
 	EventFamily        *ebpf.VariableSpec `ebpf:"_event_family"`
@@ -758,11 +788,15 @@ type SkbtraceVariableSpecs struct {
 	EnableRtt          *ebpf.VariableSpec `ebpf:"enable_rtt"`
 	EnableSendlim      *ebpf.VariableSpec `ebpf:"enable_sendlim"`
 	FilterAddr         *ebpf.VariableSpec `ebpf:"filter_addr"`
+	FilterContexts     *ebpf.VariableSpec `ebpf:"filter_contexts"`
+	FilterCpus         *ebpf.VariableSpec `ebpf:"filter_cpus"`
+	FilterCpusOn       *ebpf.VariableSpec `ebpf:"filter_cpus_on"`
 	FilterDev          *ebpf.VariableSpec `ebpf:"filter_dev"`
 	FilterFamily       *ebpf.VariableSpec `ebpf:"filter_family"`
 	FilterNetns        *ebpf.VariableSpec `ebpf:"filter_netns"`
 	FilterNetnsAddrs   *ebpf.VariableSpec `ebpf:"filter_netns_addrs"`
 	FilterNetnsNaddrs  *ebpf.VariableSpec `ebpf:"filter_netns_naddrs"`
+	FilterPackets      *ebpf.VariableSpec `ebpf:"filter_packets"`
 	FilterPid          *ebpf.VariableSpec `ebpf:"filter_pid"`
 	FilterPort         *ebpf.VariableSpec `ebpf:"filter_port"`
 	IntervalJiffies    *ebpf.VariableSpec `ebpf:"interval_jiffies"`
@@ -796,6 +830,7 @@ func (o *SkbtraceObjects) Close() error {
 //
 // It can be passed to LoadSkbtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SkbtraceMaps struct {
+	CpuContexts        *ebpf.Map `ebpf:"cpu_contexts"`
 	DevRecvSlots       *ebpf.Map `ebpf:"dev_recv_slots"`
 	DevRecvStats       *ebpf.Map `ebpf:"dev_recv_stats"`
 	DevXmitSlots       *ebpf.Map `ebpf:"dev_xmit_slots"`
@@ -820,6 +855,7 @@ type SkbtraceMaps struct {
 
 func (m *SkbtraceMaps) Close() error {
 	return _SkbtraceClose(
+		m.CpuContexts,
 		m.DevRecvSlots,
 		m.DevRecvStats,
 		m.DevXmitSlots,
@@ -847,6 +883,7 @@ func (m *SkbtraceMaps) Close() error {
 //
 // It can be passed to LoadSkbtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SkbtraceVariables struct {
+	ContextFilter      *ebpf.Variable `ebpf:"_context_filter"`
 	DevEvent           *ebpf.Variable `ebpf:"_dev_event"`
 	EventContext       *ebpf.Variable `ebpf:"_event_context"`
 	EventFamily        *ebpf.Variable `ebpf:"_event_family"`
@@ -875,11 +912,15 @@ type SkbtraceVariables struct {
 	EnableRtt          *ebpf.Variable `ebpf:"enable_rtt"`
 	EnableSendlim      *ebpf.Variable `ebpf:"enable_sendlim"`
 	FilterAddr         *ebpf.Variable `ebpf:"filter_addr"`
+	FilterContexts     *ebpf.Variable `ebpf:"filter_contexts"`
+	FilterCpus         *ebpf.Variable `ebpf:"filter_cpus"`
+	FilterCpusOn       *ebpf.Variable `ebpf:"filter_cpus_on"`
 	FilterDev          *ebpf.Variable `ebpf:"filter_dev"`
 	FilterFamily       *ebpf.Variable `ebpf:"filter_family"`
 	FilterNetns        *ebpf.Variable `ebpf:"filter_netns"`
 	FilterNetnsAddrs   *ebpf.Variable `ebpf:"filter_netns_addrs"`
 	FilterNetnsNaddrs  *ebpf.Variable `ebpf:"filter_netns_naddrs"`
+	FilterPackets      *ebpf.Variable `ebpf:"filter_packets"`
 	FilterPid          *ebpf.Variable `ebpf:"filter_pid"`
 	FilterPort         *ebpf.Variable `ebpf:"filter_port"`
 	IntervalJiffies    *ebpf.Variable `ebpf:"interval_jiffies"`
@@ -897,6 +938,10 @@ type SkbtraceVariables struct {
 //
 // It can be passed to LoadSkbtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SkbtracePrograms struct {
+	ContextHardirqEnter  *ebpf.Program `ebpf:"context_hardirq_enter"`
+	ContextHardirqExit   *ebpf.Program `ebpf:"context_hardirq_exit"`
+	ContextSoftirqEnter  *ebpf.Program `ebpf:"context_softirq_enter"`
+	ContextSoftirqExit   *ebpf.Program `ebpf:"context_softirq_exit"`
 	DevRecv              *ebpf.Program `ebpf:"dev_recv"`
 	DevRecvGro           *ebpf.Program `ebpf:"dev_recv_gro"`
 	DevXmit              *ebpf.Program `ebpf:"dev_xmit"`
@@ -937,6 +982,10 @@ type SkbtracePrograms struct {
 
 func (p *SkbtracePrograms) Close() error {
 	return _SkbtraceClose(
+		p.ContextHardirqEnter,
+		p.ContextHardirqExit,
+		p.ContextSoftirqEnter,
+		p.ContextSoftirqExit,
 		p.DevRecv,
 		p.DevRecvGro,
 		p.DevXmit,
