@@ -53,6 +53,7 @@ fuzz:
 	$(GO) test ./internal/packet -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/analyze/pcap -run '^$$' -fuzz FuzzCapture -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/agent -run '^$$' -fuzz FuzzEvidenceQuery -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/collect/pktfilter -run '^$$' -fuzz FuzzCompile -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf bin

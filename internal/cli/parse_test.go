@@ -176,6 +176,13 @@ func TestMainExitCodes(t *testing.T) {
 		{[]string{"parse", "-i", filepath.Join(dir, "nothing.*")}, 1, "no file matches"},
 		{[]string{"parse", "-i", good + "," + garbage}, 1, "reading " + garbage},
 		{[]string{"stat", "-i", good + "," + garbage}, 1, "reading " + garbage},
+		{[]string{"record", "-F", "tcp port"}, 2, "-F: "},
+		{[]string{"record", "-F", "ether host 1:2:3:4:5:6"}, 2, "ether"},
+		{[]string{"record", "-F", "host example.com"}, 2, "example.com"},
+		{[]string{"live", "-F", "tcp and (port 80"}, 2, "-F: "},
+		{[]string{"record", "--cpu", "3-1"}, 2, "--cpu: \"3-1\" is not a CPU list"},
+		{[]string{"record", "--cpu", "5000"}, 2, "--cpu: CPU 5000 is beyond"},
+		{[]string{"record", "--context", "irq"}, 2, "--context: \"irq\" is not a context"},
 	}
 	for _, c := range cases {
 		var out, errs bytes.Buffer
@@ -183,6 +190,9 @@ func TestMainExitCodes(t *testing.T) {
 		// A file that is not a trace gets no summary.
 		if c.args[0] == "stat" && c.code != 0 && out.Len() > 0 {
 			t.Errorf("%v: printed a summary: %q", c.args, out.String())
+		}
+		if c.code == 2 && strings.Count(strings.TrimSpace(strings.Replace(errs.String(), usageHint, "", 1)), "\n") != 0 {
+			t.Errorf("%v: a usage error takes one line (and the hint): %q", c.args, errs.String())
 		}
 		if code != c.code || !strings.Contains(errs.String(), c.msg) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d containing %q", c.args, code, errs.String(), c.code, c.msg)

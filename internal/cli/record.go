@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -16,7 +17,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/skbtrace/skbtrace/internal/collect"
+	"github.com/skbtrace/skbtrace/internal/collect/pktfilter"
 	"github.com/skbtrace/skbtrace/internal/host"
+	"github.com/skbtrace/skbtrace/internal/probe"
 	"github.com/skbtrace/skbtrace/internal/record"
 	"github.com/skbtrace/skbtrace/internal/trace"
 )
@@ -36,6 +39,9 @@ type recordFlags struct {
 	pre, post   time.Duration
 	ring        string
 	windowRate  int
+	packets     string
+	cpus        string
+	contexts    []string
 }
 
 // defaultSample is the share of each interval the per-packet families stay
@@ -57,6 +63,10 @@ func (r *recordFlags) bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&r.post, "post", 5*time.Second, "with --trigger, how much after the last firing its window holds")
 	fs.StringVar(&r.ring, "ring", "64M", "with --trigger, the memory (`SIZE`) that holds the recent past")
 	fs.IntVar(&r.windowRate, "trigger-limit", 6, "with --trigger, at most `N` new windows a minute; firings beyond are counted, not written")
+	fs.StringVarP(&r.packets, "packet-filter", "F", "", "count in the per-packet families (dev_xmit, dev_recv, qdisc, skb_drop) only the packets this pcap-filter `EXPR` matches, "+
+		"as tcpdump would (from the IP header: no link-layer tests), run in the kernel")
+	fs.StringVar(&r.cpus, "cpu", "", "only events on these CPUs (`LIST`: 0,2-3)")
+	fs.StringSliceVar(&r.contexts, "context", nil, "only events written in these contexts (`CTX`: syscall, softirq, hardirq; comma-separated)")
 	fs.Float64Var(&r.sample, "sample", 0, "attach the per-packet families (dev_xmit, dev_recv, napi_poll, softirq, sock_io) only this `SHARE` of each interval "+
 		"(0 < SHARE <= 1; default 0.05 for the default set or -e all, 1 for families named with -e)")
 }
@@ -108,6 +118,9 @@ func (r *recordFlags) job(c *cobra.Command, args []string, stderr io.Writer) (*r
 		return nil, err
 	}
 	pf.Dev, pf.Pid = r.dev, r.pid
+	if err := r.kernelFilters(&pf); err != nil {
+		return nil, err
+	}
 	if r.dev != "" && !host.DeviceExists(r.dev) {
 		fmt.Fprintf(stderr, "skbtrace: warning: no device named %s in this or any named network namespace yet: device-level events will be empty unless it appears\n", r.dev)
 	}
@@ -125,6 +138,65 @@ func (r *recordFlags) job(c *cobra.Command, args []string, stderr io.Writer) (*r
 		command:  args,
 		flight:   flight,
 	}, nil
+}
+
+// kernelFilters reads -F, --cpu and --context into pf.
+func (r *recordFlags) kernelFilters(pf *probe.Filter) error {
+	if r.packets != "" {
+		prog, err := pktfilter.Compile(r.packets)
+		if err != nil {
+			return usagef("-F: %v", err)
+		}
+		pf.Packets = prog
+	}
+	if r.cpus != "" {
+		cpus, err := parseCPUList(r.cpus)
+		if err != nil {
+			return usagef("--cpu: %v", err)
+		}
+		pf.CPUs = cpus
+	}
+	for _, c := range splitList(r.contexts) {
+		bit, ok := contextNames[c]
+		if !ok {
+			return usagef("--context: %q is not a context (syscall, softirq, hardirq)", c)
+		}
+		pf.Contexts |= bit
+	}
+	return nil
+}
+
+var contextNames = map[string]probe.SkbtraceContextFilter{
+	"syscall": probe.SkbtraceContextFilterCONTEXT_FILTER_TASK,
+	"softirq": probe.SkbtraceContextFilterCONTEXT_FILTER_SOFTIRQ,
+	"hardirq": probe.SkbtraceContextFilterCONTEXT_FILTER_HARDIRQ,
+}
+
+// maxCPUs is how many CPUs --cpu can name (the kernel side's mask).
+const maxCPUs = 1024
+
+// parseCPUList reads a CPU list as the kernel writes them (0,2-3,8).
+func parseCPUList(s string) ([]int, error) {
+	var cpus []int
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		first, err := strconv.ParseUint(lo, 10, 16)
+		last := first
+		if err == nil && isRange {
+			last, err = strconv.ParseUint(hi, 10, 16)
+		}
+		if err != nil || last < first {
+			return nil, fmt.Errorf("%q is not a CPU list like 0,2-3", s)
+		}
+		if last >= maxCPUs {
+			return nil, fmt.Errorf("CPU %d is beyond the %d the kernel filter holds", last, maxCPUs)
+		}
+		for c := first; c <= last; c++ {
+			cpus = append(cpus, int(c))
+		}
+	}
+	return cpus, nil
 }
 
 // flightOptions reads --trigger and its companions (nil without triggers).

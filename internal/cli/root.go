@@ -9,6 +9,9 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// usageHint follows a usage error's one line.
+const usageHint = "run 'skbtrace --help' for usage"
+
 // usageError marks an error as the user's invocation being wrong (exit 2).
 type usageError struct{ err error }
 
@@ -48,7 +51,7 @@ does for block I/O: record writes a compact binary trace, parse prints it.`,
 	fmt.Fprintf(stderr, "skbtrace: %v\n", err)
 	var ue usageError
 	if errors.As(err, &ue) || isCobraUsage(err) {
-		fmt.Fprintln(stderr, "run 'skbtrace --help' for usage")
+		fmt.Fprintln(stderr, usageHint)
 		return 2
 	}
 	return 1

@@ -38,7 +38,7 @@ all="tcp_conn tcp_sendlim tcp_cong tcp_retrans tcp_rtt tcp_reset tcp_rcvbuf sk_l
 # Against scripted peers: send-limit decisions between ACKs (a write's hook
 # differs by kernel), resets and RTT (their hooks and arguments differ).
 peers='TestSendlimPeerZeroWindowWithProbes|TestSendlimPeerMsgMore|TestSendlimPeerQdiscDrops|TestSendlimPeerRTOBackoff|TestResetsMatchOutRstsUnderTheNamespaceFilter|TestResetPathsMatchTheAbortCounters|TestTCPDropsMatchTheirCounters|TestRTTMatchesTCPInfoAndTheLastACK'
-common="TestEventsMatchesWhatRecordAttaches|TestProfileAttributesUDPSendsAndCountsPackets|TestConnStatesLoopback|TestNetfilterDropsRetransmitsAndRecovery|TestLabRunAllReproducesEveryFaultAndTheDoctorNamesIt|$peers"
+common="TestEventsMatchesWhatRecordAttaches|TestPacketFilterPassesWhatTcpdumpPasses|TestContextAndCPUFiltersPartitionTheEvents|TestProfileAttributesUDPSendsAndCountsPackets|TestConnStatesLoopback|TestNetfilterDropsRetransmitsAndRecovery|TestLabRunAllReproducesEveryFaultAndTheDoctorNamesIt|$peers"
 case "$release" in
 5.10.*)
 	# Ring-order numbering, socket state in hashes, no drop reasons, no qdisc

@@ -23,8 +23,9 @@ import (
 // fixtures are copies of; SKBTRACE_UPDATE_PCAP_FIXTURES=1 refreshes them.
 var fixtureDir = filepath.Join("..", "..", "internal", "analyze", "pcap", "testdata")
 
-// tcpdumpIn captures on a device inside a namespace until stop is called.
-func tcpdumpIn(t *testing.T, ns *host.Netns, dev, file string, count int, filter string) (stop func()) {
+// tcpdumpIn captures on a device inside a namespace until stop is called;
+// stop returns tcpdump's closing lines (packets captured, dropped).
+func tcpdumpIn(t *testing.T, ns *host.Netns, dev, file string, count int, filter string) (stop func() []string) {
 	t.Helper()
 	tcpdump := requireTool(t, "tcpdump")
 	args := []string{"netns", "exec", ns.Name, tcpdump, "-i", dev, "-s", "128", "-B", "65536", "--immediate-mode", "-w", file, "-U"}
@@ -64,9 +65,9 @@ func tcpdumpIn(t *testing.T, ns *host.Netns, dev, file string, count int, filter
 		t.Fatal("tcpdump did not start")
 	}
 	stopped := false
-	stop = func() {
+	stop = func() []string {
 		if stopped {
-			return
+			return summary
 		}
 		stopped = true
 		// tcpdump exits at SIGINT without draining its ring: wait until the
@@ -86,8 +87,9 @@ func tcpdumpIn(t *testing.T, ns *host.Netns, dev, file string, count int, filter
 		<-drained
 		cmd.Wait()
 		t.Logf("tcpdump on %s: %s", dev, strings.Join(summary, "; "))
+		return summary
 	}
-	t.Cleanup(stop)
+	t.Cleanup(func() { stop() })
 	return stop
 }
 
