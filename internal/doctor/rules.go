@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/finding"
 	"github.com/skbtrace/skbtrace/internal/units"
 )
@@ -449,21 +450,8 @@ func cwndLimited(ev *Evidence) []finding.Finding {
 	return out
 }
 
-// benignDrops are drop reasons that follow from normal operation or from
-// another problem (a reset, a retransmission already received).
-var benignDrops = map[string]bool{
-	"SOCKET_CLOSE": true, "TCP_OLD_DATA": true, "TCP_OLD_SEQUENCE": true, "TCP_OLD_ACK": true, "TCP_TOO_OLD_ACK": true,
-	"TCP_CLOSE": true, "NO_SOCKET": true, "TCP_OFOMERGE": true, "TCP_RESET": true, "QUEUE_PURGE": true, "TCP_INVALID_SEQUENCE": true,
-}
-
-// benign says whether a drop follows from normal operation. Beside the
-// benign reasons, a segment that a TIME_WAIT socket absorbs (the last ACK or
-// FIN of a closed connection) leaves tcp_v4_rcv or tcp_v6_rcv without a
-// reason of its own: every other drop there has one since 5.17.
-func benign(d *Drop) bool {
-	return benignDrops[d.Reason] || d.Reason == "NOT_SPECIFIED" &&
-		(strings.HasPrefix(d.Location, "tcp_v4_rcv+") || strings.HasPrefix(d.Location, "tcp_v6_rcv+"))
-}
+// benign says whether a drop follows from normal operation.
+func benign(d *Drop) bool { return event.RoutineDrop(d.Reason, d.Location) }
 
 // dropRemedies say where to look for each drop reason.
 var dropRemedies = map[string]string{

@@ -129,7 +129,7 @@ func (f *Flight) Write(p []byte) (int, error) {
 	info, err := f.s.scan(p, func(ev *event.Event) {
 		for i := range f.o.Triggers {
 			t := &f.o.Triggers[i]
-			if what, ok := t.Match(ev, f.s.dropReason); ok {
+			if what, ok := t.Match(ev, &f.s); ok {
 				f.firingNow = append(f.firingNow, firing{t, what, ev.Seq, ev.Time})
 				break
 			}

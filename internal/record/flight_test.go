@@ -207,6 +207,69 @@ func TestFlightRingStaysWithinItsSize(t *testing.T) {
 	}
 }
 
+// A bare drop trigger leaves a host's routine drops alone (as the doctor
+// does: closed sockets, old duplicates, what TIME_WAIT absorbs); a reason
+// named, or any other drop, fires. The names come from the trace's own
+// enum and symbol records, as the recorder writes them.
+func TestDropTriggerLeavesRoutineDropsAlone(t *testing.T) {
+	const (
+		reasonNotSpecified = 2
+		reasonNoSocket     = 3
+		reasonNetfilter    = 8
+		atTCPRcv           = 0xffffffff81000000
+		atNFHook           = 0xffffffff82000000
+	)
+	firings := func(expr string, reason uint32, location uint64) uint64 {
+		t.Helper()
+		trig, err := ParseTrigger(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := NewFlight(io.Discard, FlightOptions{Triggers: []Trigger{trig}, Pre: time.Second, Post: time.Second,
+			RingBytes: 1 << 20, MaxWindowsPerMinute: 6})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := tracetest.NewWriter(f, trace.NativeOrder)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.AppendEnum(trace.Enum{Kind: trace.EnumDropReason, Names: map[uint32]string{
+			reasonNotSpecified: "NOT_SPECIFIED", reasonNoSocket: "NO_SOCKET", reasonNetfilter: "NETFILTER_DROP"}})
+		w.AppendSymbol(trace.Symbol{Addr: atTCPRcv, Name: "tcp_v4_rcv+0x1a4"})
+		w.AppendSymbol(trace.Symbol{Addr: atNFHook, Name: "nf_hook_slow+0x96"})
+		ev := &probe.SkbtraceSkbDropEvent{Location: location, Reason: reason, Cnt: 1}
+		ev.Hdr.TsNs, ev.Hdr.Type = 1e18, uint16(event.TypeSkbDrop)
+		if err := w.Event(uint16(event.TypeSkbDrop), ev); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return f.Stats().Firings
+	}
+	for _, c := range []struct {
+		expr     string
+		reason   uint32
+		location uint64
+		want     uint64
+	}{
+		{"drop", reasonNotSpecified, atTCPRcv, 0}, // a segment TIME_WAIT absorbed
+		{"drop", reasonNoSocket, atTCPRcv, 0},
+		{"drop", reasonNetfilter, atNFHook, 1},
+		{"drop", reasonNotSpecified, atNFHook, 1}, // unnamed, but not where TIME_WAIT drops
+		{"drop:NO_SOCKET", reasonNoSocket, atTCPRcv, 1},
+		{"drop:NETFILTER_DROP", reasonNoSocket, atTCPRcv, 0},
+	} {
+		if got := firings(c.expr, c.reason, c.location); got != c.want {
+			t.Errorf("%s on reason %d at %#x: %d firings, want %d", c.expr, c.reason, c.location, got, c.want)
+		}
+	}
+}
+
 // Malformed triggers are refused with what is wrong.
 func TestParseTriggerRefusesMalformedOnes(t *testing.T) {
 	for _, s := range []string{"", "rtox", "drop:", "drop@", "drop@a/b", "srtt>", "srtt>-1ms", "srtt>fast", "sendlim:cwnd", "sendlim:bogus>1s", "sendlim:ok>1s", "sendlim:swnd>0s"} {

@@ -19,6 +19,7 @@ type stream struct {
 	meta        []metaRecord
 	ev          event.Event
 	dropReasons map[uint32]string
+	symbols     map[uint64]string // drop locations, as the recorder names them before their first drop
 }
 
 type metaRecord struct {
@@ -67,9 +68,17 @@ func (s *stream) scan(block []byte, fn func(*event.Event)) (blockInfo, error) {
 			}
 		case isNameTable(rec.Type):
 			s.meta = append(s.meta, metaRecord{rec.Type, bytes.Clone(rec.Body)})
-			if rec.Type == trace.RecordEnum {
+			switch rec.Type {
+			case trace.RecordEnum:
 				if e, err := trace.DecodeEnum(s.header.ByteOrder, rec.Body); err == nil && e.Kind == trace.EnumDropReason {
 					s.dropReasons = e.Names
+				}
+			case trace.RecordSym:
+				if sym, err := trace.DecodeSymbol(s.header.ByteOrder, rec.Body); err == nil {
+					if s.symbols == nil {
+						s.symbols = map[uint64]string{}
+					}
+					s.symbols[sym.Addr] = sym.Name
 				}
 			}
 		case rec.Type == trace.RecordEnd:
@@ -90,6 +99,9 @@ func (s *stream) dropReason(v uint32) string {
 	}
 	return fmt.Sprint(v)
 }
+
+// location names a drop location as symbol+offset, or "" when the recorder could not.
+func (s *stream) location(addr uint64) string { return s.symbols[addr] }
 
 // isNameTable says whether a record holds what names or qualifies the whole
 // recording (namespaces, kernel enums and symbols, sampling, settings), as

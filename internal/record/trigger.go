@@ -35,7 +35,8 @@ const TriggerHelp = "rto, drop[:REASON][@DEV], srtt>DURATION, zero-window, reset
 // ParseTrigger reads one trigger expression:
 //
 //	rto                    a retransmission timeout: entry into Loss (tcp_cong) or a [rto] send-limit run
-//	drop[:REASON][@DEV]    a drop (skb_drop), of this kernel reason (NETFILTER_DROP), on this device
+//	drop[:REASON][@DEV]    a drop (skb_drop), of this kernel reason (NETFILTER_DROP), on this device;
+//	                       without a reason, not the routine ones (event.RoutineDrop)
 //	srtt>DURATION          a tcp_rtt sample with srtt above DURATION
 //	zero-window            the peer's window shut: a [swnd] run or a tcp_rtt sample with snd_wnd 0
 //	reset                  a connection reset, sent or received (tcp_reset)
@@ -97,9 +98,14 @@ func ParseTrigger(expr string) (Trigger, error) {
 	return t, nil
 }
 
-// Match says whether ev fires the trigger, and if so what it was, in a few
-// words; dropReason names a drop reason number, as the recording kernel does.
-func (t *Trigger) Match(ev *event.Event, dropReason func(uint32) string) (string, bool) {
+// kernelNames names what events hold as numbers, as the recording kernel does.
+type kernelNames interface {
+	dropReason(uint32) string
+	location(addr uint64) string
+}
+
+// Match says whether ev fires the trigger, and if so what it was, in a few words.
+func (t *Trigger) Match(ev *event.Event, names kernelNames) (string, bool) {
 	switch t.kind {
 	case triggerRTO:
 		switch {
@@ -112,9 +118,14 @@ func (t *Trigger) Match(ev *event.Event, dropReason func(uint32) string) (string
 		if ev.Type != event.TypeSkbDrop {
 			return "", false
 		}
-		reason := dropReason(ev.Drop.Reason)
+		reason := names.dropReason(ev.Drop.Reason)
 		dev, _, _ := ev.Device()
 		if t.reason != "" && reason != t.reason || t.dev != "" && string(dev) != t.dev {
+			return "", false
+		}
+		// A reason named is wanted whatever it is; otherwise a busy host's
+		// closing connections would open a window every few seconds.
+		if t.reason == "" && event.RoutineDrop(reason, names.location(ev.Drop.Location)) {
 			return "", false
 		}
 		return fmt.Sprintf("skb_drop [%s] on %s, %d packets", reason, dev, ev.Drop.Cnt), true
