@@ -93,6 +93,31 @@ func configure(ns *host.Netns, dev string, addr netip.Prefix) error {
 	return nil
 }
 
+// BigTCP lets GSO and GRO on the pair build packets of up to size bytes,
+// above the 64 KB an IP length field holds (BIG TCP: Linux 5.19 for IPv6,
+// 6.3 for IPv4).
+func (p *Pair) BigTCP(size int) error {
+	for _, side := range []struct {
+		ns  *host.Netns
+		dev string
+	}{{p.Sender, p.SenderDev}, {p.Receiver, p.ReceiverDev}} {
+		h, err := netlink.NewHandleAt(side.ns.Handle())
+		if err != nil {
+			return fmt.Errorf("opening netlink in %s: %w", side.ns.Name, err)
+		}
+		l, err := h.LinkByName(side.dev)
+		if err == nil {
+			err = errors.Join(h.LinkSetGSOMaxSize(l, size), h.LinkSetGROMaxSize(l, size),
+				h.LinkSetGSOIPv4MaxSize(l, size), h.LinkSetGROIPv4MaxSize(l, size))
+		}
+		h.Close()
+		if err != nil {
+			return fmt.Errorf("raising the GSO and GRO sizes of %s to %d: %w", side.dev, size, err)
+		}
+	}
+	return nil
+}
+
 // TwoHosts makes the pair behave like two machines on a 2-CPU host: receive
 // processing of each side steered (RPS) to its own CPU, sender on CPU 0 and
 // receiver on CPU 1 (the lab pins its generator's threads to match). Without

@@ -12,13 +12,23 @@ import (
 
 // Link types (the pcap LINKTYPE_ values) the decoder understands.
 const (
+	LinkNull     = 0 // BSD loopback: the address family in the capturing host's byte order
 	LinkEthernet = 1
+	LinkPPP      = 9   // PPP, with or without HDLC-like framing (RFC 1661, 1662)
+	LinkPPPHDLC  = 50  // PPP in HDLC-like framing, or Cisco HDLC
 	LinkRaw      = 101 // raw IPv4 or IPv6
+	LinkLoop     = 108 // OpenBSD loopback: the address family in network byte order
 	LinkSLL      = 113 // Linux cooked capture v1
-	LinkSLL2     = 276 // Linux cooked capture v2
 	LinkIPv4     = 228
 	LinkIPv6     = 229
+	LinkNFLOG    = 239 // Linux netfilter log (tcpdump -i nflog:N)
+	LinkPKTAP    = 258 // Apple's packet tap (macOS tcpdump -i any / -k)
+	LinkSLL2     = 276 // Linux cooked capture v2
 )
+
+// SupportedLinks names the link types Decode reads, for errors.
+const SupportedLinks = "Ethernet (1), BSD loopback (0, 108), PPP (9, 50), raw IP (101, 228, 229), " +
+	"Linux cooked v1 (113) and v2 (276), NFLOG (239), PKTAP (258)"
 
 // Encapsulations.
 const (
@@ -38,13 +48,18 @@ type IP struct {
 	Version  uint8
 	Src, Dst netip.Addr
 	// TotalLen is the IP datagram length from the header (the payload
-	// length plus headers for IPv6), so sizes stay right under a short snaplen.
+	// length plus headers for IPv6), so sizes stay right under a short
+	// snaplen; for BIG TCP's IPv6 jumbograms, from the jumbo payload option.
 	TotalLen uint32
-	HdrLen   uint16 // including IPv6 extension headers
-	ID       uint16
-	DF       bool
-	TTL      uint8
-	Proto    uint8
+	// LenFromFrame says the header's length field read 0, as on a GSO
+	// packet above 64 KB (BIG TCP) or one captured on a TSO sender, and
+	// TotalLen is the original frame's length from this header on.
+	LenFromFrame bool
+	HdrLen       uint16 // including IPv6 extension headers
+	ID           uint16
+	DF           bool
+	TTL          uint8
+	Proto        uint8
 }
 
 // TCP is a TCP header with the options analysis uses.
@@ -121,87 +136,44 @@ const (
 // ErrMalformed marks a frame whose headers contradict themselves.
 var ErrMalformed = errors.New("malformed")
 
-type decodeError struct{ what string }
+// ErrLinkType marks a frame of a link type the decoder does not know.
+var ErrLinkType = errors.New("unsupported link type")
 
-func (e decodeError) Error() string { return e.what }
-func (e decodeError) Unwrap() error { return ErrMalformed }
+// DecodeError is a frame the decoder cannot take; Part names the header at
+// fault (link header, IP header, TCP header), for counting.
+type DecodeError struct {
+	Part, What string
+	kind       error
+}
+
+func (e *DecodeError) Error() string { return e.What }
+func (e *DecodeError) Unwrap() error { return e.kind }
 
 var (
-	errShortLink = decodeError{"frame shorter than its link-layer header"}
-	errBadIP     = decodeError{"IP header length or version invalid"}
-	errBadTCP    = decodeError{"TCP header length invalid"}
-	errLinkType  = decodeError{"unsupported link type"}
+	errShortLink = &DecodeError{"link header", "frame shorter than its link-layer header", ErrMalformed}
+	errBadIP     = &DecodeError{"IP header", "IP header length or version invalid", ErrMalformed}
+	errBadTCP    = &DecodeError{"TCP header", "TCP header length invalid", ErrMalformed}
+	errLinkType  = &DecodeError{"link type", "unsupported link type", ErrLinkType}
 )
 
-// Decode fills p from one frame of the given link type. A frame cut short by
-// the snaplen decodes as far as it goes and sets Truncated; only headers
+// Decode fills p from one frame of the given link type, whose original
+// length was wireLen (the captured data may be shorter). A frame cut short
+// by the snaplen decodes as far as it goes and sets Truncated; only headers
 // that contradict themselves are errors.
-func Decode(linkType int, data []byte, p *Packet) error {
+func Decode(linkType int, data []byte, wireLen int, p *Packet) error {
 	*p = Packet{}
 	p.TCP.WScale = -1
-	etherType, off, err := link(linkType, data)
+	etherType, off, dir, err := link(linkType, data, 0)
 	if err != nil {
 		return err
 	}
-	p.Direction = cookedDirection(linkType, data)
+	p.Direction = dir
 	p.LinkHdrBytes = uint16(off)
 	if etherType == 0 {
 		p.NotIP = true
 		return nil
 	}
-	return p.network(etherType, data[off:], false)
-}
-
-// link finds the network protocol and where it starts.
-func link(linkType int, data []byte) (etherType uint16, off int, err error) {
-	switch linkType {
-	case LinkEthernet:
-		return ethernet(data)
-	case LinkRaw:
-		if len(data) == 0 {
-			return 0, 0, errShortLink
-		}
-		switch data[0] >> 4 {
-		case 4:
-			return 0x0800, 0, nil
-		case 6:
-			return 0x86DD, 0, nil
-		}
-		return 0, 0, nil
-	case LinkIPv4:
-		return 0x0800, 0, nil
-	case LinkIPv6:
-		return 0x86DD, 0, nil
-	case LinkSLL:
-		if len(data) < 16 {
-			return 0, 0, errShortLink
-		}
-		return ipEtherType(binary.BigEndian.Uint16(data[14:])), 16, nil
-	case LinkSLL2:
-		if len(data) < 20 {
-			return 0, 0, errShortLink
-		}
-		return ipEtherType(binary.BigEndian.Uint16(data[0:])), 20, nil
-	}
-	return 0, 0, errLinkType
-}
-
-// cookedDirection reads the packet type of Linux cooked captures (tcpdump -i
-// any): 4 is a frame this host sent.
-func cookedDirection(linkType int, data []byte) uint8 {
-	var pktType byte
-	switch linkType {
-	case LinkSLL:
-		pktType = data[1]
-	case LinkSLL2:
-		pktType = data[10]
-	default:
-		return DirUnknown
-	}
-	if pktType == 4 {
-		return DirOut
-	}
-	return DirIn
+	return p.network(etherType, data[off:], max(wireLen, len(data))-off, false)
 }
 
 func ipEtherType(t uint16) uint16 {
@@ -226,7 +198,9 @@ func ethernet(data []byte) (uint16, int, error) {
 	return ipEtherType(t), off, nil
 }
 
-func (p *Packet) network(etherType uint16, data []byte, inner bool) error {
+// network decodes an IP header and what it carries; wire is how many bytes
+// the original frame had from data on.
+func (p *Packet) network(etherType uint16, data []byte, wire int, inner bool) error {
 	ip := &p.Outer
 	if inner {
 		ip = &p.Inner
@@ -234,9 +208,9 @@ func (p *Packet) network(etherType uint16, data []byte, inner bool) error {
 	var payload []byte
 	var err error
 	if etherType == 0x0800 {
-		payload, err = ipv4(data, ip)
+		payload, err = ipv4(data, wire, ip)
 	} else {
-		payload, err = ipv6(data, ip)
+		payload, err = ipv6(data, wire, ip)
 	}
 	if err != nil || payload == nil {
 		p.Truncated = payload == nil && err == nil
@@ -248,14 +222,14 @@ func (p *Packet) network(etherType uint16, data []byte, inner bool) error {
 	case 6:
 		return p.tcp(payload, l4Len)
 	case 17:
-		return p.udp(payload, inner)
+		return p.udp(payload, wire-int(ip.HdrLen), inner)
 	case 1, 58:
 		p.icmp(payload, ip.Proto)
 	}
 	return nil
 }
 
-func ipv4(data []byte, ip *IP) ([]byte, error) {
+func ipv4(data []byte, wire int, ip *IP) ([]byte, error) {
 	if len(data) < 20 {
 		return nil, nil
 	}
@@ -263,11 +237,16 @@ func ipv4(data []byte, ip *IP) ([]byte, error) {
 		return nil, errBadIP
 	}
 	hl := int(data[0]&0x0f) * 4
-	total := binary.BigEndian.Uint16(data[2:])
+	total := uint32(binary.BigEndian.Uint16(data[2:]))
+	if total == 0 && hl >= 20 && wire >= hl {
+		// GSO above 64 KB (BIG TCP, Linux 6.3) or a TSO sender's capture:
+		// Wireshark's "reported as 0, presumed TSO". The frame says how long.
+		total, ip.LenFromFrame = uint32(wire), true
+	}
 	if hl < 20 || int(total) < hl {
 		return nil, errBadIP
 	}
-	ip.Version, ip.HdrLen, ip.TotalLen = 4, uint16(hl), uint32(total)
+	ip.Version, ip.HdrLen, ip.TotalLen = 4, uint16(hl), total
 	ip.ID = binary.BigEndian.Uint16(data[4:])
 	ip.DF = data[6]&0x40 != 0
 	ip.TTL, ip.Proto = data[8], data[9]
@@ -282,7 +261,7 @@ func ipv4(data []byte, ip *IP) ([]byte, error) {
 	return data[hl:], nil
 }
 
-func ipv6(data []byte, ip *IP) ([]byte, error) {
+func ipv6(data []byte, wire int, ip *IP) ([]byte, error) {
 	if len(data) < 40 {
 		return nil, nil
 	}
@@ -292,6 +271,15 @@ func ipv6(data []byte, ip *IP) ([]byte, error) {
 	ip.Version = 6
 	payloadLen := uint32(binary.BigEndian.Uint16(data[4:]))
 	ip.TotalLen = 40 + payloadLen
+	if payloadLen == 0 && data[6] != 59 { // 59: no next header, truly empty
+		// A jumbogram (RFC 2675, BIG TCP) gives its length in a hop-by-hop
+		// option; a GSO packet captured without one, in the frame's length.
+		if jumbo, ok := jumboPayload(data); ok {
+			ip.TotalLen = 40 + jumbo
+		} else if wire > 40 {
+			ip.TotalLen, ip.LenFromFrame = uint32(wire), true
+		}
+	}
 	ip.TTL = data[7]
 	ip.Src = netip.AddrFrom16([16]byte(data[8:24]))
 	ip.Dst = netip.AddrFrom16([16]byte(data[24:40]))
@@ -325,6 +313,31 @@ func ipv6(data []byte, ip *IP) ([]byte, error) {
 			return data[off:], nil
 		}
 	}
+}
+
+// jumboPayload reads the jumbo payload option (0xC2) of a hop-by-hop
+// header right after the fixed IPv6 header.
+func jumboPayload(data []byte) (uint32, bool) {
+	if data[6] != 0 || len(data) < 42 {
+		return 0, false
+	}
+	end := min(48+int(data[41])*8, len(data))
+	for off := 42; off < end; {
+		typ := data[off]
+		if typ == 0 { // Pad1
+			off++
+			continue
+		}
+		if off+2 > end {
+			break
+		}
+		n := int(data[off+1])
+		if typ == 0xC2 && n == 4 && off+6 <= end {
+			return binary.BigEndian.Uint32(data[off+2:]), true
+		}
+		off += 2 + n
+	}
+	return 0, false
 }
 
 func (p *Packet) tcp(data []byte, l4Len uint32) error {
@@ -384,7 +397,7 @@ func tcpOptions(opts []byte, t *TCP) {
 	}
 }
 
-func (p *Packet) udp(data []byte, inner bool) error {
+func (p *Packet) udp(data []byte, wire int, inner bool) error {
 	if len(data) < 8 {
 		p.Truncated = true
 		return nil
@@ -396,7 +409,7 @@ func (p *Packet) udp(data []byte, inner bool) error {
 			if len(data) >= 16 && data[8]&0x08 != 0 {
 				p.Encap, p.OuterUDP = EncapVXLAN, u
 				p.VNI = binary.BigEndian.Uint32(data[12:]) >> 8
-				return p.encapsulated(data[16:], 0x6558)
+				return p.encapsulated(data[16:], wire-16, 0x6558)
 			}
 		case GenevePort:
 			if len(data) >= 16 {
@@ -405,7 +418,7 @@ func (p *Packet) udp(data []byte, inner bool) error {
 				if len(data) >= 16+optLen {
 					p.Encap, p.OuterUDP = EncapGeneve, u
 					p.VNI = binary.BigEndian.Uint32(data[12:]) >> 8
-					return p.encapsulated(data[16+optLen:], proto)
+					return p.encapsulated(data[16+optLen:], wire-16-optLen, proto)
 				}
 			}
 		}
@@ -416,19 +429,19 @@ func (p *Packet) udp(data []byte, inner bool) error {
 
 // encapsulated decodes a tunnel's payload: an Ethernet frame (0x6558) or an
 // IP packet.
-func (p *Packet) encapsulated(data []byte, proto uint16) error {
+func (p *Packet) encapsulated(data []byte, wire int, proto uint16) error {
 	if proto == 0x6558 {
 		t, off, err := ethernet(data)
 		if err != nil {
 			p.Truncated = true
 			return nil
 		}
-		proto, data = t, data[off:]
+		proto, data, wire = t, data[off:], wire-off
 	}
 	if ipEtherType(proto) == 0 {
 		return nil
 	}
-	return p.network(proto, data, true)
+	return p.network(proto, data, wire, true)
 }
 
 func (p *Packet) icmp(data []byte, proto uint8) {

@@ -47,7 +47,7 @@ func TestDecodeEthernetVLANIPv4TCPWithOptions(t *testing.T) {
 	data := frame(t, eth(layers.EthernetTypeDot1Q), &layers.Dot1Q{VLANIdentifier: 5, Type: layers.EthernetTypeDot1Q},
 		&layers.Dot1Q{VLANIdentifier: 6, Type: layers.EthernetTypeIPv4}, ip, tcp, gopacket.Payload(make([]byte, 100)))
 	var p Packet
-	if err := Decode(LinkEthernet, data, &p); err != nil {
+	if err := Decode(LinkEthernet, data, len(data), &p); err != nil {
 		t.Fatal(err)
 	}
 	if !p.HasTCP || p.Outer.Src.String() != "10.0.0.1" || p.Outer.ID != 77 || !p.Outer.DF || p.LinkHdrBytes != 22 {
@@ -63,7 +63,7 @@ func TestDecodeKeepsLengthsUnderASnaplen(t *testing.T) {
 	tcp := &layers.TCP{SrcPort: 1, DstPort: 2, Seq: 5, ACK: true, Window: 10}
 	data := frame(t, eth(layers.EthernetTypeIPv4), ip, tcp, gopacket.Payload(make([]byte, 60000)))
 	var p Packet
-	if err := Decode(LinkEthernet, data[:96], &p); err != nil {
+	if err := Decode(LinkEthernet, data[:96], len(data), &p); err != nil {
 		t.Fatal(err)
 	}
 	if !p.HasTCP || p.TCP.PayloadLen != 60000 || p.Outer.TotalLen != 60040 {
@@ -81,7 +81,7 @@ func TestDecodeIPv6WithExtensionHeaders(t *testing.T) {
 	tcp.SetNetworkLayerForChecksum(ip)
 	data := frame(t, eth(layers.EthernetTypeIPv6), ip, hop, tcp, gopacket.Payload(make([]byte, 10)))
 	var p Packet
-	if err := Decode(LinkEthernet, data, &p); err != nil {
+	if err := Decode(LinkEthernet, data, len(data), &p); err != nil {
 		t.Fatal(err)
 	}
 	if !p.HasTCP || p.Outer.Version != 6 || p.Outer.HdrLen != 48 || p.TCP.PayloadLen != 10 || p.Outer.Dst.String() != "fd00::2" {
@@ -97,7 +97,7 @@ func TestDecodeVXLANBothHeaders(t *testing.T) {
 		&layers.UDP{SrcPort: 33333, DstPort: 4789}, &layers.VXLAN{ValidIDFlag: true, VNI: 42},
 		eth(layers.EthernetTypeIPv4), inner, tcp, gopacket.Payload(make([]byte, 1400)))
 	var p Packet
-	if err := Decode(LinkEthernet, data, &p); err != nil {
+	if err := Decode(LinkEthernet, data, len(data), &p); err != nil {
 		t.Fatal(err)
 	}
 	if p.Encap != EncapVXLAN || p.VNI != 42 || p.Outer.DF || p.Outer.ID != 9 || p.OuterUDP.SrcPort != 33333 {
@@ -118,7 +118,7 @@ func TestDecodeGeneveWithOptions(t *testing.T) {
 	data := frame(t, eth(layers.EthernetTypeIPv4), ip4("10.0.0.1", "10.0.0.2", 1, true, layers.IPProtocolUDP),
 		&layers.UDP{SrcPort: 1, DstPort: 6081}, gopacket.Payload(append(geneve, innerFrame...)))
 	var p Packet
-	if err := Decode(LinkEthernet, data, &p); err != nil {
+	if err := Decode(LinkEthernet, data, len(data), &p); err != nil {
 		t.Fatal(err)
 	}
 	if p.Encap != EncapGeneve || p.VNI != 7 || !p.HasUDP || p.UDP.DstPort != 6 || p.Inner.ID != 3 {
@@ -138,7 +138,7 @@ func TestDecodeCookedAndRawLinks(t *testing.T) {
 		data []byte
 	}{{LinkSLL, sll}, {LinkSLL2, sll2}, {LinkRaw, body}, {LinkIPv4, body}} {
 		var p Packet
-		if err := Decode(c.link, c.data, &p); err != nil || !p.HasUDP || p.UDP.DstPort != 2 {
+		if err := Decode(c.link, c.data, len(c.data), &p); err != nil || !p.HasUDP || p.UDP.DstPort != 2 {
 			t.Errorf("link %d: %v %+v", c.link, err, p)
 		}
 	}
@@ -153,14 +153,14 @@ func TestDecodeRejectsContradictions(t *testing.T) {
 	badTCP[14+20+12] = 0xf0 // 60-byte TCP header in a 24-byte segment
 	var p Packet
 	for name, data := range map[string][]byte{"ihl": badIHL, "tcp": badTCP} {
-		if err := Decode(LinkEthernet, data, &p); !errors.Is(err, ErrMalformed) {
+		if err := Decode(LinkEthernet, data, len(data), &p); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: err %v", name, err)
 		}
 	}
-	if err := Decode(LinkEthernet, good[:10], &p); !errors.Is(err, ErrMalformed) {
+	if err := Decode(LinkEthernet, good[:10], len(good[:10]), &p); !errors.Is(err, ErrMalformed) {
 		t.Errorf("short ethernet: %v", err)
 	}
-	if err := Decode(999, good, &p); err == nil {
+	if err := Decode(999, good, len(good), &p); err == nil {
 		t.Error("unknown link type accepted")
 	}
 }
@@ -171,20 +171,25 @@ func TestDecodeDoesNotAllocate(t *testing.T) {
 		&layers.UDP{SrcPort: 33333, DstPort: 4789}, &layers.VXLAN{ValidIDFlag: true, VNI: 42},
 		eth(layers.EthernetTypeIPv4), inner, tcpSyn(), gopacket.Payload(make([]byte, 100)))
 	var p Packet
-	if n := testing.AllocsPerRun(100, func() { Decode(LinkEthernet, data, &p) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { Decode(LinkEthernet, data, len(data), &p) }); n != 0 {
 		t.Fatalf("%v allocations per decode", n)
 	}
 }
 
 func FuzzDecode(f *testing.F) {
-	f.Add(LinkEthernet, frame(f, eth(layers.EthernetTypeIPv4), ip4("10.0.0.1", "10.0.0.2", 1, true, layers.IPProtocolTCP), tcpSyn()))
+	f.Add(LinkEthernet, frame(f, eth(layers.EthernetTypeIPv4), ip4("10.0.0.1", "10.0.0.2", 1, true, layers.IPProtocolTCP), tcpSyn()), uint16(0))
 	f.Add(LinkEthernet, frame(f, eth(layers.EthernetTypeIPv4), ip4("10.200.0.1", "10.200.0.2", 9, false, layers.IPProtocolUDP),
 		&layers.UDP{SrcPort: 3, DstPort: 4789}, &layers.VXLAN{ValidIDFlag: true, VNI: 1}, eth(layers.EthernetTypeIPv4),
-		ip4("10.1.0.1", "10.1.0.2", 2, false, layers.IPProtocolTCP), tcpSyn()))
-	f.Add(LinkRaw, []byte{0x60, 0, 0, 0, 0, 8, 0, 64})
-	f.Fuzz(func(t *testing.T, link int, data []byte) {
+		ip4("10.1.0.1", "10.1.0.2", 2, false, layers.IPProtocolTCP), tcpSyn()), uint16(0))
+	f.Add(LinkRaw, []byte{0x60, 0, 0, 0, 0, 8, 0, 64}, uint16(0))
+	// snap, when inside the frame, is where the capture cut it.
+	f.Fuzz(func(t *testing.T, link int, data []byte, snap uint16) {
 		var p Packet
-		if err := Decode(link, data, &p); err != nil || !p.HasTCP {
+		captured := data
+		if snap > 0 && int(snap) < len(data) {
+			captured = data[:snap]
+		}
+		if err := Decode(link, captured, len(data), &p); err != nil || !p.HasTCP {
 			return
 		}
 		// The lengths must add up to the IP header's, whatever the capture holds.
@@ -193,4 +198,138 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("IP total %d, IP header %d, TCP header %d, payload %d", ip.TotalLen, ip.HdrLen, p.TCP.HdrLen, p.TCP.PayloadLen)
 		}
 	})
+}
+
+// bigTCPv4 is a GSO packet above 64 KB as Linux 6.3's BIG TCP sends it, or
+// a TSO sender's capture: IPv4 total length 0.
+func bigTCPv4(t *testing.T, payload int) []byte {
+	ip := ip4("10.0.0.1", "10.0.0.2", 1, true, layers.IPProtocolTCP)
+	data := frame(t, eth(layers.EthernetTypeIPv4), ip, &layers.TCP{SrcPort: 1, DstPort: 2, Seq: 5, ACK: true, Window: 10, DataOffset: 5},
+		gopacket.Payload(make([]byte, payload)))
+	binary.BigEndian.PutUint16(data[14+2:], 0)
+	return data
+}
+
+func TestDecodeTakesAZeroIPv4LengthFromTheFrame(t *testing.T) {
+	data := bigTCPv4(t, 80000)
+	var p Packet
+	// Cut by a 128-byte snaplen, as such captures usually are.
+	if err := Decode(LinkEthernet, data[:128], len(data), &p); err != nil {
+		t.Fatal(err)
+	}
+	if !p.HasTCP || !p.Outer.LenFromFrame || p.Outer.TotalLen != 80040 || p.TCP.PayloadLen != 80000 {
+		t.Fatalf("from frame %v, total %d, payload %d", p.Outer.LenFromFrame, p.Outer.TotalLen, p.TCP.PayloadLen)
+	}
+}
+
+// jumbogram is an IPv6 packet with payload length 0 and, when hbh, a
+// hop-by-hop header carrying the jumbo payload option (RFC 2675), as BIG
+// TCP for IPv6 sends it (Linux 5.19).
+func jumbogram(t *testing.T, payload int, hbh bool) []byte {
+	tcp := make([]byte, 20)
+	binary.BigEndian.PutUint16(tcp[0:], 40000)
+	binary.BigEndian.PutUint16(tcp[2:], 5201)
+	tcp[12], tcp[13] = 5<<4, 0x10
+	ip := make([]byte, 40)
+	ip[0], ip[7] = 0x60, 64
+	ip[8], ip[23], ip[24], ip[39] = 0xfd, 1, 0xfd, 2
+	ip[6] = 6
+	var ext []byte
+	if hbh {
+		ip[6] = 0
+		ext = make([]byte, 8)
+		ext[0], ext[1] = 6, 0
+		ext[2], ext[3] = 0xC2, 4
+		binary.BigEndian.PutUint32(ext[4:], uint32(len(ext)+len(tcp)+payload))
+	}
+	hdr := frame(t, eth(layers.EthernetTypeIPv6))[:14] // serializing pads to the 60-byte minimum
+	return append(append(append(append(hdr, ip...), ext...), tcp...), make([]byte, payload)...)
+}
+
+func TestDecodeIPv6Jumbograms(t *testing.T) {
+	for _, hbh := range []bool{true, false} {
+		data := jumbogram(t, 80000, hbh)
+		var p Packet
+		if err := Decode(LinkEthernet, data[:128], len(data), &p); err != nil {
+			t.Fatalf("hop-by-hop %v: %v", hbh, err)
+		}
+		hdrs := uint32(40 + 20)
+		if hbh {
+			hdrs += 8
+		}
+		if !p.HasTCP || p.TCP.PayloadLen != 80000 || p.Outer.TotalLen != hdrs+80000 || p.Outer.LenFromFrame == hbh {
+			t.Fatalf("hop-by-hop %v: total %d, payload %d, from frame %v", hbh, p.Outer.TotalLen, p.TCP.PayloadLen, p.Outer.LenFromFrame)
+		}
+	}
+}
+
+// BIG TCP through a VXLAN tunnel: both IPv4 lengths read 0.
+func TestDecodeBigTCPInsideVXLAN(t *testing.T) {
+	inner := bigTCPv4(t, 70000)
+	outer := frame(t, eth(layers.EthernetTypeIPv4), ip4("10.200.0.1", "10.200.0.2", 9, false, layers.IPProtocolUDP),
+		&layers.UDP{SrcPort: 33333, DstPort: 4789}, &layers.VXLAN{ValidIDFlag: true, VNI: 42}, gopacket.Payload(inner))
+	binary.BigEndian.PutUint16(outer[14+2:], 0)
+	binary.BigEndian.PutUint16(outer[14+20+4:], 0) // UDP length too
+	var p Packet
+	if err := Decode(LinkEthernet, outer[:200], len(outer), &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Encap != EncapVXLAN || !p.HasTCP || p.Inner.TotalLen != 70040 || !p.Inner.LenFromFrame || p.Outer.TotalLen != uint32(len(outer)-14) {
+		t.Fatalf("encap %d, inner total %d, outer total %d", p.Encap, p.Inner.TotalLen, p.Outer.TotalLen)
+	}
+}
+
+// Every link type's header in front of the same IPv4/TCP packet decodes to
+// that packet, with the direction where the header gives one.
+func TestDecodeLinkTypes(t *testing.T) {
+	ip := ip4("10.0.0.1", "10.0.0.2", 7, true, layers.IPProtocolTCP)
+	tcp := &layers.TCP{SrcPort: 40000, DstPort: 5201, Seq: 1, ACK: true, Window: 100}
+	pkt := frame(t, ip, tcp, gopacket.Payload(make([]byte, 100)))
+	le32 := func(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }
+	be32 := func(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
+	nflogHdr := []byte{2, 0, 0, 5}
+	prefix := append(binary.LittleEndian.AppendUint16(binary.LittleEndian.AppendUint16(nil, 4+8), 10), "skbtrace"...)
+	payloadTLV := binary.LittleEndian.AppendUint16(binary.LittleEndian.AppendUint16(nil, uint16(4+len(pkt))), 9)
+	pktap := make([]byte, 108)
+	binary.LittleEndian.PutUint32(pktap[0:], 108)
+	binary.LittleEndian.PutUint32(pktap[4:], 1)               // a packet follows
+	binary.LittleEndian.PutUint32(pktap[8:], uint32(LinkRaw)) // of this link type
+	binary.LittleEndian.PutUint32(pktap[36:], 0x2)            // sent
+	for _, c := range []struct {
+		name string
+		link int
+		hdr  []byte
+		dir  uint8
+	}{
+		{"null, little-endian host", LinkNull, le32(2), DirUnknown},
+		{"null, big-endian host", LinkNull, be32(2), DirUnknown},
+		{"loop", LinkLoop, be32(2), DirUnknown},
+		{"ppp", LinkPPP, []byte{0x00, 0x21}, DirUnknown},
+		{"ppp with address and control", LinkPPP, []byte{0xff, 0x03, 0x00, 0x21}, DirUnknown},
+		{"ppp, protocol compressed", LinkPPP, []byte{0x21}, DirUnknown},
+		{"ppp in hdlc", LinkPPPHDLC, []byte{0xff, 0x03, 0x00, 0x21}, DirUnknown},
+		{"cisco hdlc", LinkPPPHDLC, []byte{0x0f, 0x00, 0x08, 0x00}, DirUnknown},
+		{"nflog", LinkNFLOG, append(append(nflogHdr, prefix...), payloadTLV...), DirUnknown},
+		{"pktap", LinkPKTAP, pktap, DirOut},
+	} {
+		data := append(append([]byte(nil), c.hdr...), pkt...)
+		var p Packet
+		if err := Decode(c.link, data, len(data), &p); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if !p.HasTCP || p.TCP.DstPort != 5201 || p.Outer.TotalLen != uint32(len(pkt)) || p.Direction != c.dir || int(p.LinkHdrBytes) != len(c.hdr) {
+			t.Errorf("%s: tcp %v port %d total %d direction %d link header %d", c.name, p.HasTCP, p.TCP.DstPort, p.Outer.TotalLen, p.Direction, p.LinkHdrBytes)
+		}
+	}
+	// An IPv6 family on each BSD: 24, 28, 30.
+	ip6 := jumbogram(t, 100, false)[14:]
+	binary.BigEndian.PutUint16(ip6[4:], uint16(len(ip6)-40))
+	for _, family := range []uint32{24, 28, 30} {
+		data := append(le32(family), ip6...)
+		var p Packet
+		if err := Decode(LinkNull, data, len(data), &p); err != nil || !p.HasTCP || p.Outer.Version != 6 {
+			t.Errorf("null family %d: %v, version %d", family, err, p.Outer.Version)
+		}
+	}
 }

@@ -35,12 +35,19 @@ type Analyzer struct {
 	outerOrder []*outerFlow
 
 	Frames, NonIP, Truncated, Filtered uint64
-	First, Last                        int64
-	ICMPTooBig                         uint64
-	ICMPMTU                            uint16
-	handshakes                         map[FlowKey]*handshake
-	series                             int
-	pkt                                packet.Packet
+	// Malformed counts the frames skipped because a header contradicts
+	// itself (or, in a pcapng, an interface's link type is unknown), by
+	// the header at fault; MalformedFirst are the first few of them.
+	Malformed       map[string]uint64
+	MalformedFirst  []MalformedFrame
+	unknownLinks    uint64 // frames of unknown link types, among Malformed
+	lastUnknownLink int
+	First, Last     int64
+	ICMPTooBig      uint64
+	ICMPMTU         uint16
+	handshakes      map[FlowKey]*handshake
+	series          int
+	pkt             packet.Packet
 }
 
 type outerFlow struct {
@@ -64,32 +71,43 @@ func New(opts Options) *Analyzer {
 	return &Analyzer{opts: opts, dirs: map[FlowKey]*Dir{}, outer: map[FlowKey]*outerFlow{}, handshakes: map[FlowKey]*handshake{}}
 }
 
+// MalformedFrame is a frame skipped, by number, and why.
+type MalformedFrame struct {
+	Number uint64 `json:"frame"`
+	Why    string `json:"why"`
+}
+
+// maxMalformedNamed is how many malformed frames the report names.
+const maxMalformedNamed = 5
+
 // Run reads every frame of a capture. On a damaged or truncated capture it
-// returns the error (naming the packet) after analyzing everything before it.
+// returns the error (naming the packet) after analyzing everything before
+// it; a malformed frame is counted and skipped. A capture whose every frame
+// has a link type the decoder does not know is an error too.
 func (a *Analyzer) Run(r *capture.Reader) error {
 	for {
 		f, err := r.Next()
 		if err == io.EOF {
-			return nil
+			break
 		}
 		if err != nil {
 			return err
 		}
-		if err := a.Add(f); err != nil {
-			return err
-		}
+		a.Add(f)
 	}
+	if a.Frames > 0 && a.unknownLinks == a.Frames {
+		return fmt.Errorf("%w %d (supported: %s)", packet.ErrLinkType, a.lastUnknownLink, packet.SupportedLinks)
+	}
+	return nil
 }
 
-// Add analyzes one frame.
-func (a *Analyzer) Add(f capture.Frame) error {
+// Add analyzes one frame; one the decoder cannot take is counted in Malformed.
+func (a *Analyzer) Add(f capture.Frame) {
 	a.Frames++
 	p := &a.pkt
-	if err := packet.Decode(f.LinkType, f.Data, p); err != nil {
-		if errors.Is(err, packet.ErrMalformed) {
-			return fmt.Errorf("packet %d: %w", f.Number, err)
-		}
-		return fmt.Errorf("packet %d: link type %d: %w", f.Number, f.LinkType, err)
+	if err := packet.Decode(f.LinkType, f.Data, f.WireLen, p); err != nil {
+		a.malformed(f, err)
+		return
 	}
 	if a.First == 0 || f.TimeNs < a.First {
 		a.First = f.TimeNs
@@ -104,7 +122,7 @@ func (a *Analyzer) Add(f capture.Frame) error {
 	}
 	if p.NotIP || (!p.HasTCP && !p.HasUDP) {
 		a.NonIP++
-		return nil
+		return
 	}
 	ip := p.L3()
 	key := FlowKey{Proto: ip.Proto}
@@ -115,7 +133,7 @@ func (a *Analyzer) Add(f capture.Frame) error {
 	}
 	if a.opts.Flow != nil && !a.opts.Flow.Match(key) {
 		a.Filtered++
-		return nil
+		return
 	}
 	d := a.dir(key)
 	if d.Packets == 0 {
@@ -166,7 +184,27 @@ func (a *Analyzer) Add(f capture.Frame) error {
 			of.IPID.add(p.Outer.ID, segsIn(p.TCP.PayloadLen, a.segSize(d)))
 		}
 	}
-	return nil
+}
+
+// malformed counts a frame the decoder refused, by the header at fault.
+func (a *Analyzer) malformed(f capture.Frame, err error) {
+	part, why := "frame", err.Error()
+	var de *packet.DecodeError
+	if errors.As(err, &de) {
+		part = de.Part
+	}
+	if errors.Is(err, packet.ErrLinkType) {
+		a.unknownLinks++
+		a.lastUnknownLink = f.LinkType
+		why = fmt.Sprintf("%s %d", why, f.LinkType)
+	}
+	if a.Malformed == nil {
+		a.Malformed = map[string]uint64{}
+	}
+	a.Malformed[part]++
+	if len(a.MalformedFirst) < maxMalformedNamed {
+		a.MalformedFirst = append(a.MalformedFirst, MalformedFrame{Number: f.Number, Why: why})
+	}
 }
 
 // dir finds a direction, creating it with its reverse so each holds the

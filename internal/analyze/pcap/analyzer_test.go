@@ -160,8 +160,9 @@ func TestGraphsStayBoundedWhateverTheFlowLength(t *testing.T) {
 func addTCP(t *testing.T, a *Analyzer, ts int64, src, dst string, sport, dport uint16, seq, ack, payload uint32, isAck bool, n uint64) {
 	t.Helper()
 	data := tcpFrame(t, src, dst, sport, dport, seq, ack, payload, isAck)
-	if err := a.Add(capture.Frame{Number: n, TimeNs: ts, LinkType: 1, WireLen: len(data), Data: data}); err != nil {
-		t.Fatal(err)
+	a.Add(capture.Frame{Number: n, TimeNs: ts, LinkType: 1, WireLen: len(data), Data: data})
+	if a.Malformed != nil {
+		t.Fatalf("frame %d malformed: %v", n, a.MalformedFirst)
 	}
 }
 
@@ -263,13 +264,32 @@ func TestTruncatedCaptureIsAnalyzedUpToTheDamage(t *testing.T) {
 	}
 }
 
-func TestMalformedFrameNamesThePacket(t *testing.T) {
-	good := tcpFrame(t, "10.0.0.1", "10.0.0.2", 1, 2, 100, 0, 10, false)
-	bad := append([]byte(nil), good...)
-	bad[14] = 0x41 // IHL of one word
-	r, _ := capture.Open(bytes.NewReader(pcapOf(binary.LittleEndian, false, 1, good, bad)))
+// One corrupted IP header in the middle of a capture costs that frame
+// only: it is counted by the header at fault, named by number, and every
+// other frame is analyzed. A capture of an unknown link type is an error.
+func TestMalformedFrameIsCountedAndSkipped(t *testing.T) {
+	var frames [][]byte
+	for i := 0; i < 9; i++ {
+		frames = append(frames, tcpFrame(t, "10.0.0.1", "10.0.0.2", 1, 2, 100+uint32(i)*10, 0, 10, false))
+	}
+	frames[4][14] = 0x41 // IHL of one word
+	r, _ := capture.Open(bytes.NewReader(pcapOf(binary.LittleEndian, false, 1, frames...)))
 	a := New(Options{})
-	if err := a.Run(r); err == nil || !strings.HasPrefix(err.Error(), "packet 2: ") {
+	if err := a.Run(r); err != nil {
+		t.Fatal(err)
+	}
+	rep := a.Report("t.pcap", r.Format, nil)
+	if a.Malformed["IP header"] != 1 || len(a.MalformedFirst) != 1 || a.MalformedFirst[0].Number != 5 ||
+		rep.Capture.Malformed != 1 || len(rep.Flows) != 1 || rep.Flows[0].Packets != 8 {
+		t.Fatalf("malformed %v %v, report %+v", a.Malformed, a.MalformedFirst, rep.Capture)
+	}
+	var text bytes.Buffer
+	rep.WriteText(&text)
+	if !strings.Contains(text.String(), "1 malformed frame skipped (IP header 1): #5 IP header length or version invalid") {
+		t.Fatalf("text report:\n%s", text.String())
+	}
+	r, _ = capture.Open(bytes.NewReader(pcapOf(binary.LittleEndian, false, 147, frames[0])))
+	if err := New(Options{}).Run(r); err == nil || !strings.Contains(err.Error(), "unsupported link type 147 (supported: ") {
 		t.Fatalf("err %v", err)
 	}
 	if _, err := capture.Open(bytes.NewReader([]byte("not a capture at all"))); err == nil || !strings.Contains(err.Error(), "not a pcap or pcapng capture: it starts with 0x6e6f7420") {
@@ -431,4 +451,21 @@ func BenchmarkAnalyze(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*len(frames))/b.Elapsed().Seconds(), "packets/s")
+}
+
+// A BIG TCP sender's capture (bigtcp-ipv4, made by the e2e test): frames
+// above 64 KB with an IPv4 total length of 0, sized from the frame and
+// attributed to the sender's GSO, with nothing malformed.
+func TestBigTCPFramesAreSizedFromTheFrame(t *testing.T) {
+	a, r := analyzeFile(t, "bigtcp-ipv4.pcap.gz", Options{})
+	f := busiest(t, r)
+	var above uint64
+	for _, s := range f.Sizes {
+		if s.UpTo > 65535 {
+			above += s.Packets
+		}
+	}
+	if a.Malformed != nil || above < 100 || f.OverMTU == nil || !strings.HasPrefix(f.OverMTU.MadeBy, "sender TSO") || f.OverMTU.AvgSegments < 45 {
+		t.Fatalf("malformed %v, %d frames above 64 KB, above the MTU %+v", a.Malformed, above, f.OverMTU)
+	}
 }

@@ -22,7 +22,7 @@ type FlowKey struct {
 func (k FlowKey) Reverse() FlowKey { return FlowKey{k.Dst, k.Src, k.Proto} }
 
 // sizeBounds are the upper bounds of the packet-size histogram (IP bytes).
-var sizeBounds = [...]uint32{64, 128, 256, 512, 1024, 1500, 9000, 16384, 32768, 65535, math.MaxUint32}
+var sizeBounds = [...]uint32{64, 128, 256, 512, 1024, 1500, 9000, 16384, 32768, 65535, 131072, 262144, math.MaxUint32}
 
 // Dir is one direction of a flow.
 type Dir struct {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/skbtrace/skbtrace/internal/finding"
@@ -29,6 +31,10 @@ type CaptureInfo struct {
 	Filtered   uint64  `json:"frames_filtered_out,omitempty"`
 	Seconds    float64 `json:"seconds"`
 	ICMPTooBig uint64  `json:"icmp_too_big,omitempty"`
+	// Malformed frames were skipped: by the header at fault, and the first few.
+	Malformed       uint64            `json:"malformed_frames,omitempty"`
+	MalformedByPart map[string]uint64 `json:"malformed_by_header,omitempty"`
+	MalformedFirst  []MalformedFrame  `json:"malformed_first,omitempty"`
 	// Error is set when the capture is damaged: everything before it was analyzed.
 	Error string `json:"error,omitempty"`
 }
@@ -133,6 +139,10 @@ func (a *Analyzer) Report(file, format string, readErr error) *Report {
 			r.Tunnels = append(r.Tunnels, TunnelReport{Src: o.Key.Src.String(), Dst: o.Key.Dst.String(), VNI: o.VNI, IPID: ipidReport(&o.IPID)})
 		}
 	}
+	for _, n := range a.Malformed {
+		r.Capture.Malformed += n
+	}
+	r.Capture.MalformedByPart, r.Capture.MalformedFirst = a.Malformed, a.MalformedFirst
 	if a.Truncated > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d frames were cut by the snaplen inside a header the analysis reads; sizes still come from the IP length fields", a.Truncated))
 	}
@@ -230,7 +240,29 @@ func (r *Report) WriteText(w io.Writer) error {
 	if c.Filtered > 0 {
 		fmt.Fprintf(&b, ", %d filtered out", c.Filtered)
 	}
-	b.WriteString("\n\n")
+	b.WriteString("\n")
+	if c.Malformed > 0 {
+		noun := "frames"
+		if c.Malformed == 1 {
+			noun = "frame"
+		}
+		fmt.Fprintf(&b, "%d malformed %s skipped (", c.Malformed, noun)
+		for i, part := range slices.Sorted(maps.Keys(c.MalformedByPart)) {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%s %d", part, c.MalformedByPart[part])
+		}
+		b.WriteString("):")
+		for i, m := range c.MalformedFirst {
+			if i > 0 {
+				b.WriteString(";")
+			}
+			fmt.Fprintf(&b, " #%d %s", m.Number, m.Why)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
 	if len(r.Findings) > 0 {
 		finding.AppendText(&b, r.Findings)
 	} else {
