@@ -154,6 +154,12 @@ func nflog(data []byte) (uint16, int, error) {
 	return 0, len(data), nil // a record without the packet (a snaplen cut it): nothing to analyze
 }
 
+// DLT_RAW as macOS and OpenBSD number it (LINKTYPE_RAW is 101).
+const (
+	dltRaw        = 12
+	dltRawOpenBSD = 14
+)
+
 // pktap reads Apple's packet tap header (host byte order, little-endian on
 // every Mac): its length, the link type of the frame that follows, and the
 // direction flags.
@@ -166,6 +172,9 @@ func pktap(data []byte, depth int) (uint16, int, uint8, error) {
 	flags := binary.LittleEndian.Uint32(data[36:])
 	if hdrLen < 40 || hdrLen > len(data) {
 		return 0, 0, DirUnknown, errShortLink
+	}
+	if next == dltRaw || next == dltRawOpenBSD { // the header holds the host's DLT_ value, not a LINKTYPE_
+		next = LinkRaw
 	}
 	etherType, off, dir, err := link(next, data[hdrLen:], depth+1)
 	switch {

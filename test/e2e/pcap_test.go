@@ -29,7 +29,13 @@ var fixtureDir = filepath.Join("..", "..", "internal", "analyze", "pcap", "testd
 func tcpdumpIn(t *testing.T, ns *host.Netns, dev, file string, count int, filter string) (stop func() []string) {
 	t.Helper()
 	tcpdump := requireTool(t, "tcpdump")
-	args := []string{"netns", "exec", ns.Name, tcpdump, "-i", dev, "-s", "128", "-B", "65536", "--immediate-mode", "-w", file, "-U"}
+	snap := "128"
+	if strings.HasPrefix(dev, "nflog") {
+		// libpcap's NFLOG reader splits a message longer than the snaplen
+		// into broken records: the log rule's own snaplen bounds them instead.
+		snap = "0"
+	}
+	args := []string{"netns", "exec", ns.Name, tcpdump, "-i", dev, "-s", snap, "-B", "65536", "--immediate-mode", "-w", file, "-U"}
 	if dev == "any" {
 		// Linux cooked v2 records which frames the host sent.
 		args = append(args, "-y", "LINUX_SLL2")
@@ -366,5 +372,31 @@ func TestPcapAnalyzesBigTCPFramesAbove64KB(t *testing.T) {
 				t.Fatalf("sizes %+v, frames above the MTU %+v", f.Sizes, f.OverMTU)
 			}
 		})
+	}
+}
+
+// NFLOG (tcpdump -i nflog:N) holds what a netfilter rule logs, packets in
+// TLVs; the receiver's stream, logged by nft, analyzes like any capture.
+func TestPcapReadsAnNFLOGCapture(t *testing.T) {
+	requireRoot(t)
+	pair := newPair(t)
+	for _, args := range [][]string{
+		{"add", "table", "inet", "skbtrace_e2e"},
+		{"add", "chain", "inet", "skbtrace_e2e", "in", "{ type filter hook input priority 0 ; }"},
+		{"add", "rule", "inet", "skbtrace_e2e", "in", "tcp", "dport", "5301", "log", "group", "5", "snaplen", "96"},
+	} {
+		run(t, pair.Receiver, "nft", args...)
+	}
+	serveAll(t, pair)
+	file := filepath.Join(t.TempDir(), "nflog.pcap")
+	stop := tcpdumpIn(t, pair.Receiver, "nflog:5", file, 2000, "")
+	loadClient(t, pair, lab.ReceiverAddr.Addr().String()+":5301", "-d", "0.3", "--cc", "cubic")
+	stop()
+	keepFixture(t, file, "nflog")
+	r := analyzeCapture(t, file)
+	f := dataFlow(t, r, ":5301")
+	t.Logf("nflog: %d frames, %d data packets, %d payload bytes to :5301", r.Capture.Frames, f.DataPackets, f.PayloadBytes)
+	if r.Capture.Malformed != 0 || f.DataPackets < 100 || r.Capture.NonIP != 0 {
+		t.Fatalf("capture %+v, flow %+v", r.Capture, f)
 	}
 }
