@@ -333,3 +333,22 @@ func TestDecodeLinkTypes(t *testing.T) {
 		}
 	}
 }
+
+// An IPv6 jumbogram inside Geneve (an IP payload, protocol 0x86DD): its
+// length comes from the hop-by-hop option, the outer IPv4's from the frame.
+func TestDecodeJumbogramInsideGeneve(t *testing.T) {
+	inner := jumbogram(t, 90000, true)[14:]
+	geneve := make([]byte, 8)
+	binary.BigEndian.PutUint16(geneve[2:], 0x86DD)
+	binary.BigEndian.PutUint32(geneve[4:], 7<<8)
+	outer := frame(t, eth(layers.EthernetTypeIPv4), ip4("10.200.0.1", "10.200.0.2", 9, false, layers.IPProtocolUDP),
+		&layers.UDP{SrcPort: 33333, DstPort: GenevePort}, gopacket.Payload(append(geneve, inner...)))
+	binary.BigEndian.PutUint16(outer[14+2:], 0)
+	var p Packet
+	if err := Decode(LinkEthernet, outer[:256], len(outer), &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Encap != EncapGeneve || p.VNI != 7 || !p.HasTCP || p.Inner.TotalLen != 40+8+20+90000 || p.TCP.PayloadLen != 90000 || !p.Outer.LenFromFrame {
+		t.Fatalf("encap %d vni %d, inner total %d, payload %d, outer from frame %v", p.Encap, p.VNI, p.Inner.TotalLen, p.TCP.PayloadLen, p.Outer.LenFromFrame)
+	}
+}
