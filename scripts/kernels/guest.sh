@@ -49,9 +49,12 @@ case "$release" in
 	;;
 6.1.*)
 	# No bpf_rdonly_cast (probe reads), fexit socket calls, no reset reasons.
+	# gro-blocked is judged by its segments per skb here (TestDevRecvShowsGRO),
+	# not by the doctor: under emulation its stream runs at 90-160 Mbit/s on
+	# this kernel, across the doctor's 100 Mbit/s bar for judging GRO at all.
 	must=$all
-	scenarios="sndbuf-limited packet-loss gro-blocked"
-	tests="$common|TestSendlimSmallSendBufferIsMostlySndbuf|TestDevXmitShowsTSO|TestSockIOCountsEveryCall"
+	scenarios="sndbuf-limited packet-loss"
+	tests="$common|TestSendlimSmallSendBufferIsMostlySndbuf|TestDevXmitShowsTSO|TestDevRecvShowsGRO|TestSockIOCountsEveryCall"
 	;;
 *)
 	must=$all
