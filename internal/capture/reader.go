@@ -1,8 +1,9 @@
 // Package capture reads packet captures: pcap (both byte orders,
 // microsecond and nanosecond timestamps) and pcapng (several interfaces,
 // each with its link type, snaplen and timestamp resolution), gzip-compressed
-// or not, streaming from any reader. The container formats are read with
-// gopacket's pcapgo; frames are handed out without per-packet allocation.
+// or not, streaming from any reader. pcapng is read with gopacket's pcapgo,
+// classic pcap by slicing large reads (pcap.go); frames are handed out
+// without per-packet allocation or copy.
 package capture
 
 import (
@@ -87,16 +88,12 @@ func Open(r io.Reader) (*Reader, error) {
 	if m := binary.BigEndian.Uint32(magic); m != 0xa1b2c3d4 && m != 0xd4c3b2a1 && m != 0xa1b23c4d && m != 0x4d3cb2a1 {
 		return nil, fmt.Errorf("not a pcap or pcapng capture: it starts with %#08x", m)
 	}
-	pr, err := pcapgo.NewReader(br)
+	pr, err := openPcap(br)
 	if err != nil {
 		return nil, fmt.Errorf("reading the pcap header: %w", noEOF(err))
 	}
 	rd.Format = "pcap" + format
-	link := int(pr.LinkType())
-	rd.next = func() ([]byte, int, int64, int, uint8, error) {
-		data, ci, err := pr.ZeroCopyReadPacketData()
-		return data, link, ci.Timestamp.UnixNano(), ci.Length, 0, err
-	}
+	rd.next = pr.next
 	return rd, nil
 }
 

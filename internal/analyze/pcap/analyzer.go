@@ -48,6 +48,7 @@ type Analyzer struct {
 	handshakes      map[FlowKey]*handshake
 	series          int
 	pkt             packet.Packet
+	lastDir         *Dir // the direction the previous frame went to
 }
 
 type outerFlow struct {
@@ -210,14 +211,26 @@ func (a *Analyzer) malformed(f capture.Frame, err error) {
 // dir finds a direction, creating it with its reverse so each holds the
 // other: the per-packet work looks the peer up once.
 func (a *Analyzer) dir(k FlowKey) *Dir {
+	// Consecutive frames mostly belong to one flow, data one way and ACKs
+	// the other: comparing keys is cheaper than hashing one.
+	if last := a.lastDir; last != nil {
+		if last.Key == k {
+			return last
+		}
+		if last.rev.Key == k {
+			a.lastDir = last.rev
+			return last.rev
+		}
+	}
 	d := a.dirs[k]
 	if d == nil {
-		d, rev := &Dir{Key: k, WScale: -1}, &Dir{Key: k.Reverse(), WScale: -1}
-		d.rev, rev.rev = rev, d
+		rev := &Dir{Key: k.Reverse(), WScale: -1}
+		d = &Dir{Key: k, WScale: -1, rev: rev}
+		rev.rev = d
 		a.dirs[k], a.dirs[rev.Key] = d, rev
 		a.order = append(a.order, d, rev)
-		return d
 	}
+	a.lastDir = d
 	return d
 }
 
