@@ -60,6 +60,7 @@ type Totals struct {
 type Recording struct {
 	opts    Options
 	sess    *probe.Session
+	host    hostFacts
 	start   time.Time
 	sampled []probe.Hook // the per-packet families' hooks, when sampling
 	// sampledFamilies are the families those hooks belong to.
@@ -130,7 +131,60 @@ func Start(opts Options) (*Recording, error) {
 		opts.Families = append(opts.Families, run.Family)
 	}
 	r.opts = opts
+	if r.host, err = readHostFacts(sess, opts.Families); err != nil {
+		sess.Close()
+		return nil, err
+	}
 	return r, nil
+}
+
+// hostFacts are what a recording reads from the host once, before it
+// announces itself: reading kallsyms and the kernel's BTF takes about 0.1 s
+// of CPU, which the traced workload would otherwise share from its start.
+type hostFacts struct {
+	kallsyms *host.Kallsyms // for skb_drop's locations
+	enums    []trace.Enum   // drop and reset reasons
+	settings []byte         // host.ReadSettings as JSON
+}
+
+func readHostFacts(sess *probe.Session, families []Family) (hostFacts, error) {
+	var h hostFacts
+	for _, f := range families {
+		var kind uint16
+		var enum, prefix string
+		var reasons bool
+		switch f.Name {
+		case "skb_drop":
+			kind, enum, prefix = trace.EnumDropReason, "skb_drop_reason", "SKB_DROP_REASON_"
+			reasons = sess.Features().DropReasons
+			ks, err := host.LoadKallsyms()
+			if err != nil {
+				return h, err
+			}
+			h.kallsyms = ks
+		case "tcp_reset":
+			kind, enum, prefix = trace.EnumResetReason, "sk_rst_reason", "SK_RST_REASON_"
+			reasons = sess.Features().ResetReasons
+		default:
+			continue
+		}
+		// A kernel whose tracepoint has no reason gives 0 for every event.
+		names := map[uint32]string{0: NoReason}
+		if reasons {
+			var err error
+			if names, err = probe.KernelEnum(enum, prefix); err != nil {
+				return h, err
+			}
+		}
+		h.enums = append(h.enums, trace.Enum{Kind: kind, Names: names})
+	}
+	settings, _ := host.ReadSettings()
+	body, err := json.Marshal(settings)
+	if err != nil {
+		return h, fmt.Errorf("recording the host's settings: %w", err)
+	}
+	h.settings = body
+	return h, nil
 }
 
 // reattachable says whether sampling may detach and attach the hooks again:
@@ -195,6 +249,7 @@ func (r *Recording) Run(w *trace.Writer, stop <-chan struct{}) (Totals, error) {
 		start:           r.start,
 		sampled:         r.sampled,
 		sampledFamilies: r.sampledFamilies,
+		host:            r.host,
 	}
 	err := st.prepare()
 	if err == nil {
@@ -220,6 +275,7 @@ func (r *Recording) Run(w *trace.Writer, stop <-chan struct{}) (Totals, error) {
 
 type recorderState struct {
 	opts      Options
+	host      hostFacts
 	w         *trace.Writer
 	drainer   *drainer
 	kallsyms  *host.Kallsyms
@@ -253,42 +309,16 @@ func (st *recorderState) prepare() error {
 		if f.Drain != nil && st.drainer == nil {
 			st.drainer = newDrainer(st.sess, st.seq, st.w.ByteOrder(), host.BootNow())
 		}
-		var kind uint16
-		var enum, prefix string
-		var reasons bool
-		switch f.Name {
-		case "skb_drop":
-			kind, enum, prefix = trace.EnumDropReason, "skb_drop_reason", "SKB_DROP_REASON_"
-			reasons = st.sess.Features().DropReasons
-			ks, err := host.LoadKallsyms()
-			if err != nil {
-				return err
-			}
-			st.kallsyms, st.symbols = ks, map[uint64]bool{}
-		case "tcp_reset":
-			kind, enum, prefix = trace.EnumResetReason, "sk_rst_reason", "SK_RST_REASON_"
-			reasons = st.sess.Features().ResetReasons
-		default:
-			continue
-		}
-		// A kernel whose tracepoint has no reason gives 0 for every event.
-		names := map[uint32]string{0: NoReason}
-		if reasons {
-			var err error
-			if names, err = probe.KernelEnum(enum, prefix); err != nil {
-				return err
-			}
-		}
-		if err := st.w.AppendEnum(trace.Enum{Kind: kind, Names: names}); err != nil {
+	}
+	if st.host.kallsyms != nil {
+		st.kallsyms, st.symbols = st.host.kallsyms, map[uint64]bool{}
+	}
+	for _, e := range st.host.enums {
+		if err := st.w.AppendEnum(e); err != nil {
 			return err
 		}
 	}
-	settings, _ := host.ReadSettings()
-	body, err := json.Marshal(settings)
-	if err != nil {
-		return fmt.Errorf("recording the host's settings: %w", err)
-	}
-	if err := st.w.AppendSettings(body); err != nil {
+	if err := st.w.AppendSettings(st.host.settings); err != nil {
 		return err
 	}
 	if st.sampled != nil {
