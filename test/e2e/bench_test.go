@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/lab"
@@ -257,12 +259,17 @@ func BenchmarkBPFRunTimePerProgram(b *testing.B) {
 	}
 	rec.stop(b, syscall.SIGINT)
 	var total time.Duration
+	skbs := float64(costs["dev_xmit"].runs)
 	for name, c := range costs {
 		if c.runs == 0 {
 			continue
 		}
 		total += c.ns
 		b.ReportMetric(float64(c.ns)/float64(c.runs), name+"-ns/run")
+		if skbs > 0 {
+			b.ReportMetric(float64(c.ns)/skbs, name+"-ns/skb")
+			b.ReportMetric(float64(c.runs)/skbs, name+"-runs/skb")
+		}
 	}
 	b.ReportMetric(total.Seconds(), "bpf-s-total")
 }
@@ -376,4 +383,154 @@ func BenchmarkProfileOverhead(b *testing.B) {
 			b.ReportMetric(100*bpf.Seconds()/busy, "bpf-%-of-busy-cpu")
 		})
 	}
+}
+
+// BenchmarkPerPacketExact is the exact per-packet tracing target: every
+// family recorded with the per-packet ones attached all the time
+// (--sample 1). The measure this VM's drift does not blur is the BPF
+// programs' run time over the CPU time the host was busy during the stream
+// (target 3 %), also per skb sent (by either end); beside it the
+// throughput ratio, median of alternating pairs (target 0.95), and lost
+// events (0).
+//
+// The run time the kernel counts includes a clock read of its own per run:
+// a program that does nothing, attached to net_dev_start_xmit for the
+// whole benchmark, gives that floor, and the share net of it (runs times
+// the floor) is reported too, and the recorder process's own CPU time.
+func BenchmarkPerPacketExact(b *testing.B) {
+	requireRoot(b)
+	defer enableBPFStats(b)()
+	noop := attachNoop(b, "net_dev_start_xmit")
+	pair, err := lab.NewPair()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pair.Close()
+	const length = 2 * time.Second
+	var ratios, shares, netShares, recorderShares []float64
+	var spent time.Duration
+	var skbs, runs uint64
+	var lost int
+	traced := func() float64 {
+		before := programIDs()
+		rec := startRecord(b, "--filter-netns", pair.Sender.Name, "-e", "all", "--sample", "1")
+		start := programStatsSince(before)
+		noop0, busy0 := progStats(b, noop), busySeconds(b)
+		cpu0 := processCPU(b, rec.cmd.Process.Pid)
+		rate := vethStream(b, pair, length, 0)
+		end, noop1, busy := programStatsSince(before), progStats(b, noop), busySeconds(b)-busy0
+		recorderShares = append(recorderShares, (processCPU(b, rec.cmd.Process.Pid)-cpu0)/busy)
+		rec.stop(b, syscall.SIGINT)
+		d := end.sub(start)
+		floor := float64(noop1.Runtime-noop0.Runtime) / float64(noop1.RunCount-noop0.RunCount)
+		shares = append(shares, d.runtime.Seconds()/busy)
+		netShares = append(netShares, (d.runtime.Seconds()-float64(d.runs)*floor/1e9)/busy)
+		spent += d.runtime
+		runs += d.runs
+		skbs += noop1.RunCount - noop0.RunCount
+		out, err := parseSummary(rec.file)
+		if err != nil {
+			b.Fatalf("parse: %v: %s", err, out)
+		}
+		lost += atoi(lostRe, out)
+		return rate
+	}
+	for i := range 12 {
+		var p, t float64
+		if i%2 == 0 {
+			p, t = vethStream(b, pair, length, 0), traced()
+		} else {
+			t, p = traced(), vethStream(b, pair, length, 0)
+		}
+		ratios = append(ratios, t/p)
+	}
+	sort.Float64s(ratios)
+	sort.Float64s(shares)
+	sort.Float64s(netShares)
+	sort.Float64s(recorderShares)
+	all := progStats(b, noop)
+	b.ReportMetric(ratios[len(ratios)/2], "traced/plain")
+	b.ReportMetric(100*shares[len(shares)/2], "bpf-%-of-busy-cpu")
+	b.ReportMetric(100*netShares[len(netShares)/2], "bpf-%-net-of-floor")
+	b.ReportMetric(float64(all.Runtime)/float64(all.RunCount), "floor-ns/run")
+	b.ReportMetric(100*recorderShares[len(recorderShares)/2], "recorder-%-of-busy-cpu")
+	if skbs > 0 {
+		b.ReportMetric(float64(spent.Nanoseconds())/float64(skbs), "bpf-ns/skb")
+		b.ReportMetric(float64(runs)/float64(skbs), "runs/skb")
+	}
+	b.ReportMetric(float64(lost), "lost-events")
+	b.Logf("exact per-packet tracing: BPF run time %.1f %% of the busy CPU (target 3 %%; %.1f %% net of the %.0f ns a run the accounting adds), "+
+		"throughput %.2f of untraced (target 0.95), %d events lost (target 0)",
+		100*shares[len(shares)/2], 100*netShares[len(netShares)/2], float64(all.Runtime)/float64(all.RunCount), ratios[len(ratios)/2], lost)
+}
+
+// attachNoop attaches a program that does nothing to a BTF tracepoint until
+// the benchmark ends: its run time is what the kernel's accounting costs.
+func attachNoop(b *testing.B, tracepoint string) *ebpf.Program {
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Type:         ebpf.Tracing,
+		AttachType:   ebpf.AttachTraceRawTp,
+		AttachTo:     tracepoint,
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
+		License:      "GPL",
+	})
+	if err != nil {
+		b.Fatalf("loading a no-op program for %s: %v", tracepoint, err)
+	}
+	l, err := link.AttachTracing(link.TracingOptions{Program: prog})
+	if err != nil {
+		prog.Close()
+		b.Fatalf("attaching a no-op program to %s: %v", tracepoint, err)
+	}
+	b.Cleanup(func() { l.Close(); prog.Close() })
+	return prog
+}
+
+func progStats(b *testing.B, p *ebpf.Program) *ebpf.ProgramStats {
+	s, err := p.Stats()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+type bpfUse struct {
+	runtime time.Duration
+	runs    uint64
+}
+
+func (u bpfUse) sub(o bpfUse) bpfUse { return bpfUse{u.runtime - o.runtime, u.runs - o.runs} }
+
+// programStatsSince adds up the run time and runs of the programs loaded
+// since before.
+func programStatsSince(before map[ebpf.ProgramID]bool) bpfUse {
+	var u bpfUse
+	for id := range programIDs() {
+		if before[id] {
+			continue
+		}
+		p, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue
+		}
+		if stats, err := p.Stats(); err == nil {
+			u.runtime += stats.Runtime
+			u.runs += stats.RunCount
+		}
+		p.Close()
+	}
+	return u
+}
+
+// processCPU is the CPU time a process has used, in seconds.
+func processCPU(b *testing.B, pid int) float64 {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// utime and stime are the 14th and 15th fields; the 2nd, comm, may hold spaces.
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	utime, _ := strconv.Atoi(f[11])
+	stime, _ := strconv.Atoi(f[12])
+	return float64(utime+stime) / 100 // USER_HZ
 }
