@@ -164,9 +164,9 @@ static __always_inline struct dev_stats *dev_stats_for(void *slots, void *map, c
 	return v;
 }
 
-static __always_inline void count_skb(struct dev_stats *v, const struct sk_buff *skb)
+static __always_inline void count_skb(struct dev_stats *v, const struct sk_buff *skb, __u32 len)
 {
-	__u32 len = skb->len, segs = skb_segs(skb), bucket;
+	__u32 segs = skb_segs(skb), bucket;
 
 	v->skbs++;
 	v->bytes += len;
@@ -179,26 +179,28 @@ static __always_inline void count_skb(struct dev_stats *v, const struct sk_buff 
 		v->hist[bucket]++;
 }
 
-SEC("tp_btf/net_dev_start_xmit")
-int BPF_PROG(dev_xmit, const struct sk_buff *skb, const struct net_device *dev)
+/*
+ * Counted when the driver returns, so one program sees both the skb and the
+ * verdict (a run per skb saved over hooking the start of the transmission
+ * too). The length is the tracepoint's, taken before the driver ran. The
+ * segment count is read from the skb after it: a transmission completes
+ * microseconds after the driver returns, so the skb is still whole here,
+ * unless a stacked device (a tunnel over a full qdisc) dropped it at once,
+ * when one skb's segment bucket may be wrong. A driver's NETDEV_TX_BUSY
+ * requeues the skb for another try: an error now, transmitted when a later
+ * try succeeds.
+ */
+SEC("tp_btf/net_dev_xmit")
+int BPF_PROG(dev_xmit, struct sk_buff *skb, int rc, struct net_device *dev, unsigned int len)
 {
 	struct dev_stats *v = dev_stats_for(&dev_xmit_slots, &dev_xmit_stats, dev, FAMILY_DEV_XMIT);
 
-	if (v && packet_passes(skb, skb->head + skb->network_header))
-		count_skb(v, skb);
-	return 0;
-}
-
-SEC("tp_btf/net_dev_xmit")
-int BPF_PROG(dev_xmit_done, struct sk_buff *skb, int rc, struct net_device *dev, unsigned int len)
-{
-	struct dev_stats *v;
-
-	if (rc == 0) /* NETDEV_TX_OK */
+	if (!v || !packet_passes(skb, skb->head + skb->network_header))
 		return 0;
-	v = dev_stats_for(&dev_xmit_slots, &dev_xmit_stats, dev, FAMILY_DEV_XMIT);
-	if (v && packet_passes(skb, skb->head + skb->network_header))
+	if (rc != 0) /* not NETDEV_TX_OK */
 		v->errors++;
+	else
+		count_skb(v, skb, len);
 	return 0;
 }
 
@@ -213,7 +215,7 @@ int BPF_PROG(dev_recv, struct sk_buff *skb)
 	struct dev_stats *v = dev_stats_for(&dev_recv_slots, &dev_recv_stats, skb->dev, FAMILY_DEV_RECV);
 
 	if (v && packet_passes(skb, skb->data))
-		count_skb(v, skb);
+		count_skb(v, skb, skb->len);
 	return 0;
 }
 

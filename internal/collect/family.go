@@ -127,10 +127,9 @@ var Families = []Family{
 		Name:        "dev_xmit",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_DEV_XMIT),
 		Description: "skbs, bytes and segments per skb handed to each device (TSO/GSO at work), per interval",
-		Hooks: slots(btf(probe.SkbtraceProgDevXmit, "net_dev_start_xmit"),
-			btf(probe.SkbtraceProgDevXmitDone, "net_dev_xmit")),
-		Drain:     drainDevXmit,
-		PerPacket: true,
+		Hooks:       slots(btf(probe.SkbtraceProgDevXmit, "net_dev_xmit")),
+		Drain:       drainDevXmit,
+		PerPacket:   true,
 	},
 	{
 		Name:        "dev_recv",

@@ -560,7 +560,6 @@ const (
 	SkbtraceProgDevRecv              = "dev_recv"
 	SkbtraceProgDevRecvGro           = "dev_recv_gro"
 	SkbtraceProgDevXmit              = "dev_xmit"
-	SkbtraceProgDevXmitDone          = "dev_xmit_done"
 	SkbtraceProgNapiPoll             = "napi_poll"
 	SkbtraceProgQdiscDequeue         = "qdisc_dequeue"
 	SkbtraceProgQdiscEnqueue         = "qdisc_enqueue"
@@ -693,7 +692,6 @@ type SkbtraceProgramSpecs struct {
 	DevRecv              *ebpf.ProgramSpec `ebpf:"dev_recv"`
 	DevRecvGro           *ebpf.ProgramSpec `ebpf:"dev_recv_gro"`
 	DevXmit              *ebpf.ProgramSpec `ebpf:"dev_xmit"`
-	DevXmitDone          *ebpf.ProgramSpec `ebpf:"dev_xmit_done"`
 	NapiPoll             *ebpf.ProgramSpec `ebpf:"napi_poll"`
 	QdiscDequeue         *ebpf.ProgramSpec `ebpf:"qdisc_dequeue"`
 	QdiscEnqueue         *ebpf.ProgramSpec `ebpf:"qdisc_enqueue"`
@@ -945,7 +943,6 @@ type SkbtracePrograms struct {
 	DevRecv              *ebpf.Program `ebpf:"dev_recv"`
 	DevRecvGro           *ebpf.Program `ebpf:"dev_recv_gro"`
 	DevXmit              *ebpf.Program `ebpf:"dev_xmit"`
-	DevXmitDone          *ebpf.Program `ebpf:"dev_xmit_done"`
 	NapiPoll             *ebpf.Program `ebpf:"napi_poll"`
 	QdiscDequeue         *ebpf.Program `ebpf:"qdisc_dequeue"`
 	QdiscEnqueue         *ebpf.Program `ebpf:"qdisc_enqueue"`
@@ -989,7 +986,6 @@ func (p *SkbtracePrograms) Close() error {
 		p.DevRecv,
 		p.DevRecvGro,
 		p.DevXmit,
-		p.DevXmitDone,
 		p.NapiPoll,
 		p.QdiscDequeue,
 		p.QdiscEnqueue,
