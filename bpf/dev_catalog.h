@@ -460,10 +460,23 @@ static __always_inline void count_sock_io(const struct sock *sk, int ret, __u32 
 		v->hist[bucket]++;
 }
 
+/*
+ * sock_send_length (6.3 and later) serves tcp_sendlim (a decision after each
+ * write) and sock_io: one program, so each send runs one. These say which
+ * parts run; sampling pauses sock_io's part here rather than detaching a
+ * program tcp_sendlim needs all the time.
+ */
+const volatile bool enable_sendlim_write = false;
+const volatile bool enable_sock_io_send = false;
+__u32 sock_io_send_paused = 0;
+
 SEC("tp_btf/sock_send_length")
-int BPF_PROG(sock_io_send, struct sock *sk, int ret, int flags)
+int BPF_PROG(sock_send, struct sock *sk, int ret, int flags)
 {
-	count_sock_io(sk, ret, SOCK_IO_SEND);
+	if (enable_sendlim_write)
+		sendlim_between_acks(sk);
+	if (enable_sock_io_send && !sock_io_send_paused)
+		count_sock_io(sk, ret, SOCK_IO_SEND);
 	return 0;
 }
 

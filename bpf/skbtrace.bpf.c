@@ -898,14 +898,6 @@ static __always_inline void sendlim_between_acks(struct sock *sk)
 		sendlim_decide(sk, tp, run, true);
 }
 
-/* After the protocol's sendmsg returned (6.3 and later), for every socket type. */
-SEC("tp_btf/sock_send_length")
-int BPF_PROG(sendlim_write, struct sock *sk, int ret, int flags)
-{
-	sendlim_between_acks(sk);
-	return 0;
-}
-
 /* Where sock_send_length is missing: the return of tcp_sendmsg(). */
 SEC("fexit/tcp_sendmsg")
 int BPF_PROG(sendlim_write_fexit, struct sock *sk, void *msg, __u64 size, int ret)

@@ -30,6 +30,10 @@ type Family struct {
 	// PerPacket families fire for every packet, skb or socket call: the ones
 	// Options.Sample attaches only part of the time.
 	PerPacket bool
+	// Paused names the variable that stops the family's part of a program
+	// it shares with a family that runs all the time: sampling sets it
+	// rather than detaching that program.
+	Paused string
 }
 
 // Families lists every family in the order `skbtrace events` prints them.
@@ -49,13 +53,13 @@ var Families = []Family{
 			iter(probe.SkbtraceProgSendlimOpenRuns)),
 		// Decisions between ACKs: a stalled sender gets none.
 		Optional: []probe.OptionalSlot{
-			{Hooks: []probe.Hook{btf(probe.SkbtraceProgSendlimWrite, "sock_send_length"),
+			{Hooks: []probe.Hook{btf(probe.SkbtraceProgSockSend, "sock_send_length"),
 				fexit(probe.SkbtraceProgSendlimWriteFexit, "tcp_sendmsg", 3)},
 				Without: "no decision after writes: cork, zero-window and local-drop stalls that begin at a write are decided only at the next ACK"},
 			{Hooks: []probe.Hook{btf(probe.SkbtraceProgSendlimRetrans, "tcp_retransmit_skb")},
 				Without: "no decision at retransmissions: timeouts are decided only at the next ACK"},
 		},
-		Consts: map[string]any{probe.SkbtraceVarEnableSendlim: true},
+		Consts: map[string]any{probe.SkbtraceVarEnableSendlim: true, probe.SkbtraceVarEnableSendlimWrite: true},
 	},
 	{
 		Name:        "tcp_cong",
@@ -171,11 +175,13 @@ var Families = []Family{
 		Description: "socket send and receive calls per process: calls, bytes, size histogram, per interval",
 		// Where the tracepoints are missing, the IPv4 and IPv6 calls, each an attach point.
 		Hooks: [][]probe.Hook{
-			{btf(probe.SkbtraceProgSockIoSend, "sock_send_length"), fexit(probe.SkbtraceProgSockIoSendFexit, "inet_sendmsg", 3)},
-			{btf(probe.SkbtraceProgSockIoSend, "sock_send_length"), fexit(probe.SkbtraceProgSockIoSendFexit, "inet6_sendmsg", 3)},
+			{btf(probe.SkbtraceProgSockSend, "sock_send_length"), fexit(probe.SkbtraceProgSockIoSendFexit, "inet_sendmsg", 3)},
+			{btf(probe.SkbtraceProgSockSend, "sock_send_length"), fexit(probe.SkbtraceProgSockIoSendFexit, "inet6_sendmsg", 3)},
 			{btf(probe.SkbtraceProgSockIoRecv, "sock_recv_length"), fexit(probe.SkbtraceProgSockIoRecvFexit, "inet_recvmsg", 4)},
 			{btf(probe.SkbtraceProgSockIoRecv, "sock_recv_length"), fexit(probe.SkbtraceProgSockIoRecvFexit, "inet6_recvmsg", 4)},
 		},
+		Consts:    map[string]any{probe.SkbtraceVarEnableSockIoSend: true},
+		Paused:    probe.SkbtraceVarSockIoSendPaused,
 		Drain:     drainSockIO,
 		PerPacket: true,
 	},

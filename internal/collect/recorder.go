@@ -65,6 +65,8 @@ type Recording struct {
 	sampled []probe.Hook // the per-packet families' hooks, when sampling
 	// sampledFamilies are the families those hooks belong to.
 	sampledFamilies []string
+	// paused are the variables that pause sampled families' parts of shared programs.
+	paused []string
 	// Running are the families attached, with the hook chosen for each
 	// attach point; Skipped those this kernel cannot run, and why.
 	Running []Running
@@ -112,10 +114,9 @@ func Start(opts Options) (*Recording, error) {
 			continue
 		}
 		r.Running = append(r.Running, Running{f, st.Hooks, st.Without})
-		if f.PerPacket && opts.Sample > 0 && opts.Sample < 1 && reattachable(st.Hooks) {
-			r.sampled = append(r.sampled, st.Hooks...)
-			r.sampledFamilies = append(r.sampledFamilies, f.Name)
-		}
+	}
+	if opts.Sample > 0 && opts.Sample < 1 {
+		r.planSampling()
 	}
 	if len(r.Running) == 0 {
 		sess.Close()
@@ -187,6 +188,42 @@ func readHostFacts(sess *probe.Session, families []Family) (hostFacts, error) {
 	return h, nil
 }
 
+// planSampling picks the hooks sampling detaches: the per-packet families'
+// own. A hook a family that always runs shares (sock_send_length, with
+// tcp_sendlim) stays attached, and the family's part of it is paused instead.
+func (r *Recording) planSampling() {
+	alwaysOn := map[probe.Hook]bool{}
+	for _, run := range r.Running {
+		if !run.Family.PerPacket {
+			for _, h := range run.Hooks {
+				alwaysOn[h] = true
+			}
+		}
+	}
+	for _, run := range r.Running {
+		if !run.Family.PerPacket || !reattachable(run.Hooks) {
+			continue
+		}
+		var own []probe.Hook
+		shared := false
+		for _, h := range run.Hooks {
+			if alwaysOn[h] {
+				shared = true
+			} else {
+				own = append(own, h)
+			}
+		}
+		if shared && run.Family.Paused == "" {
+			continue // it cannot stop, so it counts exactly
+		}
+		if shared {
+			r.paused = append(r.paused, run.Family.Paused)
+		}
+		r.sampled = append(r.sampled, own...)
+		r.sampledFamilies = append(r.sampledFamilies, run.Family.Name)
+	}
+}
+
 // reattachable says whether sampling may detach and attach the hooks again:
 // on older kernels (5.10 measured) an fentry or fexit program attaches once
 // only (ENOENT after), so families on kernel functions stay attached and
@@ -249,6 +286,7 @@ func (r *Recording) Run(w *trace.Writer, stop <-chan struct{}) (Totals, error) {
 		start:           r.start,
 		sampled:         r.sampled,
 		sampledFamilies: r.sampledFamilies,
+		paused:          r.paused,
 		host:            r.host,
 	}
 	err := st.prepare()
@@ -295,10 +333,12 @@ type recorderState struct {
 	lastLoss  time.Time
 	lastStat  time.Time
 	lastCount uint64
-	// Sampling: the per-packet hooks, whether they are attached, and when
-	// they are next detached or attached.
+	// Sampling: the per-packet hooks and the variables that pause shared
+	// ones, whether they are attached, and when they are next detached or
+	// attached.
 	sampled         []probe.Hook
 	sampledFamilies []string
+	paused          []string
 	detached        bool
 	nextFlip        time.Time
 }
@@ -321,7 +361,7 @@ func (st *recorderState) prepare() error {
 	if err := st.w.AppendSettings(st.host.settings); err != nil {
 		return err
 	}
-	if st.sampled != nil {
+	if st.sampledFamilies != nil {
 		if err := st.w.AppendSample(trace.Sample{Share: st.opts.Sample, Interval: uint64(st.opts.Interval), Families: st.sampledFamilies}); err != nil {
 			return err
 		}
@@ -412,7 +452,7 @@ func (st *recorderState) loop(stop <-chan struct{}) error {
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			// The ring is empty: sleep until the next drain or sampling flip.
 			wake := time.Now().Add(drainInterval)
-			if st.sampled != nil && st.nextFlip.Before(wake) {
+			if st.sampledFamilies != nil && st.nextFlip.Before(wake) {
 				wake = st.nextFlip
 			}
 			st.sess.SetDeadline(wake)
@@ -429,7 +469,7 @@ func (st *recorderState) loop(stop <-chan struct{}) error {
 // A drain at each flip makes their events cover exactly the attached
 // windows (drained at attach, they have counted nothing since the last).
 func (st *recorderState) sample(now time.Time) error {
-	if st.sampled == nil || now.Before(st.nextFlip) {
+	if st.sampledFamilies == nil || now.Before(st.nextFlip) {
 		return nil
 	}
 	if st.detached {
@@ -442,6 +482,9 @@ func (st *recorderState) sample(now time.Time) error {
 		if err := st.sess.Attach(st.sampled); err != nil {
 			return err
 		}
+		if err := st.sess.SetPaused(st.paused, false); err != nil {
+			return err
+		}
 		// The window begins once the hooks are in place: attaching takes
 		// milliseconds, a real share of a 50 ms window.
 		if st.drainer != nil {
@@ -452,6 +495,9 @@ func (st *recorderState) sample(now time.Time) error {
 		// And it ends when detaching starts.
 		end := host.BootNow()
 		st.sess.DetachHooks(st.sampled)
+		if err := st.sess.SetPaused(st.paused, true); err != nil {
+			return err
+		}
 		if st.drainer != nil {
 			if err := st.drainAt(end); err != nil {
 				return err

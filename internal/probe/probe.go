@@ -719,6 +719,21 @@ func (s *Session) NextDrainGeneration(gen uint64) error {
 	return nil
 }
 
+// SetPaused sets the variables that pause a family's part of a program
+// shared with another family (its name in Family.Paused).
+func (s *Session) SetPaused(vars []string, paused bool) error {
+	var v uint32
+	if paused {
+		v = 1
+	}
+	for _, name := range vars {
+		if err := s.coll.Variables[name].Set(v); err != nil {
+			return fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
 // ForgetSoftirqStarts clears the softirq entry times a detached softirq_exit
 // never saw, so that the first exit after re-attaching does not count the
 // time since then. Call it only while the softirq hooks are detached.

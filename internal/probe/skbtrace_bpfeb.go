@@ -566,7 +566,6 @@ const (
 	SkbtraceProgRetransOpenRuns      = "retrans_open_runs"
 	SkbtraceProgSendlimOpenRuns      = "sendlim_open_runs"
 	SkbtraceProgSendlimRetrans       = "sendlim_retrans"
-	SkbtraceProgSendlimWrite         = "sendlim_write"
 	SkbtraceProgSendlimWriteFexit    = "sendlim_write_fexit"
 	SkbtraceProgSeqReserve           = "seq_reserve"
 	SkbtraceProgSkLimitExceed        = "sk_limit_exceed"
@@ -574,8 +573,8 @@ const (
 	SkbtraceProgSkbDrop              = "skb_drop"
 	SkbtraceProgSockIoRecv           = "sock_io_recv"
 	SkbtraceProgSockIoRecvFexit      = "sock_io_recv_fexit"
-	SkbtraceProgSockIoSend           = "sock_io_send"
 	SkbtraceProgSockIoSendFexit      = "sock_io_send_fexit"
+	SkbtraceProgSockSend             = "sock_send"
 	SkbtraceProgSoftirqEnter         = "softirq_enter"
 	SkbtraceProgSoftirqLeave         = "softirq_leave"
 	SkbtraceProgTcpCong              = "tcp_cong"
@@ -620,6 +619,8 @@ const (
 	SkbtraceVarDropHasRxSk           = "drop_has_rx_sk"
 	SkbtraceVarEnableRtt             = "enable_rtt"
 	SkbtraceVarEnableSendlim         = "enable_sendlim"
+	SkbtraceVarEnableSendlimWrite    = "enable_sendlim_write"
+	SkbtraceVarEnableSockIoSend      = "enable_sock_io_send"
 	SkbtraceVarFilterAddr            = "filter_addr"
 	SkbtraceVarFilterContexts        = "filter_contexts"
 	SkbtraceVarFilterCpus            = "filter_cpus"
@@ -638,6 +639,7 @@ const (
 	SkbtraceVarRetransHasErr         = "retrans_has_err"
 	SkbtraceVarRttIntervalJiffies    = "rtt_interval_jiffies"
 	SkbtraceVarSeqCounter            = "seq_counter"
+	SkbtraceVarSockIoSendPaused      = "sock_io_send_paused"
 	SkbtraceVarThreadSize            = "thread_size"
 	SkbtraceVarUseSkStorage          = "use_sk_storage"
 	SkbtraceVarWakeupBytes           = "wakeup_bytes"
@@ -698,7 +700,6 @@ type SkbtraceProgramSpecs struct {
 	RetransOpenRuns      *ebpf.ProgramSpec `ebpf:"retrans_open_runs"`
 	SendlimOpenRuns      *ebpf.ProgramSpec `ebpf:"sendlim_open_runs"`
 	SendlimRetrans       *ebpf.ProgramSpec `ebpf:"sendlim_retrans"`
-	SendlimWrite         *ebpf.ProgramSpec `ebpf:"sendlim_write"`
 	SendlimWriteFexit    *ebpf.ProgramSpec `ebpf:"sendlim_write_fexit"`
 	SeqReserve           *ebpf.ProgramSpec `ebpf:"seq_reserve"`
 	SkLimitExceed        *ebpf.ProgramSpec `ebpf:"sk_limit_exceed"`
@@ -706,8 +707,8 @@ type SkbtraceProgramSpecs struct {
 	SkbDrop              *ebpf.ProgramSpec `ebpf:"skb_drop"`
 	SockIoRecv           *ebpf.ProgramSpec `ebpf:"sock_io_recv"`
 	SockIoRecvFexit      *ebpf.ProgramSpec `ebpf:"sock_io_recv_fexit"`
-	SockIoSend           *ebpf.ProgramSpec `ebpf:"sock_io_send"`
 	SockIoSendFexit      *ebpf.ProgramSpec `ebpf:"sock_io_send_fexit"`
+	SockSend             *ebpf.ProgramSpec `ebpf:"sock_send"`
 	SoftirqEnter         *ebpf.ProgramSpec `ebpf:"softirq_enter"`
 	SoftirqLeave         *ebpf.ProgramSpec `ebpf:"softirq_leave"`
 	TcpCong              *ebpf.ProgramSpec `ebpf:"tcp_cong"`
@@ -785,6 +786,8 @@ type SkbtraceVariableSpecs struct {
 	DropHasRxSk        *ebpf.VariableSpec `ebpf:"drop_has_rx_sk"`
 	EnableRtt          *ebpf.VariableSpec `ebpf:"enable_rtt"`
 	EnableSendlim      *ebpf.VariableSpec `ebpf:"enable_sendlim"`
+	EnableSendlimWrite *ebpf.VariableSpec `ebpf:"enable_sendlim_write"`
+	EnableSockIoSend   *ebpf.VariableSpec `ebpf:"enable_sock_io_send"`
 	FilterAddr         *ebpf.VariableSpec `ebpf:"filter_addr"`
 	FilterContexts     *ebpf.VariableSpec `ebpf:"filter_contexts"`
 	FilterCpus         *ebpf.VariableSpec `ebpf:"filter_cpus"`
@@ -803,6 +806,7 @@ type SkbtraceVariableSpecs struct {
 	RetransHasErr      *ebpf.VariableSpec `ebpf:"retrans_has_err"`
 	RttIntervalJiffies *ebpf.VariableSpec `ebpf:"rtt_interval_jiffies"`
 	SeqCounter         *ebpf.VariableSpec `ebpf:"seq_counter"`
+	SockIoSendPaused   *ebpf.VariableSpec `ebpf:"sock_io_send_paused"`
 	ThreadSize         *ebpf.VariableSpec `ebpf:"thread_size"`
 	UseSkStorage       *ebpf.VariableSpec `ebpf:"use_sk_storage"`
 	WakeupBytes        *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
@@ -909,6 +913,8 @@ type SkbtraceVariables struct {
 	DropHasRxSk        *ebpf.Variable `ebpf:"drop_has_rx_sk"`
 	EnableRtt          *ebpf.Variable `ebpf:"enable_rtt"`
 	EnableSendlim      *ebpf.Variable `ebpf:"enable_sendlim"`
+	EnableSendlimWrite *ebpf.Variable `ebpf:"enable_sendlim_write"`
+	EnableSockIoSend   *ebpf.Variable `ebpf:"enable_sock_io_send"`
 	FilterAddr         *ebpf.Variable `ebpf:"filter_addr"`
 	FilterContexts     *ebpf.Variable `ebpf:"filter_contexts"`
 	FilterCpus         *ebpf.Variable `ebpf:"filter_cpus"`
@@ -927,6 +933,7 @@ type SkbtraceVariables struct {
 	RetransHasErr      *ebpf.Variable `ebpf:"retrans_has_err"`
 	RttIntervalJiffies *ebpf.Variable `ebpf:"rtt_interval_jiffies"`
 	SeqCounter         *ebpf.Variable `ebpf:"seq_counter"`
+	SockIoSendPaused   *ebpf.Variable `ebpf:"sock_io_send_paused"`
 	ThreadSize         *ebpf.Variable `ebpf:"thread_size"`
 	UseSkStorage       *ebpf.Variable `ebpf:"use_sk_storage"`
 	WakeupBytes        *ebpf.Variable `ebpf:"wakeup_bytes"`
@@ -949,7 +956,6 @@ type SkbtracePrograms struct {
 	RetransOpenRuns      *ebpf.Program `ebpf:"retrans_open_runs"`
 	SendlimOpenRuns      *ebpf.Program `ebpf:"sendlim_open_runs"`
 	SendlimRetrans       *ebpf.Program `ebpf:"sendlim_retrans"`
-	SendlimWrite         *ebpf.Program `ebpf:"sendlim_write"`
 	SendlimWriteFexit    *ebpf.Program `ebpf:"sendlim_write_fexit"`
 	SeqReserve           *ebpf.Program `ebpf:"seq_reserve"`
 	SkLimitExceed        *ebpf.Program `ebpf:"sk_limit_exceed"`
@@ -957,8 +963,8 @@ type SkbtracePrograms struct {
 	SkbDrop              *ebpf.Program `ebpf:"skb_drop"`
 	SockIoRecv           *ebpf.Program `ebpf:"sock_io_recv"`
 	SockIoRecvFexit      *ebpf.Program `ebpf:"sock_io_recv_fexit"`
-	SockIoSend           *ebpf.Program `ebpf:"sock_io_send"`
 	SockIoSendFexit      *ebpf.Program `ebpf:"sock_io_send_fexit"`
+	SockSend             *ebpf.Program `ebpf:"sock_send"`
 	SoftirqEnter         *ebpf.Program `ebpf:"softirq_enter"`
 	SoftirqLeave         *ebpf.Program `ebpf:"softirq_leave"`
 	TcpCong              *ebpf.Program `ebpf:"tcp_cong"`
@@ -992,7 +998,6 @@ func (p *SkbtracePrograms) Close() error {
 		p.RetransOpenRuns,
 		p.SendlimOpenRuns,
 		p.SendlimRetrans,
-		p.SendlimWrite,
 		p.SendlimWriteFexit,
 		p.SeqReserve,
 		p.SkLimitExceed,
@@ -1000,8 +1005,8 @@ func (p *SkbtracePrograms) Close() error {
 		p.SkbDrop,
 		p.SockIoRecv,
 		p.SockIoRecvFexit,
-		p.SockIoSend,
 		p.SockIoSendFexit,
+		p.SockSend,
 		p.SoftirqEnter,
 		p.SoftirqLeave,
 		p.TcpCong,

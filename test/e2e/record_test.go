@@ -142,7 +142,7 @@ func TestConnStatesVethBetweenNamespaces(t *testing.T) {
 func skbtracePrograms(t *testing.T) map[ebpf.ProgramID]string {
 	t.Helper()
 	ours := map[string]bool{}
-	for _, name := range []string{"tcp_conn", "tcp_probe", "tcp_sendlim_close", "sendlim_open_runs", "dev_xmit", "softirq_enter", "qdisc_enqueue", "skb_drop", "sock_io_send"} {
+	for _, name := range []string{"tcp_conn", "tcp_probe", "tcp_sendlim_close", "sendlim_open_runs", "dev_xmit", "softirq_enter", "qdisc_enqueue", "skb_drop", "sock_send"} {
 		ours[name[:min(len(name), 15)]] = true
 	}
 	found := map[ebpf.ProgramID]string{}
