@@ -536,13 +536,14 @@ int skb_drop(__u64 *ctx)
 	struct drop_stats *v;
 	struct dev_id dk;
 
-	if (reason == SKB_CONSUMED || !here_passes() || !packet_passes(skb, skb->head + skb->network_header))
+	if (reason == SKB_CONSUMED || !here_passes())
 		return 0;
 	if (!sk && drop_has_rx_sk)
 		sk = (const struct sock *)ctx[3];
 	__u8 l4proto = skb_addrs(skb, &a);
 
-	if (!dev_passes(skb->dev, sk, &dk, &a))
+	/* The device and namespace first: -F is the dearer test. */
+	if (!dev_passes(skb->dev, sk, &dk, &a) || !packet_passes(skb, skb->head + skb->network_header))
 		return 0;
 	key.netns = dk.netns;
 	key.netns_by_addr = a.netns_by_addr;
