@@ -26,7 +26,7 @@ type pcapRecords struct {
 	r          io.Reader
 	buf        []byte
 	start, end int
-	order      binary.ByteOrder
+	bigEndian  bool  // a branch per field costs less than binary.ByteOrder's interface calls
 	fracNs     int64 // nanoseconds per unit of the timestamp's fraction
 	snaplen    int
 	link       int
@@ -42,32 +42,41 @@ func openPcap(r io.Reader) (*pcapRecords, error) {
 	h := p.buf[p.start : p.start+pcapHeaderLen]
 	switch {
 	case binary.LittleEndian.Uint32(h) == 0xa1b2c3d4:
-		p.order, p.fracNs = binary.LittleEndian, 1000
+		p.fracNs = 1000
 	case binary.BigEndian.Uint32(h) == 0xa1b2c3d4:
-		p.order, p.fracNs = binary.BigEndian, 1000
+		p.bigEndian, p.fracNs = true, 1000
 	case binary.LittleEndian.Uint32(h) == 0xa1b23c4d:
-		p.order, p.fracNs = binary.LittleEndian, 1
+		p.fracNs = 1
 	case binary.BigEndian.Uint32(h) == 0xa1b23c4d:
-		p.order, p.fracNs = binary.BigEndian, 1
+		p.bigEndian, p.fracNs = true, 1
 	default:
 		return nil, fmt.Errorf("unknown magic %#08x", binary.BigEndian.Uint32(h))
 	}
-	if major := p.order.Uint16(h[4:]); major != 2 {
+	major := binary.LittleEndian.Uint16(h[4:])
+	if p.bigEndian {
+		major = binary.BigEndian.Uint16(h[4:])
+	}
+	if major != 2 {
 		return nil, fmt.Errorf("unknown major version %d", major)
 	}
-	p.snaplen = int(p.order.Uint32(h[16:]))
-	p.link = int(p.order.Uint32(h[20:]) & 0x0fffffff) // the top bits carry the FCS length
+	p.snaplen = int(p.u32(h[16:]))
+	p.link = int(p.u32(h[20:]) & 0x0fffffff) // the top bits carry the FCS length
 	p.start += pcapHeaderLen
 	return p, nil
 }
 
 // fill makes at least n bytes available from p.start, reading in large
 // chunks; what it already holds moves to the front, so earlier frames'
-// slices go stale (a frame is valid until the next call).
+// slices go stale (a frame is valid until the next call). The check is
+// apart from the reading so that it inlines.
 func (p *pcapRecords) fill(n int) error {
 	if p.end-p.start >= n {
 		return nil
 	}
+	return p.read(n)
+}
+
+func (p *pcapRecords) read(n int) error {
 	if n > len(p.buf) {
 		grown := make([]byte, n+pcapReadSize)
 		p.end = copy(grown, p.buf[p.start:p.end])
@@ -94,27 +103,38 @@ func (p *pcapRecords) fill(n int) error {
 	return nil
 }
 
-// next slices the next record: its frame, link type, time, original length.
-func (p *pcapRecords) next() ([]byte, int, int64, int, uint8, error) {
+// u32 reads a field in the file's byte order.
+func (p *pcapRecords) u32(b []byte) uint32 {
+	if p.bigEndian {
+		return binary.BigEndian.Uint32(b)
+	}
+	return binary.LittleEndian.Uint32(b)
+}
+
+// next slices the next record into f: its frame, link type, time and
+// original length.
+func (p *pcapRecords) next(f *Frame) error {
 	if err := p.fill(pcapRecordLen); err != nil {
-		return nil, 0, 0, 0, 0, err
+		return err
 	}
 	h := p.buf[p.start : p.start+pcapRecordLen]
-	captured, wire := int(p.order.Uint32(h[8:])), int(p.order.Uint32(h[12:]))
+	captured, wire := int(p.u32(h[8:])), int(p.u32(h[12:]))
 	if captured > max(p.snaplen, maxPcapFrame) {
-		return nil, 0, 0, 0, 0, fmt.Errorf("capture length exceeds snap length: %d > %d", captured, p.snaplen)
+		return fmt.Errorf("capture length exceeds snap length: %d > %d", captured, p.snaplen)
 	}
 	if captured > wire {
-		return nil, 0, 0, 0, 0, fmt.Errorf("capture length exceeds original packet length: %d > %d", captured, wire)
+		return fmt.Errorf("capture length exceeds original packet length: %d > %d", captured, wire)
 	}
-	ts := int64(p.order.Uint32(h[0:]))*1e9 + int64(p.order.Uint32(h[4:]))*p.fracNs
+	f.TimeNs = int64(p.u32(h[0:]))*1e9 + int64(p.u32(h[4:]))*p.fracNs
 	if err := p.fill(pcapRecordLen + captured); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, 0, 0, 0, 0, err
+		return err
 	}
-	data := p.buf[p.start+pcapRecordLen : p.start+pcapRecordLen+captured : p.start+pcapRecordLen+captured]
-	p.start += pcapRecordLen + captured
-	return data, p.link, ts, wire, 0, nil
+	start := p.start + pcapRecordLen
+	f.Data = p.buf[start : start+captured : start+captured]
+	f.LinkType, f.WireLen, f.Dir = p.link, wire, 0
+	p.start = start + captured
+	return nil
 }

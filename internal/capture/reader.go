@@ -32,7 +32,8 @@ type Frame struct {
 
 // Reader streams frames from a capture.
 type Reader struct {
-	next   func() ([]byte, int, int64, int, uint8, error)
+	pcap   *pcapRecords
+	ng     func(*Frame) error // pcapng, when pcap is nil
 	number uint64
 	Format string // "pcap" or "pcapng", with " (gzip)" when compressed
 }
@@ -64,24 +65,26 @@ func Open(r io.Reader) (*Reader, error) {
 			return nil, fmt.Errorf("reading the pcapng header: %w", noEOF(err))
 		}
 		rd.Format = "pcapng" + format
-		rd.next = func() ([]byte, int, int64, int, uint8, error) {
+		rd.ng = func(f *Frame) error {
 			data, ci, opts, err := ng.ZeroCopyReadPacketDataWithOptions()
-			link := 0
+			if err != nil {
+				return err
+			}
+			f.Data, f.LinkType, f.TimeNs, f.WireLen, f.Dir = data, 0, ci.Timestamp.UnixNano(), ci.Length, packet.DirUnknown
 			if len(ci.AncillaryData) > 0 {
 				if lt, ok := ci.AncillaryData[0].(layers.LinkType); ok {
-					link = int(lt)
+					f.LinkType = int(lt)
 				}
 			}
-			var dir uint8
 			if opts.Flags != nil {
 				switch opts.Flags.Direction & pcapgo.NgEpbFlagDirectionMask {
 				case pcapgo.NgEpbFlagDirectionInbound:
-					dir = packet.DirIn
+					f.Dir = packet.DirIn
 				case pcapgo.NgEpbFlagDirectionOutbound:
-					dir = packet.DirOut
+					f.Dir = packet.DirOut
 				}
 			}
-			return data, link, ci.Timestamp.UnixNano(), ci.Length, dir, err
+			return nil
 		}
 		return rd, nil
 	}
@@ -93,25 +96,31 @@ func Open(r io.Reader) (*Reader, error) {
 		return nil, fmt.Errorf("reading the pcap header: %w", noEOF(err))
 	}
 	rd.Format = "pcap" + format
-	rd.next = pr.next
+	rd.pcap = pr
 	return rd, nil
 }
 
-// Next returns the next frame, io.EOF at a clean end, or an error naming the
-// packet that could not be read (a truncated or damaged capture).
-func (r *Reader) Next() (Frame, error) {
-	data, link, ts, wire, dir, err := r.next()
+// Next fills f with the next frame; it returns io.EOF at a clean end, or an
+// error naming the packet that could not be read (a truncated or damaged
+// capture). f is filled in place: returning a 64-byte Frame for every
+// packet showed in the profile.
+func (r *Reader) Next(f *Frame) error {
+	var err error
+	if r.pcap != nil {
+		err = r.pcap.next(f)
+	} else {
+		err = r.ng(f)
+	}
 	if err == io.EOF {
-		return Frame{}, io.EOF
+		return io.EOF
 	}
 	r.number++
 	if err != nil {
-		return Frame{}, fmt.Errorf("reading packet %d: %w", r.number, noEOF(err))
+		return fmt.Errorf("reading packet %d: %w", r.number, noEOF(err))
 	}
-	if wire < len(data) {
-		wire = len(data)
-	}
-	return Frame{Number: r.number, TimeNs: ts, LinkType: link, WireLen: wire, Dir: dir, Data: data}, nil
+	f.Number = r.number
+	f.WireLen = max(f.WireLen, len(f.Data))
+	return nil
 }
 
 // noEOF turns an end of input inside a structure into a truncation.

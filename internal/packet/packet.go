@@ -365,6 +365,12 @@ func (p *Packet) tcp(data []byte, l4Len uint32) error {
 }
 
 func tcpOptions(opts []byte, t *TCP) {
+	// Nearly every segment of a Linux connection carries NOP, NOP,
+	// timestamps and nothing else.
+	if len(opts) == 12 && opts[0] == 1 && opts[1] == 1 && opts[2] == 8 && opts[3] == 10 {
+		t.HasTimestamp = true
+		return
+	}
 	for len(opts) > 0 {
 		kind := opts[0]
 		if kind == 0 {

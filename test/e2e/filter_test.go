@@ -73,8 +73,9 @@ func capturedPackets(t *testing.T, file string, summary []string) int {
 		t.Fatal(err)
 	}
 	n := 0
+	var fr capture.Frame
 	for {
-		if _, err := r.Next(); errors.Is(err, io.EOF) {
+		if err := r.Next(&fr); errors.Is(err, io.EOF) {
 			return n
 		} else if err != nil {
 			t.Fatalf("reading %s: %v", file, err)

@@ -424,6 +424,30 @@ func TestMTUMismatchFromTheHandshakeOrICMP(t *testing.T) {
 	}
 }
 
+// Run allocates per capture (the read buffer, the batches handed between
+// its goroutines, the flows), never per frame.
+func TestRunDoesNotAllocatePerFrame(t *testing.T) {
+	var frames [][]byte
+	var seq uint32 = 1000
+	for range 20000 {
+		frames = append(frames, tcpFrame(t, "10.0.0.1", "10.0.0.2", 1, 2, seq, 1, 1448, true)[:128])
+		seq += 1448
+	}
+	data := pcapOf(binary.LittleEndian, false, 1, frames...)
+	allocs := testing.AllocsPerRun(3, func() {
+		r, err := capture.Open(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := New(Options{}).Run(r); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 200 {
+		t.Fatalf("%.0f allocations to analyze %d frames", allocs, len(frames))
+	}
+}
+
 // BenchmarkAnalyze reads and analyzes an in-memory capture of bulk TCP
 // frames cut at 128 bytes, as tcpdump -s 128 writes them.
 func BenchmarkAnalyze(b *testing.B) {

@@ -79,6 +79,9 @@ type Dir struct {
 	IPID idTrack
 
 	series *series
+	// The handshake this direction opened, by its SYN (the peer's SYN-ACK
+	// may come first): held here so no packet hashes its key to find it.
+	handshake *handshake
 }
 
 type hole struct{ from, to uint32 }

@@ -97,8 +97,9 @@ func sourceFrames(t *testing.T) []sourceFrame {
 		t.Fatal(err)
 	}
 	var out []sourceFrame
+	var fr capture.Frame
 	for len(out) < linkFixtureFrames {
-		fr, err := r.Next()
+		err := r.Next(&fr)
 		if errors.Is(err, io.EOF) {
 			break
 		}
