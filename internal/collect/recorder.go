@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -101,12 +102,21 @@ func Start(opts Options) (*Recording, error) {
 	if opts.Interval <= 0 {
 		opts.Interval = time.Second
 	}
+	// The host's facts are read before anything is attached: counts taken
+	// meanwhile would fall into the first interval, outside its window.
+	var facts hostFacts
+	if feat, ferr := probe.ProbeFeatures(); ferr == nil { // else Open says why it cannot load
+		var err error
+		if facts, err = readHostFacts(feat, opts.Families); err != nil {
+			return nil, err
+		}
+	}
 	sess, err := probe.Open(probe.Config{Units: units, RingBytes: opts.RingBytes, Filter: opts.Filter,
 		Interval: opts.Interval, RTTInterval: opts.RTTInterval, Consts: consts})
 	if err != nil {
 		return nil, err
 	}
-	r := &Recording{sess: sess, start: time.Now()}
+	r := &Recording{sess: sess, start: time.Now(), host: facts}
 	for i, st := range sess.Units() {
 		f := opts.Families[i]
 		if st.Err != nil {
@@ -132,24 +142,20 @@ func Start(opts Options) (*Recording, error) {
 		opts.Families = append(opts.Families, run.Family)
 	}
 	r.opts = opts
-	if r.host, err = readHostFacts(sess, opts.Families); err != nil {
-		sess.Close()
-		return nil, err
-	}
 	return r, nil
 }
 
 // hostFacts are what a recording reads from the host once, before it
-// announces itself: reading kallsyms and the kernel's BTF takes about 0.1 s
-// of CPU, which the traced workload would otherwise share from its start.
+// attaches: reading kallsyms and the kernel's BTF takes about 0.1 s of CPU,
+// which the traced workload would otherwise share from its start.
 type hostFacts struct {
-	kallsyms *host.Kallsyms // for skb_drop's locations
-	enums    []trace.Enum   // drop and reset reasons
-	settings []byte         // host.ReadSettings as JSON
+	kallsyms *host.Kallsyms        // for skb_drop's locations
+	enums    map[string]trace.Enum // drop and reset reasons, by family
+	settings []byte                // host.ReadSettings as JSON
 }
 
-func readHostFacts(sess *probe.Session, families []Family) (hostFacts, error) {
-	var h hostFacts
+func readHostFacts(feat probe.Features, families []Family) (hostFacts, error) {
+	h := hostFacts{enums: map[string]trace.Enum{}}
 	for _, f := range families {
 		var kind uint16
 		var enum, prefix string
@@ -157,7 +163,7 @@ func readHostFacts(sess *probe.Session, families []Family) (hostFacts, error) {
 		switch f.Name {
 		case "skb_drop":
 			kind, enum, prefix = trace.EnumDropReason, "skb_drop_reason", "SKB_DROP_REASON_"
-			reasons = sess.Features().DropReasons
+			reasons = feat.DropReasons
 			ks, err := host.LoadKallsyms()
 			if err != nil {
 				return h, err
@@ -165,7 +171,7 @@ func readHostFacts(sess *probe.Session, families []Family) (hostFacts, error) {
 			h.kallsyms = ks
 		case "tcp_reset":
 			kind, enum, prefix = trace.EnumResetReason, "sk_rst_reason", "SK_RST_REASON_"
-			reasons = sess.Features().ResetReasons
+			reasons = feat.ResetReasons
 		default:
 			continue
 		}
@@ -177,7 +183,7 @@ func readHostFacts(sess *probe.Session, families []Family) (hostFacts, error) {
 				return h, err
 			}
 		}
-		h.enums = append(h.enums, trace.Enum{Kind: kind, Names: names})
+		h.enums[f.Name] = trace.Enum{Kind: kind, Names: names}
 	}
 	settings, _ := host.ReadSettings()
 	body, err := json.Marshal(settings)
@@ -350,15 +356,21 @@ func (st *recorderState) prepare() error {
 			st.drainer = newDrainer(st.sess, st.seq, st.w.ByteOrder(), host.BootNow())
 		}
 	}
-	if st.host.kallsyms != nil {
-		st.kallsyms, st.symbols = st.host.kallsyms, map[uint64]bool{}
-	}
-	for _, e := range st.host.enums {
-		if err := st.w.AppendEnum(e); err != nil {
-			return err
+	// Only the families that run: one the kernel skipped writes no table.
+	for _, f := range st.opts.Families {
+		if f.Name == "skb_drop" {
+			st.kallsyms, st.symbols = st.host.kallsyms, map[uint64]bool{}
+		}
+		if e, ok := st.host.enums[f.Name]; ok {
+			if err := st.w.AppendEnum(e); err != nil {
+				return err
+			}
 		}
 	}
 	if err := st.w.AppendSettings(st.host.settings); err != nil {
+		return err
+	}
+	if err := st.baselineSampled(); err != nil {
 		return err
 	}
 	if st.sampledFamilies != nil {
@@ -405,6 +417,23 @@ func (st *recorderState) drainAt(now uint64) error {
 	d.begin = d.now
 	d.gen++
 	return st.sess.NextDrainGeneration(d.gen)
+}
+
+// baselineSampled takes what the sampled families counted before the
+// recording began as the start of their first window: their programs were
+// attached while later families loaded (up to a second before), and those
+// counts would stand for a 50 ms window.
+func (st *recorderState) baselineSampled() error {
+	d := st.drainer
+	for _, f := range st.opts.Families {
+		if f.Drain != nil && slices.Contains(st.sampledFamilies, f.Name) {
+			if err := f.Drain(d); err != nil {
+				return err
+			}
+		}
+	}
+	d.pending = d.pending[:0]
+	return nil
 }
 
 // symbolize writes a symbol record the first time a drop location appears.

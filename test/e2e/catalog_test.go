@@ -318,14 +318,25 @@ func TestStatThroughputMatchesSender(t *testing.T) {
 
 // The default set attaches the per-packet families 5 % of each interval:
 // its rates and ratios must match an exact recording of the same stream.
+// The stream is running before the recordings start, so what programs
+// count while the later ones load must not land in the first window.
 func TestDefaultSetSamplesPerPacketFamiliesWithRightRates(t *testing.T) {
 	requireFamilies(t, "dev_xmit", "sock_io")
 	pair := newPair(t)
+	ln := listenIn(t, pair.Receiver, "tcp", lab.ReceiverAddr.Addr().String()+":5201")
+	defer ln.Close()
+	served := serve(t, ln, drain)
+	c := dialFrom(t, pair.Sender, dialer(0), "tcp", ln.Addr().String())
+	streamed := make(chan struct{})
+	go func() { bulk(t, c, 9*time.Second); close(streamed) }()
+	time.Sleep(time.Second)
 	sampled := startRecord(t, "--filter-netns", pair.Sender.Name)
 	exact := startRecord(t, "-e", "dev_xmit,sock_io", "--filter-netns", pair.Sender.Name)
-	vethStream(t, pair, 5*time.Second, 0)
+	time.Sleep(4 * time.Second)
 	sampled.stop(t, syscall.SIGINT)
 	exact.stop(t, syscall.SIGINT)
+	<-streamed
+	<-served
 	s, e := statOf(t, sampled.file), statOf(t, exact.file)
 	if s.Sampled == nil || s.Sampled.Share != 0.05 || !slices.Contains(s.Sampled.Families, "dev_xmit") || e.Sampled != nil {
 		t.Fatalf("sampled %+v, exact %+v", s.Sampled, e.Sampled)
