@@ -425,6 +425,9 @@ func (st *recorderState) drainAt(now uint64) error {
 // counts would stand for a 50 ms window.
 func (st *recorderState) baselineSampled() error {
 	d := st.drainer
+	if d == nil || st.sampledFamilies == nil {
+		return nil
+	}
 	for _, f := range st.opts.Families {
 		if f.Drain != nil && slices.Contains(st.sampledFamilies, f.Name) {
 			if err := f.Drain(d); err != nil {
