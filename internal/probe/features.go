@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 )
 
@@ -57,9 +58,15 @@ var featureCache struct {
 }
 
 // ProbeFeatures probes the running kernel once; it needs the privileges
-// that loading programs needs.
+// that loading programs needs. It lifts the memlock limit first: kernels
+// before 5.11 charge BPF memory to it, and a probe that runs before
+// anything else is loaded would otherwise fail there with EPERM.
 func ProbeFeatures() (Features, error) {
 	featureCache.Do(func() {
+		if err := rlimit.RemoveMemlock(); err != nil && !errors.Is(err, unix.EPERM) {
+			featureCache.err = fmt.Errorf("raising the memlock limit: %w", err)
+			return
+		}
 		f := &featureCache.f
 		fetch, err := haveAtomicFetch()
 		if err != nil {

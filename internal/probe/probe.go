@@ -16,7 +16,6 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
-	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
@@ -185,10 +184,7 @@ var ErrPermission = errors.New("permission denied (run as root or grant CAP_BPF+
 // Open creates the shared maps, then loads and attaches each unit on its
 // own, so that a program this kernel rejects costs only its unit.
 func Open(cfg Config) (*Session, error) {
-	if err := rlimit.RemoveMemlock(); err != nil && !errors.Is(err, unix.EPERM) {
-		return nil, fmt.Errorf("raising the memlock limit: %w", err)
-	}
-	feat, err := ProbeFeatures()
+	feat, err := ProbeFeatures() // lifts the memlock limit too
 	if err != nil {
 		return nil, err
 	}
