@@ -68,7 +68,7 @@ func BenchmarkAgentOverhead(b *testing.B) {
 	defer pair.Close()
 	defer enableBPFStats(b)()
 	const length = 2 * time.Second
-	var ratios, bpfShares []float64
+	var bpfShares []float64
 	withAgent := func() float64 {
 		before := programIDs()
 		cmd, _ := startBenchAgent(b, pair, "10m")
@@ -79,16 +79,7 @@ func BenchmarkAgentOverhead(b *testing.B) {
 		bpfShares = append(bpfShares, (runTimeSince(before)-bpfBefore).Seconds()/(busySeconds(b)-cpuBefore))
 		return rate
 	}
-	for i := 0; i < 10; i++ {
-		var plain, with float64
-		if i%2 == 0 {
-			plain, with = vethStream(b, pair, length, 0), withAgent()
-		} else {
-			with, plain = withAgent(), vethStream(b, pair, length, 0)
-		}
-		ratios = append(ratios, with/plain)
-	}
-	sort.Float64s(ratios)
+	ratios := alternatingRatios(10, func() float64 { return vethStream(b, pair, length, 0) }, withAgent)
 	sort.Float64s(bpfShares)
 	b.ReportMetric(ratios[len(ratios)/2], "agent/plain")
 	b.ReportMetric(bpfShares[len(bpfShares)/2], "bpf-runtime/workload-cpu")

@@ -167,7 +167,7 @@ func BenchmarkDoctorOverhead(b *testing.B) {
 	defer pair.Close()
 	const length = 2 * time.Second
 	defer enableBPFStats(b)()
-	var ratios, latencies, bpfShares []float64
+	var latencies, bpfShares []float64
 	doctored := func() float64 {
 		before := programIDs()
 		cmd := exec.Command(binary, "doctor", "--json", "-d", "10m", "--netns", pair.Sender.Name+","+pair.Receiver.Name)
@@ -199,16 +199,7 @@ func BenchmarkDoctorOverhead(b *testing.B) {
 		latencies = append(latencies, time.Since(start).Seconds())
 		return rate
 	}
-	for i := 0; i < 12; i++ {
-		var p, d float64
-		if i%2 == 0 {
-			p, d = vethStream(b, pair, length, 0), doctored()
-		} else {
-			d, p = doctored(), vethStream(b, pair, length, 0)
-		}
-		ratios = append(ratios, d/p)
-	}
-	sort.Float64s(ratios)
+	ratios := alternatingRatios(12, func() float64 { return vethStream(b, pair, length, 0) }, doctored)
 	sort.Float64s(latencies)
 	sort.Float64s(bpfShares)
 	b.ReportMetric(ratios[len(ratios)/2], "doctored/plain")
@@ -290,21 +281,25 @@ func enableBPFStats(b *testing.B) (restore func()) {
 
 // runTimeSince is the run time of the BPF programs loaded since before.
 func runTimeSince(before map[ebpf.ProgramID]bool) time.Duration {
-	var total time.Duration
-	for id := range programIDs() {
-		if before[id] {
-			continue
+	return programStatsSince(before).runtime
+}
+
+// alternatingRatios runs n pairs, plain and measured in turn (which goes
+// first alternates: this VM drifts), and returns the sorted ratios
+// measured/plain.
+func alternatingRatios(n int, plain, measured func() float64) []float64 {
+	var ratios []float64
+	for i := range n {
+		var p, m float64
+		if i%2 == 0 {
+			p, m = plain(), measured()
+		} else {
+			m, p = measured(), plain()
 		}
-		p, err := ebpf.NewProgramFromID(id)
-		if err != nil {
-			continue
-		}
-		if stats, err := p.Stats(); err == nil {
-			total += stats.Runtime
-		}
-		p.Close()
+		ratios = append(ratios, m/p)
 	}
-	return total
+	sort.Float64s(ratios)
+	return ratios
 }
 
 // busySeconds is the CPU time all CPUs have been busy since boot.
@@ -407,7 +402,7 @@ func BenchmarkPerPacketExact(b *testing.B) {
 	}
 	defer pair.Close()
 	const length = 2 * time.Second
-	var ratios, shares, netShares, recorderShares []float64
+	var shares, netShares, recorderShares []float64
 	var spent time.Duration
 	var skbs, runs uint64
 	var lost int
@@ -435,16 +430,7 @@ func BenchmarkPerPacketExact(b *testing.B) {
 		lost += atoi(lostRe, out)
 		return rate
 	}
-	for i := range 12 {
-		var p, t float64
-		if i%2 == 0 {
-			p, t = vethStream(b, pair, length, 0), traced()
-		} else {
-			t, p = traced(), vethStream(b, pair, length, 0)
-		}
-		ratios = append(ratios, t/p)
-	}
-	sort.Float64s(ratios)
+	ratios := alternatingRatios(12, func() float64 { return vethStream(b, pair, length, 0) }, traced)
 	sort.Float64s(shares)
 	sort.Float64s(netShares)
 	sort.Float64s(recorderShares)
