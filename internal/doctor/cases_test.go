@@ -565,6 +565,40 @@ func TestALoneZeroWindowDoesNotHideAQueueOnThePath(t *testing.T) {
 	}
 }
 
+// Seen here in the router tbf variant: after the tbf dropped segments, the
+// out-of-order data behind them filled the receiver's buffer to one zero
+// window, and the sender waited for that window 1 % of the time; from 2 % the
+// queue would be taken for a reader holding its ACKs and go unnamed. The
+// queue's own drops of the flow's packets convict it; without them the same
+// counters still name the reader.
+func TestZeroWindowsFromALossDoNotHideTheQueueThatDroppedIt(t *testing.T) {
+	ev := load(t, "lab/variant-rate-router-tbf.json")
+	nsNamed(ev, "-rcv").Counters["TcpExt.TCPToZeroWindowAdv"] = 1
+	s := flowOf(ev, true)
+	s.LimitShares = map[string]float64{"cwnd": 0.95, "swnd": 0.05}
+	rep := Diagnose(ev)
+	if got := top(rep); got != "rate-shaped" {
+		t.Errorf("top %q, want rate-shaped", got)
+	}
+	for _, f := range rep.Findings {
+		if f.ID == "rwnd-limited" {
+			t.Errorf("the loss's zero window read as a reader holding its ACKs: %v", f.Evidence)
+		}
+	}
+	var kept []Drop
+	for _, d := range ev.Drops {
+		if !strings.HasPrefix(d.Reason, "QDISC_") {
+			kept = append(kept, d)
+		}
+	}
+	ev.Drops = kept
+	for _, f := range Diagnose(ev).Findings {
+		if f.ID == "rate-shaped" {
+			t.Errorf("no queue's drop, the receiver's zero window: still read as a queue on the path: %v", f.Evidence)
+		}
+	}
+}
+
 // In make test, iperf3 with 100-byte writes and reads: the receiver, making
 // 274567 recv calls/s of 100 bytes, kept its window at 6 KB, so the sender
 // waited for it 99 % of the time. The tiny reads are the cause; the window

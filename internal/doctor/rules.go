@@ -344,7 +344,7 @@ func rwndLimited(ev *Evidence) []finding.Finding {
 func acksHeldByReader(ev *Evidence, f *Flow) []finding.Finding {
 	reason, share := topLimit(f)
 	zero := readerBehind(ev, f)
-	if reason != "cwnd" || share < 0.5 || zero == 0 || !ackClockSlowed(f) {
+	if reason != "cwnd" || share < 0.5 || zero == 0 || !ackClockSlowed(f) || len(queueDropsOf(ev, f)) > 0 {
 		return nil
 	}
 	p := ev.peerFlow(f)
@@ -1157,7 +1157,11 @@ func pathQueues(ev *Evidence) []finding.Finding {
 	var out []finding.Finding
 	for _, f := range ev.senders() {
 		reason, share := topLimit(f)
-		if reason != "cwnd" || share < 0.5 || !ackClockSlowed(f) || readerBehind(ev, f) > 0 {
+		if reason != "cwnd" || share < 0.5 || !ackClockSlowed(f) {
+			continue
+		}
+		queueDrops := queueDropsOf(ev, f)
+		if len(queueDrops) == 0 && readerBehind(ev, f) > 0 {
 			continue
 		}
 		queued := time.Duration(f.RTTus-f.MinRTTus) * time.Microsecond
@@ -1167,10 +1171,8 @@ func pathQueues(ev *Evidence) []finding.Finding {
 				time.Duration(f.RTTus)*time.Microsecond, time.Duration(f.MinRTTus)*time.Microsecond, queued.Round(time.Millisecond/10)),
 			fmt.Sprintf("throughput %s (delivery rate %s): the hop's rate", units.Bits(f.SendBps()), units.Bits(float64(f.DeliveryRate)*8)),
 		}
-		for _, d := range ev.Drops {
-			if strings.HasPrefix(d.Reason, "QDISC_") && ev.sentBy(&d) == f {
-				evidence = append(evidence, fmt.Sprintf("%d of its packets dropped by a full queue: skb_drop [%s] at %s on %s%s", d.Count, d.Reason, d.Location, orNone(d.Dev), unobserved(ev, d.Dev)))
-			}
+		for _, d := range queueDrops {
+			evidence = append(evidence, fmt.Sprintf("%d of its packets dropped by a full queue: skb_drop [%s] at %s on %s%s", d.Count, d.Reason, d.Location, orNone(d.Dev), unobserved(ev, d.Dev)))
 		}
 		severity, explanation := finding.Warning, "When a hop forwards slower than the sender can send, packets queue in front of it: the round trip "+
 			"grows by the queue, losses come when it overflows, and the flow settles at the hop's rate whatever the "+
@@ -1219,6 +1221,20 @@ func lossElsewhere(ev *Evidence, f *Flow) *Drop {
 		}
 	}
 	return worst
+}
+
+// queueDropsOf are the drops of a flow's packets by a full queue. Such a
+// queue is what slows the flow's ACK clock: a receiver's zero windows beside
+// them are the out-of-order data the loss left in its buffer, not a reader
+// holding its ACKs back.
+func queueDropsOf(ev *Evidence, f *Flow) []Drop {
+	var out []Drop
+	for _, d := range ev.Drops {
+		if strings.HasPrefix(d.Reason, "QDISC_") && ev.sentBy(&d) == f {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func ackClockSlowed(f *Flow) bool {
