@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/lab"
 )
 
@@ -107,7 +109,8 @@ func runLab(t *testing.T, want int, args ...string) []lab.Report {
 			for _, f := range r.Doctor.Findings {
 				found = append(found, f.ID+"/"+f.Severity.String()+": "+strings.Join(f.Evidence, "; "))
 			}
-			t.Errorf("%s: doctor's top finding %q, want %q; findings:\n%s", r.Name, r.Doctor.Top, r.Expect, strings.Join(found, "\n"))
+			t.Errorf("%s: doctor's top finding %q, want %q; findings:\n%s\nflows:\n%s", r.Name, r.Doctor.Top, r.Expect,
+				strings.Join(found, "\n"), flowSummary(r.Doctor.Evidence))
 		}
 	}
 	if len(reports) != want || err != nil {
@@ -164,4 +167,31 @@ func TestLabCleansUpWhenInterrupted(t *testing.T) {
 		t.Fatalf("left behind after SIGINT: %v (%s)", left, errs.String())
 	}
 	waitProgramsGone(t, before)
+}
+
+// flowSummary is what the send-side rules read of each flow that moved
+// data, and the zero windows each namespace advertised: when a verdict
+// differs in CI, its log is all there is to judge it by.
+func flowSummary(ev *doctor.Evidence) string {
+	if ev == nil {
+		return "(no evidence)"
+	}
+	var lines []string
+	for _, f := range ev.Flows {
+		var shares []string
+		for r, v := range f.LimitShares {
+			if v >= 0.005 {
+				shares = append(shares, fmt.Sprintf("%s %.0f%%", r, 100*v))
+			}
+		}
+		sort.Strings(shares)
+		lines = append(lines, fmt.Sprintf("  %s %s -> %s: %.0f Mbit/s out, %.0f in; limits [%s]; srtt %d us, min %d; %d of %d segments retransmitted (%d traced); cong %v; window %d (max %d)",
+			f.Netns, f.Local, f.Peer, f.SendBps()/1e6, f.RecvBps()/1e6, strings.Join(shares, ", "), f.RTTus, f.MinRTTus,
+			f.Retrans, f.SegsOut, f.TraceRetrans, f.CongStates, f.SndWnd, f.MaxSndWnd))
+	}
+	for _, ns := range ev.Namespaces {
+		lines = append(lines, fmt.Sprintf("  netns %s: zero windows advertised %d, wanted %d; retransmitted %d of %d", ns.Name,
+			ns.Counters["TcpExt.TCPToZeroWindowAdv"], ns.Counters["TcpExt.TCPWantZeroWindowAdv"], ns.Counters["Tcp.RetransSegs"], ns.Counters["Tcp.OutSegs"]))
+	}
+	return strings.Join(lines, "\n")
 }
