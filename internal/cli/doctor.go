@@ -35,8 +35,8 @@ func doctorCmd(e *env) *cobra.Command {
 		Short: "observe a workload and rank what limits its throughput, with evidence and fixes",
 		Long: `doctor observes the host for the duration, or while COMMAND runs, then prints
 findings ranked by the throughput at stake: kernel events (as root), tcp_info
-of every TCP socket, CPU, protocol and device counters, offload and buffer
-settings. Each finding has its evidence, an explanation and the commands that
+of every TCP socket, CPU time per CPU and per process, protocol and device
+counters, offload and buffer settings. Each finding has its evidence, an explanation and the commands that
 fix it (docs/findings.md). The command's own output goes to standard error;
 an iperf3 client gets -J so its result joins the evidence.`,
 		Example: `  skbtrace doctor -- iperf3 -c 10.0.0.2

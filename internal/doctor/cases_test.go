@@ -618,3 +618,37 @@ func TestTinyReadsRankAboveTheWindowTheyKeepFull(t *testing.T) {
 		}
 	}
 }
+
+// In make test the python3 hog pinned to the receiver's CPU got 40 % of it
+// in user space, at the bar for user time from anyone: the receiver's
+// softirq work takes its share first. Per process, the hog is the only one
+// there that moved no traffic: a quarter of the CPU convicts it, while the
+// streams' own endpoints (iperf3 at 27 % on a loopback stream) and the
+// observer itself stay the healthy limit.
+func TestBusyCPUWorkOfAProcessThatMovesNoTrafficCompetes(t *testing.T) {
+	ev := load(t, "lab/noise-loopback.json")
+	ev.ObserverPID = 27496
+	ev.Processes = []ProcessCPU{
+		{PID: 30040, Comm: "iperf3", CPU: 0, User: 0.26, System: 0.2},
+		{PID: 27496, Comm: "skbtrace", CPU: 0, User: 0.26},
+	}
+	if got := top(Diagnose(ev)); got != "" {
+		t.Fatalf("the stream's own endpoint and the observer: top %q, want healthy", got)
+	}
+	ev.Processes = append(ev.Processes, ProcessCPU{PID: 4242, Comm: "python3", CPU: 0, User: 0.26})
+	rep := Diagnose(ev)
+	if got := top(rep); got != "cpu-saturated" {
+		t.Fatalf("a process with no socket call at 26 %% of a busy CPU: top %q, want cpu-saturated", got)
+	}
+	if ev := rep.Findings[0].Evidence; !strings.Contains(strings.Join(ev, "\n"), "python3 (pid 4242) ran 26% of CPU 0 in user space") {
+		t.Errorf("the finding does not name the process: %q", ev)
+	}
+	ev.Processes[2].CPU, ev.CPUs[1].Idle = 1, 0.5
+	if got := top(Diagnose(ev)); got != "" {
+		t.Errorf("the same process on the CPU that is not saturated: top %q", got)
+	}
+	ev.Processes[2].CPU, ev.SockIO = 0, nil
+	if got := top(Diagnose(ev)); got != "" {
+		t.Errorf("without socket calls no process can be told apart: top %q", got)
+	}
+}

@@ -25,7 +25,11 @@ type Evidence struct {
 	Flows        []Flow            `json:"flows,omitempty"`
 	Drops        []Drop            `json:"drops,omitempty"`
 	SockIO       []SockIO          `json:"sock_io,omitempty"`
-	Command      *Command          `json:"command,omitempty"`
+	// Processes are the threads' CPU time by process and CPU; ObserverPID
+	// is the observer's own process among them.
+	Processes   []ProcessCPU `json:"processes,omitempty"`
+	ObserverPID int          `json:"observer_pid,omitempty"`
+	Command     *Command     `json:"command,omitempty"`
 	// Peers are the remote ends whose agents' evidence joined (--peer).
 	Peers []Peer `json:"peers,omitempty"`
 	// Profile is where the CPU went, when the observation was profiled (--profile).
@@ -255,6 +259,17 @@ type SockIO struct {
 	Dir   string `json:"dir"`
 	Calls uint64 `json:"calls"`
 	Bytes uint64 `json:"bytes"`
+}
+
+// ProcessCPU is a process's CPU time on one CPU during the observation, as
+// shares of that time; each thread counts on the CPU it last ran on, which
+// is exact for a pinned thread.
+type ProcessCPU struct {
+	PID    int     `json:"pid"`
+	Comm   string  `json:"comm"`
+	CPU    int     `json:"cpu"`
+	User   float64 `json:"user"`
+	System float64 `json:"system"`
 }
 
 // Command is the observed command and, for iperf3, its own result.

@@ -2,12 +2,14 @@ package doctor
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"net/netip"
 	"os"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -174,9 +176,14 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 		return nil, err
 	}
 	softBefore, _ := host.ReadSoftnet()
+	threadsBefore, threadsErr := host.ReadThreadTimes()
+	workStart := time.Now()
 	workErr := opts.Workload(ctx)
 	cpuAfter, cpuErr := host.ReadCPUTimes()
 	softAfter, _ := host.ReadSoftnet()
+	workSeconds := time.Since(workStart).Seconds()
+	threadsAfter, err := host.ReadThreadTimes()
+	threadsErr = cmp.Or(threadsErr, err)
 
 	stopPoll()
 	<-pollDone
@@ -197,6 +204,11 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 	}
 	ev.Softnet = softnetDelta(softBefore, softAfter)
 	ev.CPUs = CPUShares(cpuBefore, cpuAfter)
+	if threadsErr != nil {
+		notes = append(notes, threadsErr.Error()+": user time on a busy CPU is judged without knowing whose it is")
+	} else {
+		ev.Processes, ev.ObserverPID = ProcessShares(threadsBefore, threadsAfter, workSeconds), os.Getpid()
+	}
 	for _, w := range spaces {
 		b := before[w.name]
 		if b == nil {
@@ -365,6 +377,54 @@ func cpuUse(cpu int, t host.CPUTimes) CPUUse {
 		Softirq: float64(t.SoftIRQ) / total, IRQ: float64(t.IRQ) / total, Steal: float64(t.Steal) / total,
 		Idle: float64(t.Idle+t.IOWait) / total}
 }
+
+// maxProcesses keeps the busiest processes' CPU time: those that can
+// matter on a saturated CPU.
+const maxProcesses = 16
+
+// ProcessShares is each process's CPU time per CPU between two readings of
+// the threads, over seconds; a thread started since counts from zero.
+func ProcessShares(before, after map[int]host.ThreadTimes, seconds float64) []ProcessCPU {
+	if seconds <= 0 {
+		return nil
+	}
+	type key struct{ pid, cpu int }
+	ticks := map[key]*ProcessCPU{}
+	for tid, a := range after {
+		b := before[tid]
+		if b.PID != a.PID || b.User > a.User || b.System > a.System {
+			b = host.ThreadTimes{} // a new thread, or a thread id reused
+		}
+		k := key{a.PID, a.CPU}
+		p := ticks[k]
+		if p == nil {
+			p = &ProcessCPU{PID: a.PID, CPU: a.CPU}
+			ticks[k] = p
+		}
+		if a.TID == a.PID || p.Comm == "" {
+			p.Comm = a.Comm
+		}
+		p.User += float64(a.User - b.User)
+		p.System += float64(a.System - b.System)
+	}
+	var out []ProcessCPU
+	for _, p := range ticks {
+		p.User, p.System = p.User/userHZ/seconds, p.System/userHZ/seconds
+		if p.User+p.System >= 0.01 {
+			out = append(out, *p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if ti, tj := out[i].User+out[i].System, out[j].User+out[j].System; ti != tj {
+			return ti > tj
+		}
+		return out[i].PID < out[j].PID
+	})
+	return out[:min(len(out), maxProcesses)]
+}
+
+// userHZ is the unit of /proc's CPU times on every Linux architecture.
+const userHZ = 100
 
 func softnetDelta(before, after []host.Softnet) host.Softnet {
 	var d host.Softnet

@@ -18,10 +18,11 @@ import (
 // bulkBps: below that, per-skb offload counts say little.
 const (
 	bulkBps        = 100e6
-	limitShare     = 0.3 // a send-limit reason holding the sender this share of the time
-	cpuBusy        = 0.9 // a CPU this busy is a bottleneck candidate
-	competingUser  = 0.4 // user time that is not the network path's: a stream's own sender and reader take up to about a quarter
-	smallPacket    = 512 // bytes per socket call or packet
+	limitShare     = 0.3  // a send-limit reason holding the sender this share of the time
+	cpuBusy        = 0.9  // a CPU this busy is a bottleneck candidate
+	competingUser  = 0.4  // user time that is not the network path's: a stream's own sender and reader take up to about a quarter
+	otherWork      = 0.25 // user time on one CPU of the processes that made no socket call
+	smallPacket    = 512  // bytes per socket call or packet
 	smallCallRate  = 20000
 	noCoalescing   = 1.5 // segments per skb below which offloads do nothing
 	minOffloadSkbs = 1000
@@ -180,7 +181,8 @@ func cpuSaturated(ev *Evidence) []finding.Finding {
 				break
 			}
 		}
-		competing := c.User >= competingUser
+		others, otherUser := otherWorkOn(ev, c.CPU)
+		competing := c.User >= competingUser || otherUser >= otherWork
 		if linkLimit == "" && !competing {
 			continue // CPU-bound copying over virtual devices: the healthy limit
 		}
@@ -196,6 +198,13 @@ func cpuSaturated(ev *Evidence) []finding.Finding {
 		}
 		if competing {
 			evidence = append(evidence, fmt.Sprintf("%s of CPU %d went to user-space work", pct(c.User), c.CPU))
+			for i, p := range others {
+				if i == 3 {
+					break
+				}
+				evidence = append(evidence, fmt.Sprintf("%s (pid %d) ran %s of CPU %d in user space and made no socket call (/proc/PID/task/*/stat, sock_io)",
+					p.Comm, p.PID, pct(p.User), c.CPU))
+			}
 			explanation += " A large share of it runs user-space code, which competes with the network path for the CPU."
 			impact = max(impact, c.User)
 			remedy = append(remedy, fmt.Sprintf("find what runs on CPU %d: top -1, or perf top -C %d", c.CPU, c.CPU),
@@ -215,6 +224,29 @@ func cpuSaturated(ev *Evidence) []finding.Finding {
 			Confirm: []string{fmt.Sprintf("mpstat -P %d 1 during the transfer (is it 100%% busy throughout?), then perf top -C %d: what runs there", c.CPU, c.CPU)}})
 	}
 	return out
+}
+
+// otherWorkOn is the user time on a CPU of the processes that moved none of
+// the observed traffic (no socket call in sock_io), the observer aside,
+// busiest first. Without the socket calls nobody can be told apart.
+func otherWorkOn(ev *Evidence, cpu int) ([]ProcessCPU, float64) {
+	if len(ev.SockIO) == 0 {
+		return nil, 0
+	}
+	sendsOrReceives := map[int]bool{ev.ObserverPID: true}
+	for _, s := range ev.SockIO {
+		sendsOrReceives[int(s.Pid)] = true
+	}
+	var out []ProcessCPU
+	var user float64
+	for _, p := range ev.Processes {
+		if p.CPU == cpu && !sendsOrReceives[p.PID] && p.User >= 0.01 {
+			out = append(out, p)
+			user += p.User
+		}
+	}
+	sortBy(out, func(p ProcessCPU) float64 { return -p.User })
+	return out, user
 }
 
 func sndbufLimited(ev *Evidence) []finding.Finding {
