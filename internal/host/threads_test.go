@@ -2,34 +2,45 @@ package host
 
 import (
 	"os"
+	"runtime"
 	"testing"
+	"time"
 )
 
-func TestParseThreadStatCountsFieldsFromTheCommsLastParenthesis(t *testing.T) {
-	line := "4242 (py (hog) 2) R 1 4242 1 0 -1 4194304 175 0 0 0 731 12 0 0 20 0 1 0 8422635 3133440 388 " +
-		"18446744073709551615 1 1 1 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 1 1 1 1 1 1 1 0\n"
-	got, err := ParseThreadStat([]byte(line))
+func TestReadThreadTimesSeesThisProcessWork(t *testing.T) {
+	before, err := ReadThreadTimes()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ThreadTimes{TID: 4242, Comm: "py (hog) 2", User: 731, System: 12, CPU: 1}
-	if got != want {
-		t.Errorf("got %+v, want %+v", got, want)
+	self, ok := before[os.Getpid()] // the main thread's id is the process id
+	if !ok || self.PID != os.Getpid() || self.Comm == "" {
+		t.Fatalf("thread %d: %+v among %d", os.Getpid(), self, len(before))
 	}
-	for _, bad := range []string{"", "4242 py R 1", "4242 (x) R 1 2 3", "x (y) R 1 4242 1 0 -1 4194304 175 0 0 0 a 12 0 0 20 0 1 0 8 3 388 1 1 1 1 0 0 0 0 0 0 0 0 0 17 1 0"} {
-		if _, err := ParseThreadStat([]byte(bad)); err == nil {
-			t.Errorf("%q parsed", bad)
+	// Spin 300 ms on a locked thread: its user time must grow.
+	done := make(chan int)
+	go func() {
+		runtime.LockOSThread()
+		for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+		}
+		after, err := ReadThreadTimes()
+		if err != nil {
+			t.Error(err)
+		}
+		var user uint64
+		for _, th := range after {
+			if th.PID == os.Getpid() {
+				user += th.User + th.System
+			}
+		}
+		done <- int(user)
+	}()
+	var was uint64
+	for _, th := range before {
+		if th.PID == os.Getpid() {
+			was += th.User + th.System
 		}
 	}
-}
-
-func TestReadThreadTimesFindsThisThread(t *testing.T) {
-	all, err := ReadThreadTimes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	self, ok := all[os.Getpid()] // the main thread's id is the process id
-	if !ok || self.PID != os.Getpid() {
-		t.Fatalf("no thread %d among %d", os.Getpid(), len(all))
+	if now := <-done; uint64(now) < was+10 {
+		t.Errorf("the process's CPU time went from %d to %d ticks over 300 ms of spinning", was, now)
 	}
 }
