@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"net/netip"
 	"os/exec"
@@ -175,7 +174,7 @@ var sockVariants = []*Scenario{
 		Load:      bulk,
 		During:    sockHog(1),
 		Fix:       func(p *Pair) error { return nil },
-		Verdict:   sockCPUVerdict(1, 0.9),
+		Verdict:   sockCPUVerdict(1),
 	},
 	sockReceiverApp(&Scenario{
 		Name:      "cpu-receiver-app-work",
@@ -196,7 +195,7 @@ var sockVariants = []*Scenario{
 		Load:      bulk,
 		During:    sockHog(0),
 		Fix:       func(p *Pair) error { return nil },
-		Verdict:   sockCPUVerdict(0, math.Inf(1)),
+		Verdict:   sockCPUVerdict(0),
 	},
 }
 
@@ -515,19 +514,19 @@ func sockSmallVerdict(c, f *Measurement, controlCalls, faultCalls float64) (stri
 		faultCalls > 20000 && faultCalls > 0.25*controlCalls && f.Load.Bps < 0.2*c.Load.Bps
 }
 
-// sockCPUVerdict: the CPU was busy all the run, user-space work on it grew
-// well beyond the control's (the competing work), and throughput fell
-// below maxRatio of the control's. A hog on the sender's CPU costs 15-40 %
-// on an idle VM, within this VM's drift between two 2-second runs (a run
-// beside other work measured the fault 33 % faster than its control): there
-// the CPU accounting proves the fault, the throughput is only shown.
-func sockCPUVerdict(cpu int, maxRatio float64) func(c, f *Measurement, p *Pair) (string, bool) {
+// sockCPUVerdict: the CPU was busy all the run and user-space work on it
+// grew well beyond the control's: the competing work. The throughput is
+// only shown: a hog costs 15-50 % on an idle VM, within this VM's drift
+// between two 2-second runs (a sender-side run beside other work measured
+// the fault 33 % faster than its control; in CI a receiver-side control
+// ran at half its usual rate, and the fault came within 6 % of it).
+func sockCPUVerdict(cpu int) func(c, f *Measurement, p *Pair) (string, bool) {
 	return func(c, f *Measurement, p *Pair) (string, bool) {
 		busy, before := f.cpuBusy(cpu), c.cpuBusy(cpu)
 		user, userBefore := f.sockCPUUser(cpu), c.sockCPUUser(cpu)
 		return fmt.Sprintf("CPU %d busy %.0f%% of the run, %.0f%% in user space (control %.0f%%, %.0f%%); throughput %s",
 				cpu, busy*100, user*100, before*100, userBefore*100, change(c, f)),
-			runtime.NumCPU() >= 2 && busy > 0.95 && user > userBefore+0.15 && f.Load.Bps < maxRatio*c.Load.Bps
+			runtime.NumCPU() >= 2 && busy > 0.95 && user > userBefore+0.15
 	}
 }
 
