@@ -20,6 +20,13 @@
 #   SKBTRACE_VM_VERBOSE  1: the guest console goes to stderr
 #   SKBTRACE_VM_BOOT     vmlinux (default, when fetch.sh extracted one) or bzimage
 #   SKBTRACE_VM_BOOT_TRIES  boots tried when the guest dies before the command starts (default 2)
+#   SKBTRACE_VM_NIC      a NIC model (e1000e, e1000, virtio-net-pci, vmxnet3, rtl8139): the
+#                        guest gets two of them wired to each other, MACs 52:54:00:5b:00:01
+#                        and :02, and nothing else on the wire
+#   SKBTRACE_VM_NIC_BACKEND  hub (default): QEMU's hub, frames copied whole, no offload
+#                        between the NICs; tap: two taps with vnet_hdr on a bridge of
+#                        this machine that this script creates and removes (no address,
+#                        no other port), so virtio-net can hand large segments across
 # Exit codes of its own: 124 timeout, 125 the guest gave no exit status.
 set -euo pipefail
 
@@ -86,8 +93,13 @@ cleanup() {
 	for p in ${cats[@]+"${cats[@]}"}; do
 		wait "$p" 2>/dev/null || true
 	done
+	[ -z "$bridge" ] || ip link del "$bridge" 2>/dev/null || true
+	for t in ${taps[@]+"${taps[@]}"}; do
+		ip link del "$t" 2>/dev/null || true
+	done
 	rm -rf "$tmp"
 }
+bridge='' taps=()
 trap cleanup EXIT
 trap 'echo "run: interrupted; stopping the guest" >&2; exit 130' INT TERM HUP
 
@@ -162,6 +174,34 @@ qemu=(
 	-chardev "file,id=err,path=$tmp/stderr"
 	-device virtserialport,chardev=err,name=skbtrace.stderr
 )
+# The wire: two NICs of one model, each sending only to the other.
+if [ -n "${SKBTRACE_VM_NIC:-}" ]; then
+	nic=$SKBTRACE_VM_NIC
+	case "${SKBTRACE_VM_NIC_BACKEND:-hub}" in
+	hub)
+		for i in 1 2; do
+			qemu+=(-netdev "hubport,id=wire$i,hubid=0" -device "$nic,netdev=wire$i,mac=52:54:00:5b:00:0$i")
+		done
+		;;
+	tap)
+		# Names carry our PID, so two runs never share a bridge.
+		bridge=skbvmbr$$
+		ip link add "$bridge" type bridge || { echo "run: creating bridge $bridge failed" >&2; exit 1; }
+		sysctl -qw "net.ipv6.conf.$bridge.disable_ipv6=1" || true
+		for i in 1 2; do
+			t=skbvmt$$-$i
+			ip tuntap add dev "$t" mode tap vnet_hdr || { echo "run: creating tap $t failed" >&2; exit 1; }
+			taps+=("$t")
+			sysctl -qw "net.ipv6.conf.$t.disable_ipv6=1" || true
+			ip link set "$t" master "$bridge" up || { echo "run: adding $t to $bridge failed" >&2; exit 1; }
+			qemu+=(-netdev "tap,id=wire$i,ifname=$t,script=no,downscript=no,vnet_hdr=on"
+				-device "$nic,netdev=wire$i,mac=52:54:00:5b:00:0$i")
+		done
+		ip link set "$bridge" up
+		;;
+	*) echo "run: SKBTRACE_VM_NIC_BACKEND must be hub or tap" >&2; exit 2 ;;
+	esac
+fi
 if [ -n "${SKBTRACE_VM_RWDIR:-}" ]; then
 	qemu+=(-fsdev "local,id=rwdir,path=$(cd "$SKBTRACE_VM_RWDIR" && pwd -P),security_model=none,multidevs=remap"
 		-device virtio-9p-pci,fsdev=rwdir,mount_tag=rwdir)
