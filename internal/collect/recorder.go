@@ -517,23 +517,33 @@ func (st *recorderState) sample(now time.Time) error {
 		if err := st.sess.SetPaused(st.paused, false); err != nil {
 			return err
 		}
-		// The window begins once the hooks are in place: attaching takes
-		// milliseconds, a real share of a 50 ms window.
+		// The window begins once every hook is in place, and lasts its full
+		// length from there: attaching takes milliseconds here and tens of
+		// them on an emulated CPU, where the hooks attached first counted
+		// through most of a 50 ms window whose clock had started before
+		// them (scaled up 1,500-fold in a QEMU guest). What they counted
+		// meanwhile is dropped.
+		if err := st.baselineSampled(); err != nil {
+			return err
+		}
 		if st.drainer != nil {
 			st.drainer.begin = host.BootNow()
 		}
-		st.detached, st.nextFlip = false, now.Add(time.Duration(float64(st.opts.Interval)*st.opts.Sample))
+		st.detached, st.nextFlip = false, time.Now().Add(time.Duration(float64(st.opts.Interval)*st.opts.Sample))
 	} else {
-		// And it ends when detaching starts.
-		end := host.BootNow()
+		// It ends before detaching starts, drained then; what the hooks
+		// count while they detach is dropped likewise.
+		if st.drainer != nil {
+			if err := st.drainAt(host.BootNow()); err != nil {
+				return err
+			}
+		}
 		st.sess.DetachHooks(st.sampled)
 		if err := st.sess.SetPaused(st.paused, true); err != nil {
 			return err
 		}
-		if st.drainer != nil {
-			if err := st.drainAt(end); err != nil {
-				return err
-			}
+		if err := st.baselineSampled(); err != nil {
+			return err
 		}
 		st.detached, st.nextFlip = true, now.Add(time.Duration(float64(st.opts.Interval)*(1-st.opts.Sample)))
 	}
