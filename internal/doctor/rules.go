@@ -15,9 +15,11 @@ import (
 )
 
 // Thresholds the rules share. A flow is "bulk" when it moves at least
-// bulkBps: below that, per-skb offload counts say little.
+// bulkBps, or at least minBulkBps not held by its application: below that,
+// per-skb offload counts say little.
 const (
 	bulkBps        = 100e6
+	minBulkBps     = 10e6 // a stream not held by its application counts from here (streaming)
 	limitShare     = 0.3  // a send-limit reason holding the sender this share of the time
 	cpuBusy        = 0.9  // a CPU this busy is a bottleneck candidate
 	competingUser  = 0.4  // user time that is not the network path's: a stream's own sender and reader take up to about a quarter
@@ -51,6 +53,12 @@ const (
 	featTSO = "tx-tcp-segmentation"
 	featGSO = "tx-generic-segmentation"
 	featGRO = "rx-gro"
+	// fragmentShare of a device's received packets reassembled as IP
+	// fragments makes fragments, not the packets, what it receives.
+	fragmentShare = 0.5
+	// GSO needs scatter-gather, which needs transmit checksumming.
+	featSG     = "tx-scatter-gather"
+	featTxCsum = "tx-checksum-ip-generic"
 )
 
 // Rule turns evidence into findings; each finding id of docs/findings.md has one.
@@ -73,6 +81,7 @@ var Rules = []Rule{
 	{"mtu-mismatch", mtuMismatch},
 	{"small-packet-bound", smallPacketBound},
 	{"gro-blocked", groBlocked},
+	{"ip-fragmented", ipFragmented},
 	{"rate-shaped", rateShaped},
 	{"asymmetric-path", asymmetricPath},
 }
@@ -82,9 +91,9 @@ var Rules = []Rule{
 // root cause ranks first.
 var symptoms = map[string][]string{
 	"cwnd-limited":     {"packet-loss", "mtu-mismatch", "rate-shaped"},
-	"packet-loss":      {"mtu-mismatch", "rate-shaped", "known-nic-issue", "gro-blocked"},
+	"packet-loss":      {"mtu-mismatch", "rate-shaped", "known-nic-issue", "gro-blocked", "ip-fragmented"},
 	"rwnd-limited":     {"cpu-saturated", "mtu-mismatch", "small-packet-bound"},
-	"cpu-saturated":    {"small-packet-bound", "offload-disabled", "gro-blocked", "rate-shaped"},
+	"cpu-saturated":    {"small-packet-bound", "offload-disabled", "gro-blocked", "ip-fragmented", "rate-shaped"},
 	"asymmetric-path":  {"known-nic-issue", "offload-disabled"},
 	"offload-disabled": {"known-nic-issue", "rate-shaped"},
 }
@@ -147,7 +156,9 @@ func healthy(ev *Evidence) string {
 	}
 	if c := busiest(ev); c != nil && c.Busy() >= cpuBusy {
 		msg += fmt.Sprintf("; CPU %d was %s busy (%s)", c.CPU, pct(c.Busy()), cpuSplit(c))
-		if !physicalPath(ev, f) {
+		if d := ev.device(f.Netns, f.Dev); d != nil && d.Kind == "device" && d.Driver != "" && !d.physical() {
+			msg += fmt.Sprintf(": CPU-bound over %s (%s), a NIC that reports no link speed to judge the rate against", d.Name, d.Driver)
+		} else if !physicalPath(ev, f) {
 			msg += ": CPU-bound copying over a virtual device, as expected on loopback or veth"
 		}
 	}
@@ -215,13 +226,41 @@ func cpuSaturated(ev *Evidence) []finding.Finding {
 			remedy = append(remedy, "check that TSO/GSO/GRO are on (ethtool -k DEV): they cut per-packet CPU cost",
 				"a larger MTU on the whole path (ip link set DEV mtu 9000) halves-to-sixths the packets per byte")
 		} else if c.Softirq+c.NetRx >= 0.3 {
-			remedy = append(remedy, "spread receive processing: more queues (ethtool -L DEV combined N), RPS (echo MASK > /sys/class/net/DEV/queues/rx-0/rps_cpus), IRQ affinity")
+			remedy = append(remedy, spreadRemedy(ev)...)
 		}
 		out = append(out, finding.Finding{ID: "cpu-saturated", Severity: finding.Warning,
 			Title:    fmt.Sprintf("CPU %d is saturated (%s busy)", c.CPU, pct(c.Busy())),
 			Evidence: evidence, Explanation: explanation, Remedy: remedy, Scope: fmt.Sprintf("cpu %d", c.CPU),
 			Impact: impact, ImpactText: fmt.Sprintf("up to %s of throughput", pct(impact)), Confidence: finding.Likely,
 			Confirm: []string{fmt.Sprintf("mpstat -P %d 1 during the transfer (is it 100%% busy throughout?), then perf top -C %d: what runs there", c.CPU, c.CPU)}})
+	}
+	return out
+}
+
+// spreadRemedy spreads receive processing over CPUs by what each receiving
+// device accepts: more queues only where the driver offers more channels
+// than it uses (ethtool -l), else RPS in software; IRQ affinity for all.
+func spreadRemedy(ev *Evidence) []string {
+	var out []string
+	for _, ns := range ev.Namespaces {
+		for _, d := range ns.Devices {
+			if _, rx := ev.bulkThrough(ns.Name, d.Name); rx == 0 || d.Kind != "device" {
+				continue
+			}
+			used := max(d.CombinedChannels, d.RxChannels)
+			if d.MaxChannels > used {
+				out = append(out, nsPrefix(ns.Name)+fmt.Sprintf("ethtool -L %s combined %d (%d of %d queues in use): each queue's interrupt on a CPU of its own", d.Name, d.MaxChannels, used, d.MaxChannels))
+				continue
+			}
+			queues := "one receive queue"
+			if used > 1 {
+				queues = fmt.Sprintf("all %d of its queues in use", used)
+			}
+			out = append(out, nsPrefix(ns.Name)+fmt.Sprintf("%s has %s: steer its receive processing to other CPUs with RPS (echo MASK > /sys/class/net/%s/queues/rx-0/rps_cpus) and its interrupt with /proc/irq/N/smp_affinity", d.Name, queues, d.Name))
+		}
+	}
+	if out == nil {
+		out = []string{"spread receive processing: RPS (echo MASK > /sys/class/net/DEV/queues/rx-0/rps_cpus), more queues where the driver offers them (ethtool -l DEV), IRQ affinity"}
 	}
 	return out
 }
@@ -648,13 +687,19 @@ func offloadDisabled(ev *Evidence) []finding.Finding {
 		for i := range ns.Devices {
 			d := &ns.Devices[i]
 			tx, rx := ev.bulkThrough(ns.Name, d.Name)
-			if tx >= bulkBps && (d.Xmit.SegsPerSkb() > 0 && d.Xmit.SegsPerSkb() < noCoalescing && d.Xmit.Skbs >= minOffloadSkbs && d.Xmit.smallSkbs() ||
+			if tx > 0 && (d.Xmit.SegsPerSkb() > 0 && d.Xmit.SegsPerSkb() < noCoalescing && d.Xmit.Skbs >= minOffloadSkbs && d.Xmit.smallSkbs() ||
 				d.Xmit == nil && d.featureOff(featTSO, featGSO) && d.txBytesPerPacket() <= float64(d.MTU+l2Header)) {
 				off := d.offList(featTSO, featGSO)
 				severity, title := finding.Warning, fmt.Sprintf("segmentation offload is off on %s", d.Name)
 				explanation := "Without TSO/GSO the stack builds, queues and hands the driver one skb per MSS-sized packet " +
 					"instead of one per up to 64 KB: many times the per-packet CPU cost for the same bytes."
 				remedy := []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s tso on gso on", d.Name)}
+				if off != "" && d.locked(featTSO, featGSO) {
+					// ethtool -K would be refused: say what the device lacks.
+					title = fmt.Sprintf("%s cannot segment: %s", d.Name, lockedText(d))
+					explanation += " The device does not let them be switched on: " + lockedText(d) + "."
+					remedy = segmentationRemedy(ns.Name, d)
+				}
 				if off == "" && d.Features != nil {
 					// On, yet skbs arrive one segment each: a shaper segmenting
 					// (tbf does above its burst), or the application writing small.
@@ -685,7 +730,7 @@ func offloadDisabled(ev *Evidence) []finding.Finding {
 			// that nothing upstream (the peer's GSO over veth) made them large.
 			notMerged := d.Recv.SegsPerSkb() > 0 && d.Recv.SegsPerSkb() < noCoalescing && d.Recv.Skbs >= minOffloadSkbs && d.Recv.smallSkbs() ||
 				d.Recv == nil && d.rxBytesPerPacket() > 0 && d.rxBytesPerPacket() <= float64(d.MTU+l2Header)
-			if rx >= bulkBps && notMerged && d.featureOff(featGRO) {
+			if rx > 0 && notMerged && d.featureOff(featGRO) {
 				severity, explanation := receiveHeadroom(ev, "GRO merges consecutive segments of a flow into one large skb before the stack processes it; "+
 					"without it every MSS-sized packet pays the whole receive path.")
 				out = append(out, finding.Finding{ID: "offload-disabled", Severity: severity,
@@ -745,7 +790,7 @@ func groBlocked(ev *Evidence) []finding.Finding {
 		for i := range ns.Devices {
 			d := &ns.Devices[i]
 			_, rx := ev.bulkThrough(ns.Name, d.Name)
-			if rx < bulkBps {
+			if rx == 0 {
 				continue
 			}
 			evidence := []string{fmt.Sprintf("%s receives %s of TCP", d.Name, units.Bits(rx))}
@@ -764,6 +809,9 @@ func groBlocked(ev *Evidence) []finding.Finding {
 				}
 			}
 			r := blocked.Recv
+			if reassembled(&ns, blocked) {
+				continue // fragments, which GRO never merges: ip-fragmented
+			}
 			if r == nil || r.Skbs < minOffloadSkbs || r.SegsPerSkb() >= noCoalescing || !r.smallSkbs() || !blocked.Features[featGRO] {
 				continue
 			}
@@ -785,6 +833,98 @@ func groBlocked(ev *Evidence) []finding.Finding {
 		}
 	}
 	return out
+}
+
+// reassembled says whether most of what a device received were IP
+// fragments its namespace put back together (Ip.ReasmReqds counts each).
+func reassembled(ns *Namespace, d *Device) bool {
+	frames := d.Stats.RxPackets
+	if d.Recv != nil {
+		frames = max(frames, d.Recv.Skbs)
+	}
+	return frames > 0 && float64(ns.Counters["Ip.ReasmReqds"]) >= fragmentShare*float64(frames)
+}
+
+// ipFragmented finds bulk TCP that reaches a device as IP fragments. The
+// stack reassembles each segment in software and GRO cannot merge
+// fragments; where the observed sender's kernel fragmented nothing while
+// its device took multi-segment skbs, the device's segmentation offload cut
+// them into fragments instead of segments (QEMU's e1000e before 8.0 does,
+// on a backend without vnet headers).
+func ipFragmented(ev *Evidence) []finding.Finding {
+	var out []finding.Finding
+	for i := range ev.Namespaces {
+		ns := &ev.Namespaces[i]
+		for j := range ns.Devices {
+			d := &ns.Devices[j]
+			_, rx := ev.bulkThrough(ns.Name, d.Name)
+			if rx == 0 || !reassembled(ns, d) {
+				continue
+			}
+			reqds, oks := ns.Counters["Ip.ReasmReqds"], ns.Counters["Ip.ReasmOKs"]
+			evidence := []string{fmt.Sprintf("%s receives %s of TCP", d.Name, units.Bits(rx)),
+				fmt.Sprintf("%d IP fragments reassembled into %d datagrams in netns %s (Ip.ReasmReqds, Ip.ReasmOKs), against %d packets received on %s",
+					reqds, oks, ns.Name, d.Stats.RxPackets, d.Name)}
+			if oks > 0 {
+				evidence = append(evidence, fmt.Sprintf("%.1f fragments per datagram", float64(reqds)/float64(oks)))
+			}
+			if d.Recv != nil {
+				evidence = append(evidence, fmt.Sprintf("%.2f segments per skb at receive (dev_recv): GRO merges no fragment", d.Recv.SegsPerSkb()))
+			}
+			title := fmt.Sprintf("TCP reaches %s as IP fragments: each segment is reassembled in software and GRO merges nothing", d.Name)
+			explanation := "A TCP sender never fragments its own segments (it sets DF and sizes them to the path MTU), so fragments " +
+				"come from something on the way: a device whose segmentation offload splits large skbs into IP fragments " +
+				"instead of TCP segments, or a tunnel or router fragmenting for a smaller MTU. The receiver holds and reassembles " +
+				"every fragment, GRO cannot merge them, and one lost fragment loses the whole segment."
+			remedy := []string{"capture at the receiver and see which flows arrive fragmented, and from where: skbtrace pcap FILE"}
+			confidence := finding.Likely
+			if s := fragmentingSender(ev, ns.Name); s != nil {
+				sns, sd := s.ns, s.dev
+				evidence = append(evidence, fmt.Sprintf("the sender's kernel fragmented nothing (Ip.FragCreates %d in netns %s) and handed %s skbs of %.1f segments each (dev_xmit), %s on",
+					sns.Counters["Ip.FragCreates"], sns.Name, sd.Name, sd.Xmit.SegsPerSkb(), featTSO))
+				title = fmt.Sprintf("%s's segmentation offload sends IP fragments, not TCP segments: %s reassembles them and GRO merges nothing", sd.Name, d.Name)
+				explanation += fmt.Sprintf(" Here the sender's kernel built no fragment: %s's TSO did.", sd.Name)
+				confidence = finding.Strong
+				remedy = []string{nsPrefix(sns.Name) + fmt.Sprintf("ethtool -K %s tso off (GSO then segments in software, as TCP segments GRO can merge)", sd.Name),
+					fmt.Sprintf("report it against %s's driver or device (%s); on an emulated NIC, the hypervisor (QEMU's e1000e fragments TSO before 8.0 on a backend without vnet headers)", sd.Name, orNone(sd.Driver))}
+			}
+			severity, explanation := receiveHeadroom(ev, explanation)
+			out = append(out, finding.Finding{ID: "ip-fragmented", Severity: severity, Title: title, Evidence: evidence,
+				Explanation: explanation, Remedy: remedy,
+				Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.45,
+				ImpactText: "receive CPU per byte several times higher; a lost fragment costs a whole segment", Confidence: confidence,
+				Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("nstat -az IpReasmReqds IpReasmOKs during the transfer; tcpdump -i %s -c 20 'ip[6:2] & 0x3fff != 0'", d.Name)}})
+		}
+	}
+	return out
+}
+
+type sendingDevice struct {
+	ns  *Namespace
+	dev *Device
+}
+
+// fragmentingSender finds the observed sender of the bulk flows received in
+// netns whose kernel fragmented nothing while its device took skbs of many
+// segments: the device made the fragments.
+func fragmentingSender(ev *Evidence, netns string) *sendingDevice {
+	for i := range ev.Flows {
+		f := &ev.Flows[i]
+		p := ev.peerFlow(f)
+		if f.Netns != netns || f.RecvBps() < bulkBps && !ev.streaming(f.RecvBps(), p) {
+			continue
+		}
+		if p == nil {
+			continue
+		}
+		sns := ev.namespace(p.Netns)
+		sd := ev.device(p.Netns, p.Dev)
+		if sns == nil || sd == nil || sns.Counters["Ip.FragCreates"] > 0 || sd.Xmit.SegsPerSkb() < noCoalescing || !sd.Features[featTSO] {
+			continue
+		}
+		return &sendingDevice{sns, sd}
+	}
+	return nil
 }
 
 func tunnel(d *Device) bool { return d.Kind == "vxlan" || d.Kind == "geneve" }
@@ -1106,7 +1246,7 @@ func rateShaped(ev *Evidence) []finding.Finding {
 	for _, ns := range ev.Namespaces {
 		for i := range ns.Devices {
 			d := &ns.Devices[i]
-			tx, _ := ev.bulkThrough(ns.Name, d.Name)
+			tx := ev.sentThrough(ns.Name, d.Name)
 			through := fmt.Sprintf("TCP through %s", d.Name)
 			// No flow is routed through an ifb (ingress redirected to it) or a
 			// device that forwards: its own counters say what passed.
@@ -1212,7 +1352,12 @@ func pathQueues(ev *Evidence) []finding.Finding {
 		// Drops located on the way, for a reason other than a full queue,
 		// convict the window's waits themselves (packet-loss); the longer
 		// round trip then says only that something queued, perhaps a busy CPU.
-		if d := lossElsewhere(ev, f); d != nil {
+		if c := receiverSaturated(ev, f); c != nil {
+			severity = finding.Info
+			evidence = append(evidence, fmt.Sprintf("but the receiver was observed and CPU %d was %s busy, %s of it in softirq: the queue is the receiver's own (its ring and backlog waiting for that CPU)",
+				c.CPU, pct(c.Busy()), pct(max(c.Softirq, c.NetRx))))
+			explanation += " Here the receiving end is observed and its CPU was saturated by receive work: the queue is the receiver's input, not a hop (cpu-saturated)."
+		} else if d := lossElsewhere(ev, f); d != nil {
 			severity = finding.Info
 			evidence = append(evidence, fmt.Sprintf("but %d of the flow's packets were dropped as skb_drop [%s] at %s on %s: loss, not a hop's rate, cuts its window",
 				d.Count, d.Reason, d.Location, orNone(d.Dev)))
@@ -1267,6 +1412,20 @@ func queueDropsOf(ev *Evidence, f *Flow) []Drop {
 		}
 	}
 	return out
+}
+
+// receiverSaturated is a saturated CPU doing receive work where the flow's
+// receiver is observed: a queue there is the receiver waiting for its CPU.
+func receiverSaturated(ev *Evidence, f *Flow) *CPUUse {
+	if ev.peerFlow(f) == nil {
+		return nil
+	}
+	for i := range ev.CPUs {
+		if c := &ev.CPUs[i]; c.Busy() >= cpuBusy && max(c.Softirq, c.NetRx) >= 0.3 {
+			return c
+		}
+	}
+	return nil
 }
 
 func ackClockSlowed(f *Flow) bool {
@@ -1427,16 +1586,49 @@ func (e *Evidence) deviceNetns(dev string) string {
 	return ""
 }
 
-// bulkThrough sums the TCP rates sent and received through a device by the
-// observed flows whose local address it holds.
-func (e *Evidence) bulkThrough(netns, dev string) (tx, rx float64) {
+// sentThrough sums the TCP rates sent through a device by the observed
+// flows whose local address it holds.
+func (e *Evidence) sentThrough(netns, dev string) (tx float64) {
 	for i := range e.Flows {
 		if f := &e.Flows[i]; f.Netns == netns && f.Dev == dev {
 			tx += f.SendBps()
-			rx += f.RecvBps()
 		}
 	}
+	return tx
+}
+
+// bulkThrough sums the TCP rates sent and received through a device by the
+// observed flows whose local address it holds, when they are bulk: all of
+// them from bulkBps together, else those streaming; 0 for none.
+func (e *Evidence) bulkThrough(netns, dev string) (tx, rx float64) {
+	var allTx, allRx float64
+	for i := range e.Flows {
+		if f := &e.Flows[i]; f.Netns == netns && f.Dev == dev {
+			allTx += f.SendBps()
+			allRx += f.RecvBps()
+			if e.streaming(f.SendBps(), f) {
+				tx += f.SendBps()
+			}
+			if e.streaming(f.RecvBps(), e.peerFlow(f)) {
+				rx += f.RecvBps()
+			}
+		}
+	}
+	if allTx >= bulkBps {
+		tx = allTx
+	}
+	if allRx >= bulkBps {
+		rx = allRx
+	}
 	return tx, rx
+}
+
+// streaming says whether a flow below bulkBps still moves bulk: at least
+// minBulkBps while its sender, observed with a recording, waited on its
+// application less than half the time (held by the network or a CPU). An
+// emulated NIC's whole stream runs at 15-150 Mbit/s, astride any fixed bar.
+func (e *Evidence) streaming(rate float64, sender *Flow) bool {
+	return rate >= minBulkBps && sender != nil && sender.LimitShares != nil && sender.LimitShares["app"] < 0.5
 }
 
 // smallSkbs says whether skbs averaged less than 16 KB: one segment per skb
@@ -1452,6 +1644,62 @@ func (d *Device) featureOff(names ...string) bool {
 		}
 	}
 	return false
+}
+
+// locked says whether every named feature that is off is one ethtool -K
+// cannot turn on: fixed, or held off by another.
+func (d *Device) locked(names ...string) bool {
+	found := false
+	for _, n := range names {
+		if on, ok := d.Features[n]; ok && !on {
+			if !slices.Contains(d.Fixed, n) && !slices.Contains(d.Held, n) {
+				return false
+			}
+			found = true
+		}
+	}
+	return found
+}
+
+// lockedText names the segmentation features the device holds off, and
+// the switches they wait for.
+func lockedText(d *Device) string {
+	var fixed, held []string
+	for _, n := range []string{featTSO, featGSO, featSG, featTxCsum} {
+		if slices.Contains(d.Fixed, n) {
+			fixed = append(fixed, n)
+		} else if slices.Contains(d.Held, n) {
+			held = append(held, n)
+		}
+	}
+	var parts []string
+	if len(fixed) > 0 {
+		parts = append(parts, strings.Join(fixed, ", ")+" off [fixed] (ethtool -k "+d.Name+")")
+	}
+	if len(held) > 0 {
+		parts = append(parts, strings.Join(held, ", ")+" requested but held off by the features they need")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// segmentationRemedy is what can give a device that refuses TSO and GSO
+// its segmentation back: the switches it needs where those can change,
+// else the device's backend (a virtio NIC's offloads are the host's).
+func segmentationRemedy(netns string, d *Device) []string {
+	var can []string
+	for _, n := range []string{featTxCsum, featSG} {
+		if d.featureOff(n) && !slices.Contains(d.Fixed, n) {
+			can = append(can, map[string]string{featTxCsum: "tx on", featSG: "sg on"}[n])
+		}
+	}
+	if len(can) > 0 {
+		return []string{nsPrefix(netns) + fmt.Sprintf("ethtool -K %s %s tso on gso on (GSO needs scatter-gather, which needs transmit checksumming)", d.Name, strings.Join(can, " "))}
+	}
+	if d.Driver == "virtio_net" {
+		return []string{"the host gives this virtio NIC no offloads: enable them on the hypervisor's side (a tap or vhost-net backend with vnet headers, e.g. QEMU -netdev tap,vnet_hdr=on; csum and gso on the device), then ethtool -K " + d.Name + " tso on gso on here",
+			"until then every packet costs a trip through the stack: a larger MTU on the whole path cuts their number"}
+	}
+	return []string{fmt.Sprintf("the driver (%s) refuses it on this device: a NIC with TSO, or a larger MTU on the whole path to cut the packets per byte", orNone(d.Driver))}
 }
 
 func (d *Device) offList(names ...string) string {

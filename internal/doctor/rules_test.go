@@ -78,6 +78,23 @@ func withGROOn(ev *Evidence) *Evidence {
 	return ev
 }
 
+// fragmented is the gro-off run's receiver, GRO on, with nearly every
+// packet it received reassembled from IP fragments (45 to a datagram, as
+// QEMU's e1000e makes them of a TSO skb).
+func fragmented(ev *Evidence) *Evidence {
+	withGROOn(ev)
+	for i := range ev.Namespaces {
+		ns := &ev.Namespaces[i]
+		for _, d := range ns.Devices {
+			if d.Recv != nil && d.Recv.Skbs > 100000 {
+				ns.Counters["Ip.ReasmReqds"] = int64(d.Stats.RxPackets)
+				ns.Counters["Ip.ReasmOKs"] = int64(d.Stats.RxPackets) / 45
+			}
+		}
+	}
+	return ev
+}
+
 // workaroundApplied is seed 002 after its fixes: TSO off and MTU 8500.
 func workaroundApplied(ev *Evidence) *Evidence {
 	d := &ev.Namespaces[0].Devices[0]
@@ -111,7 +128,8 @@ func TestEveryRuleFiresAndStaysQuiet(t *testing.T) {
 		"known-nic-issue":    {{"seed/002-i219.json", nil, true}, {"seed/002-i219.json", workaroundApplied, false}, {"seed/002-i219.json", otherDevice, false}, {"lab/baseline.json", nil, false}},
 		"mtu-mismatch":       {{"lab/mtu-mismatch.json", nil, true}, {"lab/baseline.json", nil, false}},
 		"small-packet-bound": {{"lab/small-packet-bound.json", nil, true}, {"seed/003-small-udp.json", nil, true}, {"lab/baseline.json", nil, false}, {"seed/000-single-core.json", nil, false}},
-		"gro-blocked":        {{"lab/gro-blocked.json", nil, true}, {"lab/gro-off.json", withGROOn, true}, {"lab/gro-off.json", nil, false}, {"lab/baseline.json", nil, false}},
+		"gro-blocked":        {{"lab/gro-blocked.json", nil, true}, {"lab/gro-off.json", withGROOn, true}, {"lab/gro-off.json", nil, false}, {"lab/baseline.json", nil, false}, {"lab/gro-off.json", fragmented, false}},
+		"ip-fragmented":      {{"lab/gro-off.json", fragmented, true}, {"lab/gro-off.json", withGROOn, false}, {"lab/baseline.json", nil, false}},
 		"rate-shaped":        {{"lab/rate-shaped.json", nil, true}, {"lab/baseline.json", nil, false}},
 		"asymmetric-path":    {{"seed/002-i219.json", nil, true}, {"lab/baseline.json", nil, false}, {"seed/000-single-core.json", nil, false}},
 	}
@@ -310,6 +328,103 @@ func TestWithoutPerPacketEventsTheFaultsAreStillFound(t *testing.T) {
 		}
 		if got != want {
 			t.Errorf("%s without per-packet events: top finding %q, want %q; findings: %v", name, got, want, ids(rep.Findings))
+		}
+	}
+}
+
+func TestFragmentsAreNotBlamedOnIPIDs(t *testing.T) {
+	rep := Diagnose(fragmented(load(t, "lab/gro-off.json")))
+	top := rep.Top(finding.Warning)
+	if top == nil || top.ID != "ip-fragmented" {
+		t.Fatalf("top finding %v, want ip-fragmented; all: %v", top, ids(rep.Findings))
+	}
+	text := strings.Join(top.Evidence, "\n")
+	if !strings.Contains(text, "Ip.ReasmReqds") || !strings.Contains(text, "45.0 fragments per datagram") {
+		t.Errorf("evidence lacks the reassembly counters:\n%s", text)
+	}
+}
+
+// lockedSegmentation is the offload-disabled run's sender as a virtio NIC
+// whose host gives it no offloads: TSO, scatter-gather and checksumming off
+// [fixed], GSO requested but held off.
+func lockedSegmentation(ev *Evidence) *Evidence {
+	for i := range ev.Namespaces {
+		for j := range ev.Namespaces[i].Devices {
+			d := &ev.Namespaces[i].Devices[j]
+			if d.Features == nil || d.Features[featTSO] {
+				continue
+			}
+			d.Driver, d.Kind = "virtio_net", "device"
+			d.Features[featSG], d.Features[featTxCsum] = false, false
+			d.Fixed, d.Held = []string{featTSO, featSG, featTxCsum}, []string{featGSO}
+		}
+	}
+	return ev
+}
+
+func TestOffloadRemedyIsOneTheDeviceAccepts(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		adjust  func(*Evidence) *Evidence
+		want    string
+		mustNot string
+		inTitle string
+	}{
+		{"switchable", func(ev *Evidence) *Evidence { return ev }, "tso on gso on", "", "segmentation offload is off"},
+		{"fixed", lockedSegmentation, "vnet_hdr", "", "cannot segment"},
+		{"needs sg", func(ev *Evidence) *Evidence {
+			lockedSegmentation(ev)
+			for i := range ev.Namespaces {
+				for j := range ev.Namespaces[i].Devices {
+					if d := &ev.Namespaces[i].Devices[j]; d.Fixed != nil {
+						d.Fixed, d.Held = nil, []string{featTSO, featGSO}
+					}
+				}
+			}
+			return ev
+		}, "tx on sg on tso on gso on", "vnet_hdr", "cannot segment"},
+	} {
+		var got *finding.Finding
+		fs := offloadDisabled(c.adjust(load(t, "lab/offload-disabled.json")))
+		for i := range fs {
+			if fs[i].Severity >= finding.Warning && !strings.HasPrefix(fs[i].Title, "GRO") {
+				got = &fs[i]
+			}
+		}
+		if got == nil {
+			t.Errorf("%s: no offload-disabled warning: %v", c.name, ids(fs))
+			continue
+		}
+		all := strings.Join(got.Remedy, "\n")
+		if !strings.Contains(all, c.want) || c.mustNot != "" && strings.Contains(all, c.mustNot) {
+			t.Errorf("%s: remedy should have %q and not %q:\n%s", c.name, c.want, c.mustNot, all)
+		}
+		if !strings.Contains(got.Title, c.inTitle) {
+			t.Errorf("%s: title %q lacks %q", c.name, got.Title, c.inTitle)
+		}
+	}
+}
+
+func TestSpreadingReceiveWorkOffersOnlyQueuesTheDriverHas(t *testing.T) {
+	for _, c := range []struct {
+		max, used uint32
+		want      string
+		mustNot   string
+	}{
+		{0, 0, "one receive queue: steer its receive processing to other CPUs with RPS", "ethtool -L"},
+		{1, 1, "one receive queue", "ethtool -L"},
+		{4, 1, "ethtool -L eth0 combined 4 (1 of 4 queues in use)", "RPS"},
+	} {
+		ev := load(t, "seed/000-single-core.json")
+		ev.CPUCount = 2 // RPS is no remedy on one CPU
+		d := &ev.Namespaces[0].Devices[1]
+		d.MaxChannels, d.CombinedChannels = c.max, c.used
+		var remedy string
+		for _, f := range cpuSaturated(ev) {
+			remedy += strings.Join(f.Remedy, "\n")
+		}
+		if !strings.Contains(remedy, c.want) || strings.Contains(remedy, c.mustNot) {
+			t.Errorf("max %d used %d: remedy should have %q and not %q:\n%s", c.max, c.used, c.want, c.mustNot, remedy)
 		}
 	}
 }

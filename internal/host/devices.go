@@ -36,11 +36,20 @@ type Device struct {
 	// SpeedMbps is the link speed; 0 when the device has none (virtual devices).
 	SpeedMbps int             `json:"speed_mbps,omitempty"`
 	Features  map[string]bool `json:"features,omitempty"`
-	// Ring sizes (RX/TX descriptors) and channels, when the driver reports them.
+	// Fixed are the offload features off and [fixed] in ethtool -k (the
+	// device or its backend lacks them); Held those requested yet held off
+	// by a feature they need (GSO without scatter-gather). ethtool -K turns
+	// on neither.
+	Fixed []string `json:"fixed_features,omitempty"`
+	Held  []string `json:"held_features,omitempty"`
+	// Ring sizes (RX/TX descriptors) and channels, when the driver reports
+	// them, with the largest the driver accepts.
 	RxRing           uint32 `json:"rx_ring,omitempty"`
 	TxRing           uint32 `json:"tx_ring,omitempty"`
+	RxRingMax        uint32 `json:"rx_ring_max,omitempty"`
 	CombinedChannels uint32 `json:"combined_channels,omitempty"`
 	RxChannels       uint32 `json:"rx_channels,omitempty"`
+	MaxChannels      uint32 `json:"max_channels,omitempty"`
 	// ErrorStats are the driver's `ethtool -S` counters that count trouble
 	// (drops, errors, misses, FIFO overruns).
 	ErrorStats map[string]uint64 `json:"error_stats,omitempty"`
@@ -81,6 +90,7 @@ type Qdisc struct {
 var offloadFeatures = []string{
 	"tx-tcp-segmentation", "tx-tcp6-segmentation", "tx-generic-segmentation",
 	"rx-gro", "rx-lro", "rx-gro-hw", "rx-udp-gro-forwarding",
+	"rx-checksum", "tx-scatter-gather", "tx-checksum-ip-generic", "tx-checksum-ipv4",
 }
 
 // ReadDevices lists the devices of the calling thread's namespace (run it in
@@ -148,11 +158,18 @@ func readEthtool(et *ethtool.Ethtool, d *Device) {
 	} else {
 		d.Notes = append(d.Notes, "no driver information (ethtool -i): "+errText(err))
 	}
-	if feats, err := et.Features(d.Name); err == nil {
+	if feats, err := et.FeaturesWithState(d.Name); err == nil {
 		d.Features = map[string]bool{}
 		for _, f := range offloadFeatures {
-			if on, ok := feats[f]; ok {
-				d.Features[f] = on
+			if st, ok := feats[f]; ok {
+				d.Features[f] = st.Active
+				switch {
+				case st.Active:
+				case !st.Available:
+					d.Fixed = append(d.Fixed, f)
+				case st.Requested:
+					d.Held = append(d.Held, f)
+				}
 			}
 		}
 	} else {
@@ -165,10 +182,11 @@ func readEthtool(et *ethtool.Ethtool, d *Device) {
 		}
 	}
 	if r, err := et.GetRing(d.Name); err == nil {
-		d.RxRing, d.TxRing = r.RxPending, r.TxPending
+		d.RxRing, d.TxRing, d.RxRingMax = r.RxPending, r.TxPending, r.RxMaxPending
 	}
 	if c, err := et.GetChannels(d.Name); err == nil {
 		d.CombinedChannels, d.RxChannels = c.CombinedCount, c.RxCount
+		d.MaxChannels = max(c.MaxCombined, c.MaxRx)
 	}
 	if stats, err := et.Stats(d.Name); err == nil {
 		for k, v := range stats {
