@@ -77,15 +77,20 @@ func labRunCmd(e *env) *cobra.Command {
 	var asJSON, keep, withDoctor, deep, calibrate bool
 	var htmlDir, traceDir string
 	var peer bool
+	var wire []string
 	c := &cobra.Command{
-		Use:   "run NAME... | all | variants | noise | matrix",
+		Use:   "run NAME... | all | variants | noise | matrix | nic",
 		Short: "run scenarios: control, fault, and the signal that proves it",
 		Long: `run runs scenarios by name or by list: all (the lab's fault for each finding),
 variants (the same findings by other mechanisms), noise (healthy runs with
-background traffic, where the doctor must stay quiet) or matrix (all three).`,
+background traffic, where the doctor must stay quiet) or matrix (all three).
+nic lists the device faults for real drivers: run them with --wire on two
+NICs cabled to each other (make nics does, in QEMU guests); a fault the
+driver cannot make is reported as skipped, with the reason.`,
 		Example: `  skbtrace lab run sndbuf-limited
   skbtrace lab run all --json
-  skbtrace lab run variants noise --doctor`,
+  skbtrace lab run variants noise --doctor
+  skbtrace lab run --wire eth0,eth1 --doctor nic`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usagef("name the scenarios to run, or all (see skbtrace lab list)")
@@ -110,6 +115,9 @@ background traffic, where the doctor must stay quiet) or matrix (all three).`,
 			if htmlDir != "" && !withDoctor {
 				return usagef("--html writes the doctor's pages: give --doctor too")
 			}
+			if len(wire) != 0 && (len(wire) != 2 || wire[0] == "" || wire[1] == "" || wire[0] == wire[1]) {
+				return usagef("--wire takes two devices, the sender's and the receiver's: --wire eth0,eth1")
+			}
 			for _, dir := range []string{htmlDir, traceDir} {
 				if dir == "" {
 					continue
@@ -129,11 +137,17 @@ background traffic, where the doctor must stay quiet) or matrix (all three).`,
 				if !asJSON {
 					fmt.Fprintf(e.stderr, "skbtrace: lab: running %s ...\n", s.Name)
 				}
-				rep, err := s.Run(ctx, lab.RunOptions{Keep: keep, Doctor: withDoctor, Deep: deep, Calibrate: calibrate, HTMLDir: htmlDir, TraceDir: traceDir, Peer: peer})
+				rep, err := s.Run(ctx, lab.RunOptions{Keep: keep, Doctor: withDoctor, Deep: deep, Calibrate: calibrate, HTMLDir: htmlDir, TraceDir: traceDir, Peer: peer, Wire: wire})
 				if err != nil {
 					return err
 				}
 				reports = append(reports, rep)
+				if rep.Skipped != "" {
+					if !asJSON {
+						fmt.Fprintf(e.stdout, "%s: skipped: %s\n", rep.Name, rep.Skipped)
+					}
+					continue
+				}
 				if !rep.Reproduced {
 					failed++
 				}
@@ -168,6 +182,7 @@ background traffic, where the doctor must stay quiet) or matrix (all three).`,
 	c.Flags().StringVar(&htmlDir, "html", "", "with --doctor, write each fault run's doctor page to `DIR`/NAME.html")
 	c.Flags().BoolVar(&peer, "peer", false, "with --doctor, the doctor watches the sender's namespace alone and joins an agent's evidence from the receiver's (doctor --peer)")
 	c.Flags().StringVar(&traceDir, "trace", "", "write each fault run's recording to `DIR`/NAME.trace, for parse, stat and export")
+	c.Flags().StringSliceVar(&wire, "wire", nil, "run on two existing devices cabled to each other, `SENDER,RECEIVER` (NICs), moved into the scenario's namespaces and handed back with their settings restored, instead of a veth pair")
 	return c
 }
 

@@ -12,6 +12,9 @@ const (
 	SetNoise = "noise"
 	// SetMatrix is all three.
 	SetMatrix = "matrix"
+	// SetNIC is the device faults built on real drivers (NIC), for a wire
+	// of two NICs (lab run --wire); not part of the matrix.
+	SetNIC = "nic"
 )
 
 // Catalog is every scenario with the list it belongs to, in the order
@@ -21,7 +24,7 @@ func Catalog() []Entry {
 	for _, set := range []struct {
 		name string
 		list []*Scenario
-	}{{SetFaults, Scenarios}, {SetVariants, Variants}, {SetNoise, Noise}} {
+	}{{SetFaults, Scenarios}, {SetVariants, Variants}, {SetNoise, Noise}, {SetNIC, NIC}} {
 		for _, s := range set.list {
 			out = append(out, Entry{Set: set.name, Scenario: s})
 		}
@@ -46,6 +49,8 @@ func Select(name string) ([]*Scenario, bool) {
 		return Noise, true
 	case SetMatrix:
 		return slices.Concat(Scenarios, Variants, Noise), true
+	case SetNIC:
+		return NIC, true
 	}
 	if s, ok := ByName(name); ok {
 		return []*Scenario{s}, true

@@ -128,7 +128,7 @@ type PairResult struct {
 // writes both profiles to dir and compares them. Everything the pair
 // created is removed on every path.
 func RunPair(ctx context.Context, pp *ProfilePair, hz int, d time.Duration, dir string) (*PairResult, error) {
-	p, done, err := setUp(ctx)
+	p, done, err := setUp(ctx, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package lab
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -79,6 +80,9 @@ type Measurement struct {
 	ReverseBps float64
 	// Doctor is the doctor's verdict on the run, when asked for.
 	Doctor *doctor.Report
+	// RingMissed is what the receiving NIC's ring-overflow counters moved
+	// during the run (ethtool -S), on a wire.
+	RingMissed uint64
 }
 
 // cpuBusy is the share of a CPU's time it was busy during the run.
@@ -105,6 +109,9 @@ type RunOptions struct {
 	HTMLDir string
 	// TraceDir receives the fault run's recording as NAME.trace.
 	TraceDir string
+	// Wire names two devices cabled to each other, sender's first, to run
+	// on instead of a veth pair (NewWirePair): NICs, or a guest's emulated ones.
+	Wire []string
 	// Peer, with Doctor, runs an agent in the receiver's namespace and the
 	// doctor on the sender's alone, joining the agent's evidence (--peer).
 	Peer bool
@@ -129,7 +136,9 @@ type Report struct {
 	Gain       float64 `json:"gain,omitempty"`
 	Signal     string  `json:"signal"`
 	Reproduced bool    `json:"reproduced"`
-	Seconds    float64 `json:"seconds"`
+	// Skipped says why the fault cannot be built on these devices (NotBuildable).
+	Skipped string  `json:"skipped,omitempty"`
+	Seconds float64 `json:"seconds"`
 	// Doctor is set by a run with RunOptions.Doctor.
 	Doctor *DoctorVerdict `json:"doctor,omitempty"`
 }
@@ -163,7 +172,7 @@ func verdictOf(s *Scenario, rep *doctor.Report) *DoctorVerdict {
 // whatever happens, unless keep is set (to inspect them).
 func (s *Scenario) Run(ctx context.Context, opts RunOptions) (rep *Report, err error) {
 	start := time.Now()
-	pair, done, err := setUp(ctx)
+	pair, done, err := setUp(ctx, opts.Wire)
 	if err != nil {
 		return nil, err
 	}
@@ -174,6 +183,9 @@ func (s *Scenario) Run(ctx context.Context, opts RunOptions) (rep *Report, err e
 	}()
 	if s.Prepare != nil {
 		if err := s.Prepare(pair); err != nil {
+			if nb := (*NotBuildable)(nil); errors.As(err, &nb) {
+				return &Report{Name: s.Name, Fault: s.Fault, Expect: s.Expect, Skipped: nb.Reason, Seconds: time.Since(start).Seconds()}, nil
+			}
 			return nil, fmt.Errorf("%s: preparing: %w", s.Name, err)
 		}
 	}
@@ -249,11 +261,15 @@ func (s *Scenario) calibrate(ctx context.Context, p *Pair, o load.Options) (*Mea
 	return s.measure(ctx, p, o, RunOptions{})
 }
 
-// setUp builds a fresh pair emulating two hosts, with the load server
+// setUp builds a fresh pair (on the wire's devices when given) emulating two hosts, with the load server
 // running in the receiver namespace. done stops the server and, unless keep,
 // removes the namespaces.
-func setUp(ctx context.Context) (p *Pair, done func(keep bool) error, err error) {
-	p, err = NewPair()
+func setUp(ctx context.Context, wire []string) (p *Pair, done func(keep bool) error, err error) {
+	if len(wire) == 2 {
+		p, err = NewWirePair(wire[0], wire[1])
+	} else {
+		p, err = NewPair()
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -334,6 +350,19 @@ func (s *Scenario) measure(ctx context.Context, p *Pair, o load.Options, opts Ru
 	if runtime.NumCPU() >= 2 {
 		o.PinCPU, o.CPU = true, 0 // the sending host's CPU, see Pair.TwoHosts
 	}
+	if p.Wire {
+		before := ringMissed(p.Receiver, p.ReceiverDev)
+		m, err := s.measureOn(ctx, p, o, opts)
+		if err == nil {
+			m.RingMissed = ringMissed(p.Receiver, p.ReceiverDev) - before
+		}
+		return m, err
+	}
+	return s.measureOn(ctx, p, o, opts)
+}
+
+// measureOn is measure's run once the load's options are set.
+func (s *Scenario) measureOn(ctx context.Context, p *Pair, o load.Options, opts RunOptions) (*Measurement, error) {
 	if opts.Doctor {
 		return s.measureWithDoctor(ctx, p, o, opts)
 	}

@@ -24,7 +24,7 @@ const defaultRmem = "4096 131072 6291456"
 // small, what skbtrace shows about it, the fix and its effect.
 func Story(ctx context.Context, w io.Writer) (err error) {
 	s, _ := ByName("sndbuf-limited")
-	pair, done, err := setUp(ctx)
+	pair, done, err := setUp(ctx, nil)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
+	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/vishvananda/netlink"
 
@@ -25,6 +28,8 @@ var pairCount atomic.Uint32
 type Pair struct {
 	Sender, Receiver       *host.Netns
 	SenderDev, ReceiverDev string
+	// Wire: the devices are NICs lent by NewWirePair, not a veth pair of our own.
+	Wire bool
 	// undo releases what a scenario attached outside the namespaces' own
 	// lifetime (an XDP link's file descriptor), before they are deleted.
 	undo []func() error
@@ -59,6 +64,91 @@ func NewPair() (p *Pair, err error) {
 		return p, err
 	}
 	return p, nil
+}
+
+// NewWirePair moves two existing devices, say two NICs cabled to each
+// other, into fresh namespaces: sender first. Their settings outlive the
+// namespaces (deleting one hands a NIC back to the initial namespace), so
+// what a scenario changes on them it undoes in Close (Pair.restore).
+func NewWirePair(senderDev, receiverDev string) (p *Pair, err error) {
+	id := fmt.Sprintf("%d-%d", os.Getpid(), pairCount.Add(1))
+	p = &Pair{SenderDev: senderDev, ReceiverDev: receiverDev, Wire: true}
+	defer func() {
+		if err != nil {
+			p.Close()
+			p = nil
+		}
+	}()
+	if p.Sender, err = host.NewNetns("skbtrace-" + id + "-snd"); err != nil {
+		return p, err
+	}
+	if p.Receiver, err = host.NewNetns("skbtrace-" + id + "-rcv"); err != nil {
+		return p, err
+	}
+	for _, side := range []struct {
+		ns   *host.Netns
+		dev  string
+		addr netip.Prefix
+	}{{p.Sender, senderDev, SenderAddr}, {p.Receiver, receiverDev, ReceiverAddr}} {
+		l, err := homeLink(side.dev)
+		if err != nil {
+			return p, err
+		}
+		if err := netlink.LinkSetNsFd(l, int(side.ns.Handle())); err != nil {
+			return p, fmt.Errorf("moving %s into %s: %w", side.dev, side.ns.Name, err)
+		}
+		if err := configure(side.ns, side.dev, side.addr); err != nil {
+			return p, err
+		}
+	}
+	return p, p.waitCarrier()
+}
+
+// homeLink finds a wire device in this namespace. A namespace deleted by
+// the previous scenario hands its NIC back asynchronously, so it waits.
+func homeLink(dev string) (netlink.Link, error) {
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var l netlink.Link
+		if l, err = netlink.LinkByName(dev); err == nil {
+			return l, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("finding wire device %s in this namespace: %w", dev, err)
+		}
+	}
+}
+
+// waitCarrier waits for both NICs to report their link up: a NIC's link
+// comes up some time after the device does (autonegotiation).
+func (p *Pair) waitCarrier() error {
+	for _, side := range []struct {
+		ns  *host.Netns
+		dev string
+	}{{p.Sender, p.SenderDev}, {p.Receiver, p.ReceiverDev}} {
+		path := "/sys/class/net/" + side.dev + "/carrier"
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			out, err := side.ns.Run("cat", path)
+			if err == nil && strings.TrimSpace(out) == "1" {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("waiting for %s's link to come up in %s: no carrier after 10s", side.dev, side.ns.Name)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// restore registers how to undo a change to a wire device, run in Close
+// before its namespace goes; veth pairs die with their namespaces and need
+// none.
+func (p *Pair) restore(undo func() error) {
+	if p.Wire {
+		p.undo = append(p.undo, undo)
+	}
 }
 
 // short keeps interface names within the kernel's 15 characters.
@@ -133,6 +223,11 @@ func (p *Pair) TwoHosts() error {
 		if _, err := side.ns.Run("sh", "-c", "echo "+side.mask+" > "+path); err != nil {
 			return fmt.Errorf("steering %s to CPU mask %s: %w", side.dev, side.mask, err)
 		}
+		ns := side.ns
+		p.restore(func() error {
+			_, err := ns.Run("sh", "-c", "echo 0 > "+path)
+			return err
+		})
 	}
 	return nil
 }
@@ -140,7 +235,8 @@ func (p *Pair) TwoHosts() error {
 // Close deletes both namespaces (and with them the veth pair).
 func (p *Pair) Close() error {
 	var errs []error
-	for _, u := range p.undo {
+	// Last change undone first, back to the settings the devices came with.
+	for _, u := range slices.Backward(p.undo) {
 		errs = append(errs, u())
 	}
 	p.undo = nil

@@ -1,0 +1,284 @@
+package lab
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/skbtrace/skbtrace/internal/doctor"
+	"github.com/skbtrace/skbtrace/internal/host"
+	"github.com/skbtrace/skbtrace/internal/load"
+	"github.com/skbtrace/skbtrace/internal/units"
+)
+
+// NIC lists the device faults built on real drivers: run with
+// RunOptions.Wire on two NICs cabled to each other (make nics does, in QEMU
+// guests with two emulated NICs of one model on a hub). Each undoes its
+// changes to the NICs when it ends (Pair.restore): they outlive the
+// namespaces.
+var NIC = []*Scenario{
+	{
+		Name: "nic-baseline",
+		Fault: "none: one iperf3 stream paced at 10 Mbit/s over the wire, both runs alike (an emulated NIC's full " +
+			"speed is CPU-bound, which the doctor rightly names)",
+		Families: []string{"tcp_conn", "tcp_sendlim", "dev_xmit", "dev_recv"},
+		Load:     load.Options{Mode: load.Bulk, Duration: 3 * time.Second, CC: "cubic"},
+		Workload: iperf3("-b", "10M"),
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			return fmt.Sprintf("runs at %s and %s", units.Bits(c.Load.Bps), units.Bits(f.Load.Bps)),
+				c.Load.Bps > 8e6 && f.Load.Bps > 8e6
+		},
+	},
+	{
+		Name:     "nic-tso-off",
+		Fault:    "TSO and GSO off on the sender's NIC (control: the driver's defaults)",
+		Expect:   "offload-disabled",
+		Families: []string{"tcp_conn", "dev_xmit"},
+		Load:     load.Options{Mode: load.Bulk, Duration: 3 * time.Second, CC: "cubic"},
+		Prepare: func(p *Pair) error {
+			return needChangeable(p.Sender, p.SenderDev, "tx-tcp-segmentation", "tx-generic-segmentation")
+		},
+		Inject: func(p *Pair) error { return setFeatures(p, p.Sender, p.SenderDev, "tso", "off", "gso", "off") },
+		Fix:    func(p *Pair) error { return setFeatures(p, p.Sender, p.SenderDev, "tso", "on", "gso", "on") },
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			on, off := c.device(p.SenderDev).Xmit.SegsPerSkb(), f.device(p.SenderDev).Xmit.SegsPerSkb()
+			return fmt.Sprintf("dev_xmit %.1f segments per skb, against %.1f with TSO/GSO; throughput %s", off, on, change(c, f)),
+				on > 1.5 && off < 1.1
+		},
+	},
+	{
+		Name:     "nic-gro-off",
+		Fault:    "GRO off on the receiver's NIC, the sender's TSO off in both runs so the wire carries TCP segments (control: GRO on)",
+		Expect:   "offload-disabled",
+		Families: []string{"tcp_conn", "dev_recv"},
+		Load:     load.Options{Mode: load.Bulk, Duration: 3 * time.Second, CC: "cubic"},
+		Prepare: func(p *Pair) error {
+			if err := needChangeable(p.Receiver, p.ReceiverDev, "rx-gro"); err != nil {
+				return err
+			}
+			return setFeatures(p, p.Sender, p.SenderDev, "tso", "off")
+		},
+		Inject: func(p *Pair) error { return setFeatures(p, p.Receiver, p.ReceiverDev, "gro", "off") },
+		Fix:    func(p *Pair) error { return setFeatures(p, p.Receiver, p.ReceiverDev, "gro", "on") },
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			on, off := c.device(p.ReceiverDev).Recv.SegsPerSkb(), f.device(p.ReceiverDev).Recv.SegsPerSkb()
+			return fmt.Sprintf("dev_recv %.1f segments per skb, against %.1f with GRO; throughput %s", off, on, change(c, f)),
+				on > 1.2 && off < 1.05
+		},
+	},
+	{
+		Name: "nic-mtu-mismatch",
+		Fault: "the receiver's NIC (MTU 1500) advertises a jumbo MSS (route advmss 8960) to a sender at MTU 9000 with TSO off: " +
+			"seed 002's jumbo frames meeting a NIC that takes 1500 (control: MSS negotiated from the MTUs)",
+		Expect:   "mtu-mismatch",
+		Families: []string{"tcp_conn", "tcp_retrans", "skb_drop"},
+		Load:     load.Options{Mode: load.Bulk, Duration: 3 * time.Second, CC: "cubic"},
+		Prepare: func(p *Pair) error {
+			if err := setMTU(p, p.Sender, p.SenderDev, 9000); err != nil {
+				return err
+			}
+			return setFeatures(p, p.Sender, p.SenderDev, "tso", "off", "gso", "off")
+		},
+		Inject: func(p *Pair) error {
+			_, err := p.Receiver.Run("ip", "route", "change", ReceiverAddr.Masked().String(), "dev", p.ReceiverDev, "advmss", "8960")
+			return err
+		},
+		Fix: func(p *Pair) error { return setMTU(p, p.Sender, p.SenderDev, 1500) },
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			// The receiving NIC discards frames above its MTU before any skb
+			// exists (a driver counter, no skb_drop): a black hole the
+			// sender's retransmissions show.
+			var retrans uint64
+			if s := f.sender(); s != nil {
+				retrans = s.RetransSegs
+			}
+			return fmt.Sprintf("%d segments retransmitted by the sender; throughput %s", retrans, change(c, f)),
+				retrans > 0 && f.Load.Bps < 0.1*c.Load.Bps
+		},
+	},
+	{
+		Name: "nic-ring-overflow",
+		Fault: "the receiver's RX ring at the smallest size its driver accepts (ethtool -G), its interrupts and a busy " +
+			"thread on CPU 1 (control: the driver's ring, the same thread)",
+		Expect:   "cpu-saturated",
+		Also:     []string{"packet-loss"},
+		Families: []string{"tcp_conn", "tcp_retrans", "napi_poll"},
+		Load:     load.Options{Mode: load.Bulk, Duration: 3 * time.Second, CC: "cubic"},
+		Prepare:  func(p *Pair) error { return pinIRQs(p, p.Receiver, p.ReceiverDev, 1) },
+		Inject:   func(p *Pair) error { return smallestRxRing(p, p.Receiver, p.ReceiverDev) },
+		During:   hog,
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			return fmt.Sprintf("%d packets missed by %s's ring (ethtool -S), %d in the control; throughput %s",
+					f.RingMissed, p.ReceiverDev, c.RingMissed, change(c, f)),
+				f.RingMissed > c.RingMissed && f.RingMissed >= 10
+		},
+	},
+}
+
+// smallestRxRing shrinks a NIC's receive ring to the least the driver
+// takes, trying sizes upwards, and registers the old size's return.
+func smallestRxRing(p *Pair, ns *host.Netns, dev string) error {
+	d, err := readDevice(ns, dev)
+	if err != nil {
+		return err
+	}
+	if d.RxRing == 0 {
+		return &NotBuildable{fmt.Sprintf("%s (driver %s) reports no ring sizes (ethtool -g)", dev, d.Driver)}
+	}
+	for _, n := range []uint32{32, 48, 64, 80, 128} {
+		if n >= d.RxRing {
+			break
+		}
+		if _, err := ns.Run("ethtool", "-G", dev, "rx", fmt.Sprint(n)); err != nil {
+			continue
+		}
+		was := d.RxRing
+		p.restore(func() error {
+			_, err := ns.Run("ethtool", "-G", dev, "rx", fmt.Sprint(was))
+			return err
+		})
+		return nil
+	}
+	return &NotBuildable{fmt.Sprintf("%s (driver %s) takes no RX ring smaller than %d (ethtool -G)", dev, d.Driver, d.RxRing)}
+}
+
+// pinIRQs sends every interrupt of a NIC to one CPU, its PCI function's
+// MSI vectors (a virtio NIC's are its parent's), and registers the old
+// affinities' return.
+func pinIRQs(p *Pair, ns *host.Netns, dev string, cpu int) error {
+	out, err := ns.Run("sh", "-c", "ls /sys/class/net/"+dev+"/device/msi_irqs /sys/class/net/"+dev+"/device/../msi_irqs 2>/dev/null")
+	if err != nil && strings.TrimSpace(out) == "" {
+		return &NotBuildable{fmt.Sprintf("%s has no MSI interrupts to pin", dev)}
+	}
+	var irqs []string
+	for _, f := range strings.Fields(out) {
+		if _, err := strconv.Atoi(f); err == nil {
+			irqs = append(irqs, f)
+		}
+	}
+	if len(irqs) == 0 {
+		return &NotBuildable{fmt.Sprintf("%s has no MSI interrupts to pin", dev)}
+	}
+	for _, irq := range irqs {
+		path := "/proc/irq/" + irq + "/smp_affinity_list"
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("reading the affinity of %s's interrupt %s: %w", dev, irq, err)
+		}
+		if err := os.WriteFile(path, []byte(fmt.Sprint(cpu)), 0o644); err != nil {
+			return fmt.Errorf("pinning %s's interrupt %s to CPU %d: %w", dev, irq, cpu, err)
+		}
+		was := strings.TrimSpace(string(b))
+		p.restore(func() error { return os.WriteFile(path, []byte(was), 0o644) })
+	}
+	return nil
+}
+
+// readDevice reads one device's settings in its namespace.
+func readDevice(ns *host.Netns, dev string) (*host.Device, error) {
+	var devs []host.Device
+	if err := ns.Do(func() (err error) { devs, err = host.ReadDevices(); return err }); err != nil {
+		return nil, err
+	}
+	for i := range devs {
+		if devs[i].Name == dev {
+			return &devs[i], nil
+		}
+	}
+	return nil, fmt.Errorf("finding %s in %s: no such device", dev, ns.Name)
+}
+
+// ringMissed is what a NIC's ring-overflow counters hold (ethtool -S: the
+// largest of them, as drivers count one loss in several).
+func ringMissed(ns *host.Netns, dev string) uint64 {
+	d, err := readDevice(ns, dev)
+	if err != nil {
+		return 0
+	}
+	var n uint64
+	for k, v := range d.ErrorStats {
+		if doctor.RingCounter(k) {
+			n = max(n, v)
+		}
+	}
+	return n
+}
+
+// setMTU sets a device's MTU and, on a wire, registers putting the old one back.
+func setMTU(p *Pair, ns *host.Netns, dev string, mtu int) error {
+	out, err := ns.Run("cat", "/sys/class/net/"+dev+"/mtu")
+	if err != nil {
+		return err
+	}
+	was := strings.TrimSpace(out)
+	if _, err := ns.Run("ip", "link", "set", dev, "mtu", fmt.Sprint(mtu)); err != nil {
+		return &NotBuildable{fmt.Sprintf("%s refuses MTU %d: %v", dev, mtu, err)}
+	}
+	p.restore(func() error {
+		_, err := ns.Run("ip", "link", "set", dev, "mtu", was)
+		return err
+	})
+	return nil
+}
+
+// NotBuildable says a scenario's fault cannot be made on the devices at
+// hand (a driver that refuses the setting): the lab reports it as skipped,
+// with this reason, rather than failed.
+type NotBuildable struct{ Reason string }
+
+func (e *NotBuildable) Error() string { return "cannot be built here: " + e.Reason }
+
+// needChangeable checks that ethtool -K can switch the features both ways
+// on dev: a [fixed] one cannot make the fault.
+func needChangeable(ns *host.Netns, dev string, features ...string) error {
+	x, err := readDevice(ns, dev)
+	if err != nil {
+		return err
+	}
+	for _, f := range features {
+		if _, ok := x.Features[f]; !ok || !x.Features[f] && (slices.Contains(x.Fixed, f) || slices.Contains(x.Held, f)) {
+			return &NotBuildable{fmt.Sprintf("%s on %s (driver %s) cannot be switched: %s", f, dev, x.Driver, lockedOrAbsent(x, f))}
+		}
+	}
+	return nil
+}
+
+func lockedOrAbsent(d *host.Device, f string) string {
+	if _, ok := d.Features[f]; !ok {
+		return "the driver does not report it"
+	}
+	return "off [fixed] or held off by a feature it needs (ethtool -k)"
+}
+
+// ethtoolFeature is the kernel's name of an ethtool -K switch.
+var ethtoolFeature = map[string]string{"tso": "tx-tcp-segmentation", "gso": "tx-generic-segmentation", "gro": "rx-gro"}
+
+// setFeatures runs ethtool -K on a device with "switch on|off" pairs and,
+// on a wire, registers putting each switch back as it was when the pair closes.
+func setFeatures(p *Pair, ns *host.Netns, dev string, pairs ...string) error {
+	d, err := readDevice(ns, dev)
+	if err != nil {
+		return err
+	}
+	var undo []string
+	for k := 0; k+1 < len(pairs); k += 2 {
+		was := "off"
+		if d.Features[ethtoolFeature[pairs[k]]] {
+			was = "on"
+		}
+		undo = append(undo, pairs[k], was)
+	}
+	if _, err := ns.Run("ethtool", append([]string{"-K", dev}, pairs...)...); err != nil {
+		return err
+	}
+	p.restore(func() error {
+		if _, err := ns.Run("ethtool", append([]string{"-K", dev}, undo...)...); err != nil {
+			return fmt.Errorf("restoring %s on %s: %w", strings.Join(undo, " "), dev, err)
+		}
+		return nil
+	})
+	return nil
+}
