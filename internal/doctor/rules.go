@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -19,7 +20,7 @@ import (
 // per-skb offload counts say little.
 const (
 	bulkBps        = 100e6
-	minBulkBps     = 10e6 // a stream not held by its application counts from here (streaming)
+	minBulkBps     = 1e6 // a stream not paced by its application counts from here (streaming)
 	limitShare     = 0.3  // a send-limit reason holding the sender this share of the time
 	cpuBusy        = 0.9  // a CPU this busy is a bottleneck candidate
 	competingUser  = 0.4  // user time that is not the network path's: a stream's own sender and reader take up to about a quarter
@@ -599,8 +600,17 @@ func packetLoss(ev *Evidence) []finding.Finding {
 			stalled = f
 		}
 	}
+	var ring *ringOverflow
+	for _, ns := range ev.Namespaces {
+		for i := range ns.Devices {
+			if o := ringOverflowOf(ns.Name, &ns.Devices[i]); o != nil && (ring == nil || o.missed > ring.missed) {
+				ring = o
+			}
+		}
+	}
+	ringLoss := ring != nil && packets > 0 && ring.missed >= 10 && float64(ring.missed)/float64(packets) >= 0.001
 	// Relative thresholds: a busy host drops a few packets in any second.
-	if !(retrans >= 10 && ratio >= 0.001) && !(dropped >= 10 && dropRatio >= 0.001) && !local && stalled == nil {
+	if !(retrans >= 10 && ratio >= 0.001) && !(dropped >= 10 && dropRatio >= 0.001) && !local && stalled == nil && !ringLoss {
 		return nil
 	}
 	sort.Slice(drops, func(i, j int) bool { return drops[i].Count > drops[j].Count })
@@ -628,14 +638,17 @@ func packetLoss(ev *Evidence) []finding.Finding {
 	}
 	for _, ns := range ev.Namespaces {
 		for _, d := range ns.Devices {
-			for k, v := range d.ErrorStats {
-				if v > 0 && (strings.Contains(k, "drop") || strings.Contains(k, "miss")) {
+			for _, k := range slices.Sorted(maps.Keys(d.ErrorStats)) {
+				if v := d.ErrorStats[k]; v > 0 && (strings.Contains(k, "drop") || strings.Contains(k, "miss") || RingCounter(k)) {
 					evidence = append(evidence, fmt.Sprintf("%s: ethtool -S %s moved by %d", d.Name, k, v))
 				}
 			}
 		}
 	}
-	if len(drops) == 0 {
+	if ring != nil {
+		remedy = append(ring.remedy, remedy...)
+	}
+	if len(drops) == 0 && ring == nil {
 		remedy = append(remedy, "record where packets die: skbtrace record -e skb_drop,tcp_retrans -d 10s, then skbtrace stat")
 	}
 	impact := math.Min(0.9, math.Max(dropRatio, 5*math.Sqrt(ratio)))
@@ -655,12 +668,60 @@ func packetLoss(ev *Evidence) []finding.Finding {
 	if len(drops) > 0 {
 		title = fmt.Sprintf("packets are dropped: %s at %s", drops[0].Reason, drops[0].Location)
 	}
+	if ring != nil && (len(drops) == 0 || ring.missed > drops[0].Count) {
+		// The NIC drops before any skb exists: no skb_drop sees it.
+		title = fmt.Sprintf("%s's receive ring overflows: %d packets missed (ethtool -S), none of them an skb", ring.dev, ring.missed)
+		lossConfidence = finding.Strong
+	}
 	return []finding.Finding{{ID: "packet-loss", Severity: finding.Warning, Title: title, Evidence: evidence,
 		Explanation: "Every lost segment is retransmitted and halves the congestion window; with loss p a Reno/CUBIC flow " +
 			"reaches at most about MSS/RTT x 1.2/sqrt(p). Lost UDP datagrams are simply gone.",
 		Remedy: remedy, Scope: "path", Impact: impact,
 		ImpactText: fmt.Sprintf("about %s (from the retransmission and drop rates)", pct(impact)), Confidence: lossConfidence,
 		Confirm: []string{"skbtrace record -e skb_drop,tcp_retrans -d 10, then skbtrace stat: drops by reason and location beside the retransmissions"}}}
+}
+
+// RingCounter says whether a driver counter counts packets the NIC had no
+// receive buffer for: e1000e's rx_no_buffer_count and rx_missed_errors,
+// ixgbe's and i40e's rx_no_dma_resources, virtio's rx drops, FIFO overruns.
+func RingCounter(name string) bool {
+	n := strings.ToLower(name)
+	for _, w := range []string{"no_buffer", "nobuf", "missed", "no_dma", "fifo", "rx_dropped", "rx_drops", "rx_queue_0_drops"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
+
+type ringOverflow struct {
+	dev    string
+	missed uint64
+	remedy []string
+}
+
+// ringOverflowOf reads a device's ring-overflow counters and what the ring
+// can still grow to (ethtool -g): a larger ring where the driver allows,
+// else faster draining of the one there is.
+func ringOverflowOf(netns string, d *Device) *ringOverflow {
+	var missed uint64
+	for k, v := range d.ErrorStats {
+		if RingCounter(k) && strings.HasPrefix(strings.ToLower(k), "rx") {
+			missed = max(missed, v)
+		}
+	}
+	if missed == 0 {
+		return nil
+	}
+	o := &ringOverflow{dev: d.Name, missed: missed}
+	if d.RxRingMax > d.RxRing && d.RxRing > 0 {
+		o.remedy = append(o.remedy, nsPrefix(netns)+fmt.Sprintf("ethtool -G %s rx %d (the ring holds %d of the %d descriptors the driver allows): more room while the CPU catches up",
+			d.Name, d.RxRingMax, d.RxRing, d.RxRingMax))
+	} else if d.RxRing > 0 {
+		o.remedy = append(o.remedy, fmt.Sprintf("%s's ring is at the driver's maximum (%d): drain it faster, by a CPU of its own for its interrupt and NAPI (/proc/irq/N/smp_affinity) and nothing else there", d.Name, d.RxRing))
+	}
+	o.remedy = append(o.remedy, fmt.Sprintf("the CPU that polls %s falls behind: see cpu-saturated, and move competing work off that CPU", d.Name))
+	return o
 }
 
 func appLimited(ev *Evidence) []finding.Finding {
@@ -842,7 +903,8 @@ func reassembled(ns *Namespace, d *Device) bool {
 	if d.Recv != nil {
 		frames = max(frames, d.Recv.Skbs)
 	}
-	return frames > 0 && float64(ns.Counters["Ip.ReasmReqds"]) >= fragmentShare*float64(frames)
+	reqds := ns.Counters["Ip.ReasmReqds"]
+	return reqds >= minOffloadSkbs && float64(reqds) >= fragmentShare*float64(frames)
 }
 
 // ipFragmented finds bulk TCP that reaches a device as IP fragments. The
@@ -1625,10 +1687,19 @@ func (e *Evidence) bulkThrough(netns, dev string) (tx, rx float64) {
 
 // streaming says whether a flow below bulkBps still moves bulk: at least
 // minBulkBps while its sender, observed with a recording, waited on its
-// application less than half the time (held by the network or a CPU). An
-// emulated NIC's whole stream runs at 15-150 Mbit/s, astride any fixed bar.
+// application less than half the time (held by the network), or did so on
+// a saturated CPU (an application that cannot write faster is CPU-bound,
+// not paced). An emulated NIC's whole stream runs at 3-150 Mbit/s, astride
+// any fixed bar; the offload rules want 1000 skbs besides.
 func (e *Evidence) streaming(rate float64, sender *Flow) bool {
-	return rate >= minBulkBps && sender != nil && sender.LimitShares != nil && sender.LimitShares["app"] < 0.5
+	if rate < minBulkBps || sender == nil || sender.LimitShares == nil {
+		return false
+	}
+	if sender.LimitShares["app"] < 0.5 {
+		return true
+	}
+	c := busiest(e)
+	return c != nil && c.Busy() >= cpuBusy
 }
 
 // smallSkbs says whether skbs averaged less than 16 KB: one segment per skb
