@@ -20,7 +20,7 @@ import (
 // per-skb offload counts say little.
 const (
 	bulkBps        = 100e6
-	minBulkBps     = 1e6 // a stream not paced by its application counts from here (streaming)
+	minBulkBps     = 1e6  // a stream not paced by its application counts from here (streaming)
 	limitShare     = 0.3  // a send-limit reason holding the sender this share of the time
 	cpuBusy        = 0.9  // a CPU this busy is a bottleneck candidate
 	competingUser  = 0.4  // user time that is not the network path's: a stream's own sender and reader take up to about a quarter
