@@ -479,6 +479,11 @@ func namespaceEvidence(w *watched, before, after *snapshot) Namespace {
 			for k, v := range d.ErrorStats {
 				d.ErrorStats[k] = v - b.ErrorStats[k]
 			}
+			for cpu := range d.Interrupts {
+				if cpu < len(b.Interrupts) {
+					d.Interrupts[cpu] -= b.Interrupts[cpu]
+				}
+			}
 			for i := range d.Qdiscs {
 				for _, bq := range b.Qdiscs {
 					if bq.Handle == d.Qdiscs[i].Handle && bq.Kind == d.Qdiscs[i].Kind {

@@ -200,6 +200,9 @@ func cpuSaturated(ev *Evidence) []finding.Finding {
 		}
 		explanation := fmt.Sprintf("CPU %d has no idle time left, so packets and copies wait for it: the CPU, not the network, sets the rate.", c.CPU)
 		var remedy []string
+		for _, d := range interruptsOn(ev, c.CPU) {
+			evidence = append(evidence, d)
+		}
 		if linkLimit != "" {
 			evidence = append(evidence, linkLimit)
 			for _, d := range physicalDevices(ev) {
@@ -238,6 +241,34 @@ func cpuSaturated(ev *Evidence) []finding.Finding {
 	return out
 }
 
+// interruptsOn says which NICs took most of their interrupts on a CPU
+// during the observation (/proc/interrupts): its receive work starts there.
+func interruptsOn(ev *Evidence, cpu int) []string {
+	var out []string
+	for _, ns := range ev.Namespaces {
+		for _, d := range ns.Devices {
+			var total uint64
+			for _, n := range d.Interrupts {
+				total += n
+			}
+			if cpu >= len(d.Interrupts) || total < minOffloadSkbs/10 || float64(d.Interrupts[cpu]) < 0.5*float64(total) {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s took %s of its %d interrupts on CPU %d (/proc/interrupts, IRQ %s)",
+				d.Name, pct(float64(d.Interrupts[cpu])/float64(total)), total, cpu, joinInts(d.IRQs)))
+		}
+	}
+	return out
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
 // spreadRemedy spreads receive processing over CPUs by what each receiving
 // device accepts: more queues only where the driver offers more channels
 // than it uses (ethtool -l), else RPS in software; IRQ affinity for all.
@@ -257,7 +288,11 @@ func spreadRemedy(ev *Evidence) []string {
 			if used > 1 {
 				queues = fmt.Sprintf("all %d of its queues in use", used)
 			}
-			out = append(out, nsPrefix(ns.Name)+fmt.Sprintf("%s has %s: steer its receive processing to other CPUs with RPS (echo MASK > /sys/class/net/%s/queues/rx-0/rps_cpus) and its interrupt with /proc/irq/N/smp_affinity", d.Name, queues, d.Name))
+			irq := "N"
+			if len(d.IRQs) > 0 {
+				irq = joinInts(d.IRQs[:1])
+			}
+			out = append(out, nsPrefix(ns.Name)+fmt.Sprintf("%s has %s: steer its receive processing to other CPUs with RPS (echo MASK > /sys/class/net/%s/queues/rx-0/rps_cpus) and its interrupts with /proc/irq/%s/smp_affinity_list", d.Name, queues, d.Name, irq))
 		}
 	}
 	if out == nil {

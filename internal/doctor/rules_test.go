@@ -419,9 +419,17 @@ func TestSpreadingReceiveWorkOffersOnlyQueuesTheDriverHas(t *testing.T) {
 		ev.CPUCount = 2 // RPS is no remedy on one CPU
 		d := &ev.Namespaces[0].Devices[1]
 		d.MaxChannels, d.CombinedChannels = c.max, c.used
-		var remedy string
+		d.IRQs, d.Interrupts = []int{35}, []uint64{4000, 100}
+		var remedy, evidence string
 		for _, f := range cpuSaturated(ev) {
 			remedy += strings.Join(f.Remedy, "\n")
+			evidence += strings.Join(f.Evidence, "\n")
+		}
+		if !strings.Contains(evidence, "eth0 took 98% of its 4100 interrupts on CPU 0 (/proc/interrupts, IRQ 35)") {
+			t.Errorf("evidence lacks where the NIC's interrupts went:\n%s", evidence)
+		}
+		if c.max <= c.used && !strings.Contains(remedy, "/proc/irq/35/smp_affinity_list") {
+			t.Errorf("remedy does not name the NIC's interrupt:\n%s", remedy)
 		}
 		if !strings.Contains(remedy, c.want) || strings.Contains(remedy, c.mustNot) {
 			t.Errorf("max %d used %d: remedy should have %q and not %q:\n%s", c.max, c.used, c.want, c.mustNot, remedy)

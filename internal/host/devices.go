@@ -53,8 +53,12 @@ type Device struct {
 	// ErrorStats are the driver's `ethtool -S` counters that count trouble
 	// (drops, errors, misses, FIFO overruns).
 	ErrorStats map[string]uint64 `json:"error_stats,omitempty"`
-	Qdiscs     []Qdisc           `json:"qdiscs,omitempty"`
-	Notes      []string          `json:"notes,omitempty"`
+	// IRQs are the NIC's interrupts, and Interrupts their counts per CPU
+	// (/proc/interrupts): where its receive work starts.
+	IRQs       []int    `json:"irqs,omitempty"`
+	Interrupts []uint64 `json:"interrupts_per_cpu,omitempty"`
+	Qdiscs     []Qdisc  `json:"qdiscs,omitempty"`
+	Notes      []string `json:"notes,omitempty"`
 }
 
 // LinkStats are the kernel's per-device counters.
@@ -109,6 +113,7 @@ func ReadDevices() ([]Device, error) {
 	if etErr == nil {
 		defer et.Close()
 	}
+	interrupts, _ := InterruptCounts() // none to read: no device gets counts
 	var out []Device
 	for _, l := range links {
 		a := l.Attrs()
@@ -130,6 +135,16 @@ func ReadDevices() ([]Device, error) {
 			}
 		}
 		d.Qdiscs = readQdiscs(h, l)
+		if d.IRQs = deviceIRQs(a.Name); len(d.IRQs) > 0 && interrupts != nil {
+			for _, irq := range d.IRQs {
+				for cpu, n := range interrupts[irq] {
+					if cpu >= len(d.Interrupts) {
+						d.Interrupts = append(d.Interrupts, make([]uint64, cpu+1-len(d.Interrupts))...)
+					}
+					d.Interrupts[cpu] += n
+				}
+			}
+		}
 		if etErr != nil {
 			d.Notes = append(d.Notes, "ethtool unavailable: "+etErr.Error())
 		} else if a.Name != "lo" {

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestReadThreadTimesSeesThisProcessWork(t *testing.T) {
@@ -16,11 +18,12 @@ func TestReadThreadTimesSeesThisProcessWork(t *testing.T) {
 	if !ok || self.PID != os.Getpid() || self.Comm == "" {
 		t.Fatalf("thread %d: %+v among %d", os.Getpid(), self, len(before))
 	}
-	// Spin 300 ms on a locked thread: its user time must grow.
+	// Spin on a locked thread until it has run 300 ms of CPU by its own
+	// clock (wall time says nothing on a busy machine): the ticks must grow.
 	done := make(chan int)
 	go func() {
 		runtime.LockOSThread()
-		for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+		for threadCPU() < 300*time.Millisecond {
 		}
 		after, err := ReadThreadTimes()
 		if err != nil {
@@ -43,4 +46,13 @@ func TestReadThreadTimesSeesThisProcessWork(t *testing.T) {
 	if now := <-done; uint64(now) < was+10 {
 		t.Errorf("the process's CPU time went from %d to %d ticks over 300 ms of spinning", was, now)
 	}
+}
+
+// threadCPU is the calling thread's CPU time.
+func threadCPU() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
