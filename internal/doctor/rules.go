@@ -934,9 +934,10 @@ func groBlocked(ev *Evidence) []finding.Finding {
 // reassembled says whether most of what a device received were IP
 // fragments its namespace put back together (Ip.ReasmReqds counts each).
 func reassembled(ns *Namespace, d *Device) bool {
+	// The device's own count: dev_recv's is scaled from samples.
 	frames := d.Stats.RxPackets
-	if d.Recv != nil {
-		frames = max(frames, d.Recv.Skbs)
+	if frames == 0 && d.Recv != nil {
+		frames = d.Recv.Skbs
 	}
 	reqds := ns.Counters["Ip.ReasmReqds"]
 	return reqds >= minOffloadSkbs && float64(reqds) >= fragmentShare*float64(frames)

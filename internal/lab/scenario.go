@@ -66,6 +66,10 @@ type Scenario struct {
 	FixLoad func(*load.Options)
 	// Verdict compares the runs: the signal that shows the fault, and whether it did.
 	Verdict func(control, fault *Measurement, p *Pair) (signal string, reproduced bool)
+	// Unbuilt, if set, says from the runs why the devices did not let the
+	// fault happen at all (a NIC that holds frames rather than drop them),
+	// "" when they did: the scenario is then skipped, not failed.
+	Unbuilt func(control, fault *Measurement, p *Pair) string
 }
 
 // Measurement is one run: the generator's result, the recording's summary,
@@ -225,6 +229,12 @@ func (s *Scenario) Run(ctx context.Context, opts RunOptions) (rep *Report, err e
 	if opts.Calibrate && (s.Fix != nil || s.FixLoad != nil) {
 		if fixed, err = s.calibrate(ctx, pair, faultLoad); err != nil {
 			return nil, fmt.Errorf("%s: calibration run: %w", s.Name, err)
+		}
+	}
+	if s.Unbuilt != nil {
+		if why := s.Unbuilt(control, fault, pair); why != "" {
+			return &Report{Name: s.Name, Fault: s.Fault, Expect: s.Expect, Skipped: why, Seconds: time.Since(start).Seconds(),
+				ControlBps: control.Load.Bps, FaultBps: fault.Load.Bps}, nil
 		}
 	}
 	signal, ok := s.Verdict(control, fault, pair)

@@ -68,8 +68,8 @@ func NewPair() (p *Pair, err error) {
 
 // NewWirePair moves two existing devices, say two NICs cabled to each
 // other, into fresh namespaces: sender first. Their settings outlive the
-// namespaces (deleting one hands a NIC back to the initial namespace), so
-// what a scenario changes on them it undoes in Close (Pair.restore).
+// namespaces, so what a scenario changes on them it undoes in Close
+// (Pair.restore), which then moves them back here.
 func NewWirePair(senderDev, receiverDev string) (p *Pair, err error) {
 	id := fmt.Sprintf("%d-%d", os.Getpid(), pairCount.Add(1))
 	p = &Pair{SenderDev: senderDev, ReceiverDev: receiverDev, Wire: true}
@@ -97,6 +97,11 @@ func NewWirePair(senderDev, receiverDev string) (p *Pair, err error) {
 		if err := netlink.LinkSetNsFd(l, int(side.ns.Handle())); err != nil {
 			return p, fmt.Errorf("moving %s into %s: %w", side.dev, side.ns.Name, err)
 		}
+		// Handed back explicitly, after every other undo: a namespace
+		// lives on while a socket holds it (an orphan retransmitting into
+		// an MTU black hole, for minutes), and its NIC with it.
+		ns, dev := side.ns, side.dev
+		p.restore(func() error { return handBack(ns, dev) })
 		if err := configure(side.ns, side.dev, side.addr); err != nil {
 			return p, err
 		}
@@ -104,8 +109,30 @@ func NewWirePair(senderDev, receiverDev string) (p *Pair, err error) {
 	return p, p.waitCarrier()
 }
 
-// homeLink finds a wire device in this namespace. A namespace deleted by
-// the previous scenario hands its NIC back asynchronously, so it waits.
+// handBack moves a wire device from ns back to this process's namespace.
+func handBack(ns *host.Netns, dev string) error {
+	self, err := os.Open("/proc/self/ns/net")
+	if err != nil {
+		return fmt.Errorf("opening this namespace to hand %s back: %w", dev, err)
+	}
+	defer self.Close()
+	h, err := netlink.NewHandleAt(ns.Handle())
+	if err != nil {
+		return fmt.Errorf("opening netlink in %s: %w", ns.Name, err)
+	}
+	defer h.Close()
+	l, err := h.LinkByName(dev)
+	if err != nil {
+		return fmt.Errorf("finding %s in %s to hand it back: %w", dev, ns.Name, err)
+	}
+	if err := h.LinkSetNsFd(l, int(self.Fd())); err != nil {
+		return fmt.Errorf("handing %s back from %s: %w", dev, ns.Name, err)
+	}
+	return nil
+}
+
+// homeLink finds a wire device in this namespace. A NIC whose namespace a
+// crashed run left is handed back when the kernel frees it, later: it waits.
 func homeLink(dev string) (netlink.Link, error) {
 	var err error
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
