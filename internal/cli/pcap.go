@@ -32,6 +32,8 @@ window-limited time, RTT at the capture point, the handshake's options and
 where the capture was taken; the packet-size distribution, frames larger than
 the MTU and whether sender TSO or receiver GRO made them, and for DF=0 packets
 the IP-ID continuity GRO needs, outer and inner headers of VXLAN and Geneve.
+IP fragments are put back into their datagrams and flows, and segments that
+came as fragments are reported.
 Findings use skbtrace doctor's ids and format (docs/findings.md).`,
 		Example: `  skbtrace pcap receiver.pcapng
   tcpdump -i eth0 -s 128 -w - | skbtrace pcap - --json

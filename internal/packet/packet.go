@@ -1,7 +1,8 @@
 // Package packet decodes captured frames into the header fields capture
-// analysis needs: link layer, IPv4/IPv6 (with extension headers), TCP and
-// UDP, and VXLAN or Geneve with the encapsulated frame's headers too. It
-// decodes into a caller-owned Packet and never allocates.
+// analysis needs: link layer, IPv4/IPv6 (with extension headers and
+// fragments), TCP and UDP, and VXLAN or Geneve with the encapsulated
+// frame's headers too. It decodes into a caller-owned Packet and never
+// allocates.
 package packet
 
 import (
@@ -43,20 +44,31 @@ const (
 	GenevePort = 6081
 )
 
-// IP is one IP header.
+// IP is one IP header. Its fields are ordered so the struct packs into
+// 72 bytes: decoded frames are handed between goroutines in batches.
 type IP struct {
-	Version  uint8
 	Src, Dst netip.Addr
 	// TotalLen is the IP datagram length from the header (the payload
 	// length plus headers for IPv6), so sizes stay right under a short
 	// snaplen; for BIG TCP's IPv6 jumbograms, from the jumbo payload option.
 	TotalLen uint32
+	// ID is IPv4's identification, or the 32 bits of an IPv6 fragment header.
+	ID     uint32
+	HdrLen uint16 // including IPv6 extension headers
+	// Fragment marks one piece of a datagram (IPv4's MF flag or a fragment
+	// offset, an IPv6 fragment header with either): only the first piece,
+	// at offset 0, carries the transport header, and TotalLen is the
+	// piece's, not the datagram's. FragLen is how many bytes of the
+	// datagram's payload (after the fragment header, for IPv6) it holds.
+	FragOffset uint16 // bytes
+	FragLen    uint32
+	Fragment   bool
+	MoreFrags  bool
+	Version    uint8
 	// LenFromFrame says the header's length field read 0, as on a GSO
 	// packet above 64 KB (BIG TCP) or one captured on a TSO sender, and
 	// TotalLen is the original frame's length from this header on.
 	LenFromFrame bool
-	HdrLen       uint16 // including IPv6 extension headers
-	ID           uint16
 	DF           bool
 	TTL          uint8
 	Proto        uint8
@@ -124,6 +136,18 @@ func (p *Packet) L3() *IP {
 		return &p.Inner
 	}
 	return &p.Outer
+}
+
+// Frag is the IP header that is a fragment, the outer one first, or nil
+// when the frame is a whole packet.
+func (p *Packet) Frag() *IP {
+	switch {
+	case p.Outer.Fragment:
+		return &p.Outer
+	case p.Encap != EncapNone && p.Inner.Fragment:
+		return &p.Inner
+	}
+	return nil
 }
 
 // Directions of a frame relative to the capturing host.
@@ -212,9 +236,15 @@ func (p *Packet) network(etherType uint16, data []byte, wire int, inner bool) er
 	} else {
 		payload, err = ipv6(data, wire, ip)
 	}
-	if err != nil || payload == nil {
-		p.Truncated = payload == nil && err == nil
+	if err != nil {
 		return err
+	}
+	if ip.FragOffset != 0 {
+		return nil // a later fragment: the transport header is in the first
+	}
+	if payload == nil {
+		p.Truncated = true
+		return nil
 	}
 	// The transport's length comes from the IP header, not the capture.
 	l4Len := ip.TotalLen - uint32(ip.HdrLen)
@@ -247,15 +277,17 @@ func ipv4(data []byte, wire int, ip *IP) ([]byte, error) {
 		return nil, errBadIP
 	}
 	ip.Version, ip.HdrLen, ip.TotalLen = 4, uint16(hl), total
-	ip.ID = binary.BigEndian.Uint16(data[4:])
+	ip.ID = uint32(binary.BigEndian.Uint16(data[4:]))
 	ip.DF = data[6]&0x40 != 0
 	ip.TTL, ip.Proto = data[8], data[9]
 	ip.Src = netip.AddrFrom4([4]byte(data[12:16]))
 	ip.Dst = netip.AddrFrom4([4]byte(data[16:20]))
-	if frag := binary.BigEndian.Uint16(data[6:]) & 0x1fff; frag != 0 {
-		return nil, nil // a later fragment: no transport header
+	frag := binary.BigEndian.Uint16(data[6:])
+	ip.MoreFrags, ip.FragOffset = frag&0x2000 != 0, (frag&0x1fff)*8
+	if ip.Fragment = ip.MoreFrags || ip.FragOffset != 0; ip.Fragment {
+		ip.FragLen = total - uint32(hl)
 	}
-	if len(data) < hl {
+	if ip.FragOffset != 0 || len(data) < hl {
 		return nil, nil
 	}
 	return data[hl:], nil
@@ -295,10 +327,18 @@ func ipv6(data []byte, wire int, ip *IP) ([]byte, error) {
 			if len(data) < off+8 {
 				return nil, nil
 			}
-			ip.ID = uint16(binary.BigEndian.Uint32(data[off+4:]))
-			frag := binary.BigEndian.Uint16(data[off+2:]) &^ 7
+			if uint32(off+8) > ip.TotalLen {
+				return nil, errBadIP
+			}
+			ip.ID = binary.BigEndian.Uint32(data[off+4:])
+			frag := binary.BigEndian.Uint16(data[off+2:])
+			ip.MoreFrags, ip.FragOffset = frag&1 != 0, frag&^7
 			next, off = data[off], off+8
-			if frag != 0 {
+			// Offset 0 without M is an atomic fragment (RFC 6946): a whole packet.
+			if ip.Fragment = ip.MoreFrags || ip.FragOffset != 0; ip.Fragment {
+				ip.FragLen = ip.TotalLen - uint32(off)
+			}
+			if ip.FragOffset != 0 {
 				ip.Proto, ip.HdrLen = next, uint16(off)
 				return nil, nil
 			}

@@ -182,6 +182,10 @@ func FuzzDecode(f *testing.F) {
 		&layers.UDP{SrcPort: 3, DstPort: 4789}, &layers.VXLAN{ValidIDFlag: true, VNI: 1}, eth(layers.EthernetTypeIPv4),
 		ip4("10.1.0.1", "10.1.0.2", 2, false, layers.IPProtocolTCP), tcpSyn()), uint16(0))
 	f.Add(LinkRaw, []byte{0x60, 0, 0, 0, 0, 8, 0, 64}, uint16(0))
+	f.Add(LinkRaw, append(append(ipv4Fragment(9, true, true, 0, 1468, 6), tcpHeader(1)...), make([]byte, 1416)...), uint16(128))
+	f.Add(LinkRaw, append(ipv4Fragment(9, false, false, 1448, 100, 17), make([]byte, 80)...), uint16(0))
+	f.Add(LinkRaw, ipv6Fragment(5, true, 0, 6, append(tcpHeader(1), make([]byte, 100)...)), uint16(0))
+	f.Add(LinkRaw, ipv6Fragment(5, false, 1232, 6, make([]byte, 100)), uint16(0))
 	// snap, when inside the frame, is where the capture cut it.
 	f.Fuzz(func(t *testing.T, link int, data []byte, snap uint16) {
 		var p Packet
@@ -189,7 +193,11 @@ func FuzzDecode(f *testing.F) {
 		if snap > 0 && int(snap) < len(data) {
 			captured = data[:snap]
 		}
-		if err := Decode(link, captured, len(data), &p); err != nil || !p.HasTCP {
+		err := Decode(link, captured, len(data), &p)
+		if fi := p.Frag(); err == nil && fi != nil && fi.FragOffset != 0 && fi == p.L3() && (p.HasTCP || p.HasUDP || p.Truncated) {
+			t.Fatalf("a later fragment with a transport header: tcp %v udp %v truncated %v", p.HasTCP, p.HasUDP, p.Truncated)
+		}
+		if err != nil || !p.HasTCP {
 			return
 		}
 		// The lengths must add up to the IP header's, whatever the capture holds.
@@ -350,5 +358,128 @@ func TestDecodeJumbogramInsideGeneve(t *testing.T) {
 	}
 	if p.Encap != EncapGeneve || p.VNI != 7 || !p.HasTCP || p.Inner.TotalLen != 40+8+20+90000 || p.TCP.PayloadLen != 90000 || !p.Outer.LenFromFrame {
 		t.Fatalf("encap %d vni %d, inner total %d, payload %d, outer from frame %v", p.Encap, p.VNI, p.Inner.TotalLen, p.TCP.PayloadLen, p.Outer.LenFromFrame)
+	}
+}
+
+// ipv4Fragment is an IPv4 header written by hand: ID, DF, MF, the offset in
+// bytes and the total length, with proto as the datagram's protocol.
+func ipv4Fragment(id uint16, df, mf bool, offset, total uint16, proto byte) []byte {
+	h := make([]byte, 20)
+	h[0], h[8], h[9] = 0x45, 64, proto
+	binary.BigEndian.PutUint16(h[2:], total)
+	binary.BigEndian.PutUint16(h[4:], id)
+	flags := offset / 8
+	if df {
+		flags |= 0x4000
+	}
+	if mf {
+		flags |= 0x2000
+	}
+	binary.BigEndian.PutUint16(h[6:], flags)
+	copy(h[12:], []byte{10, 200, 0, 1, 10, 200, 0, 2})
+	return h
+}
+
+// tcpHeader is a 32-byte TCP header with NOP, NOP, timestamps, as Linux sends.
+func tcpHeader(seq uint32) []byte {
+	h := make([]byte, 32)
+	binary.BigEndian.PutUint16(h[0:], 57864)
+	binary.BigEndian.PutUint16(h[2:], 5201)
+	binary.BigEndian.PutUint32(h[4:], seq)
+	h[12], h[13] = 8<<4, 0x18
+	copy(h[20:], []byte{1, 1, 8, 10})
+	return h
+}
+
+// A TSO packet that QEMU 7.2's e1000e sent as IP fragments (the e1000e
+// fixture's first datagram): 1468-byte fragments with MF and DF, the first
+// holding the TCP header, the last 52 bytes long. Captured at 128 bytes.
+func TestDecodeIPv4Fragments(t *testing.T) {
+	ethHdr := frame(t, eth(layers.EthernetTypeIPv4))[:14]
+	first := append(append(append(append([]byte(nil), ethHdr...), ipv4Fragment(11869, true, true, 0, 1468, 6)...), tcpHeader(38)...), make([]byte, 1416)...)
+	middle := append(append(append([]byte(nil), ethHdr...), ipv4Fragment(11869, true, true, 1448, 1468, 6)...), make([]byte, 1448)...)
+	last := append(append(append([]byte(nil), ethHdr...), ipv4Fragment(11869, true, false, 7240, 52, 6)...), make([]byte, 32)...)
+	for _, c := range []struct {
+		name              string
+		data              []byte
+		tcp, more         bool
+		offset            uint16
+		fragLen, tcpBytes uint32
+	}{
+		{"first", first, true, true, 0, 1448, 1416},
+		{"middle", middle, false, true, 1448, 1448, 0},
+		{"last", last, false, false, 7240, 32, 0},
+	} {
+		var p Packet
+		if err := Decode(LinkEthernet, c.data[:min(128, len(c.data))], len(c.data), &p); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		ip := &p.Outer
+		if !ip.Fragment || ip.MoreFrags != c.more || ip.FragOffset != c.offset || ip.FragLen != c.fragLen || ip.ID != 11869 || !ip.DF || ip.Proto != 6 {
+			t.Errorf("%s: fragment %v more %v offset %d length %d id %d df %v proto %d", c.name, ip.Fragment, ip.MoreFrags, ip.FragOffset, ip.FragLen, ip.ID, ip.DF, ip.Proto)
+		}
+		// A later fragment has no transport header to cut: not truncated.
+		if p.HasTCP != c.tcp || p.TCP.PayloadLen != c.tcpBytes || p.Truncated || p.Frag() != ip {
+			t.Errorf("%s: tcp %v payload %d truncated %v", c.name, p.HasTCP, p.TCP.PayloadLen, p.Truncated)
+		}
+	}
+	var p Packet
+	whole := append(append(append([]byte(nil), ethHdr...), ipv4Fragment(1, true, false, 0, 52, 6)...), tcpHeader(1)...)
+	if err := Decode(LinkEthernet, whole, len(whole), &p); err != nil || p.Outer.Fragment || p.Frag() != nil || !p.HasTCP {
+		t.Errorf("a whole packet: %v, fragment %v", err, p.Outer.Fragment)
+	}
+}
+
+// ipv6Fragment is an IPv6 header and a fragment header written by hand;
+// rest follows the fragment header, whose next header is next.
+func ipv6Fragment(id uint32, more bool, offset uint16, next byte, rest []byte) []byte {
+	h := make([]byte, 48)
+	h[0], h[6], h[7] = 0x60, 44, 64
+	h[8], h[23], h[24], h[39] = 0xfd, 1, 0xfd, 2
+	binary.BigEndian.PutUint16(h[4:], uint16(8+len(rest)))
+	h[40] = next
+	fo := offset
+	if more {
+		fo |= 1
+	}
+	binary.BigEndian.PutUint16(h[42:], fo)
+	binary.BigEndian.PutUint32(h[44:], id)
+	return append(h, rest...)
+}
+
+func TestDecodeIPv6FragmentHeader(t *testing.T) {
+	ethHdr := frame(t, eth(layers.EthernetTypeIPv6))[:14]
+	// The first fragment: a destination-options header in the fragmentable
+	// part, then TCP.
+	dstOpts := []byte{6, 0, 1, 4, 0, 0, 0, 0}
+	first := append(append([]byte(nil), ethHdr...), ipv6Fragment(0xdeadbeef, true, 0, 60, append(append(dstOpts, tcpHeader(1)...), make([]byte, 1192)...))...)
+	later := append(append([]byte(nil), ethHdr...), ipv6Fragment(0xdeadbeef, false, 1232, 60, make([]byte, 500))...)
+	atomic := append(append([]byte(nil), ethHdr...), ipv6Fragment(7, false, 0, 6, append(tcpHeader(1), make([]byte, 10)...))...)
+	var p Packet
+	if err := Decode(LinkEthernet, first[:128], len(first), &p); err != nil {
+		t.Fatal(err)
+	}
+	ip := &p.Outer
+	if !ip.Fragment || !ip.MoreFrags || ip.FragOffset != 0 || ip.ID != 0xdeadbeef || ip.FragLen != 8+32+1192 || ip.HdrLen != 56 ||
+		!p.HasTCP || p.TCP.PayloadLen != 1192 || ip.Proto != 6 {
+		t.Fatalf("first: %+v, tcp %v payload %d", *ip, p.HasTCP, p.TCP.PayloadLen)
+	}
+	if err := Decode(LinkEthernet, later, len(later), &p); err != nil {
+		t.Fatal(err)
+	}
+	if !ip.Fragment || ip.MoreFrags || ip.FragOffset != 1232 || ip.FragLen != 500 || ip.HdrLen != 48 || p.HasTCP || p.Truncated {
+		t.Fatalf("later: %+v, tcp %v truncated %v", *ip, p.HasTCP, p.Truncated)
+	}
+	// Offset 0 without M: an atomic fragment (RFC 6946), a whole packet.
+	if err := Decode(LinkEthernet, atomic, len(atomic), &p); err != nil {
+		t.Fatal(err)
+	}
+	if ip.Fragment || p.Frag() != nil || !p.HasTCP || p.TCP.PayloadLen != 10 || ip.ID != 7 {
+		t.Fatalf("atomic: %+v, tcp %v payload %d", *ip, p.HasTCP, p.TCP.PayloadLen)
+	}
+	// A fragment header the payload length leaves no room for.
+	binary.BigEndian.PutUint16(later[14+4:], 4)
+	if err := Decode(LinkEthernet, later, len(later), &p); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("short payload length: %v", err)
 	}
 }

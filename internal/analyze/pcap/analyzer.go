@@ -48,6 +48,15 @@ type Analyzer struct {
 	series          int
 	pkt             packet.Packet
 	lastDir         *Dir // the direction the previous frame went to
+
+	// Fragments counts the IP fragments of TCP and UDP datagrams (no frame
+	// of theirs is in NonIP), FragDatagrams the datagrams they belong to;
+	// FragOrphans are fragments no flow took, because their datagram's
+	// first fragment, which holds the ports, is not in the capture.
+	Fragments, FragDatagrams         uint64
+	FragOrphans, FragOrphanDatagrams uint64
+	frags                            []datagram // open, at most maxOpenDatagrams
+	lastFrag                         int        // the one the previous fragment went to
 }
 
 type outerFlow struct {
@@ -188,10 +197,33 @@ func (a *Analyzer) add(f *capture.Frame, p *packet.Packet, decodeErr error) {
 		a.ICMPTooBig++
 		a.ICMPMTU = p.ICMPMTU
 	}
+	// A fragment's IP header names its datagram's protocol even where the
+	// fragment carries no transport header.
+	if fi := p.Frag(); fi != nil && (fi.Proto == 6 || fi.Proto == 17) {
+		a.fragment(f, p, fi)
+		return
+	}
 	if p.NotIP || (!p.HasTCP && !p.HasUDP) {
 		a.NonIP++
 		return
 	}
+	d := a.flow(p)
+	if d == nil {
+		a.Filtered++
+		return
+	}
+	ip := p.L3()
+	mtu := a.mtu(d)
+	a.frame(d, f, p.Direction, ip.TotalLen, p.HasTCP && p.TCP.PayloadLen > 0 || p.HasUDP)
+	if int(ip.TotalLen) > mtu {
+		d.OverMTU++
+	}
+	a.segment(d, f.TimeNs, p, mtu)
+}
+
+// flow finds the direction a packet with a transport header belongs to, or
+// nil when the filter leaves it out.
+func (a *Analyzer) flow(p *packet.Packet) *Dir {
 	ip := p.L3()
 	key := FlowKey{Proto: ip.Proto}
 	if p.HasTCP {
@@ -200,26 +232,25 @@ func (a *Analyzer) add(f *capture.Frame, p *packet.Packet, decodeErr error) {
 		key.Src, key.Dst = netip.AddrPortFrom(ip.Src, p.UDP.SrcPort), netip.AddrPortFrom(ip.Dst, p.UDP.DstPort)
 	}
 	if a.opts.Flow != nil && !a.opts.Flow.Match(key) {
-		a.Filtered++
-		return
+		return nil
 	}
-	d := a.dir(key)
+	return a.dir(key)
+}
+
+// frame counts one frame of a direction, size its IP bytes; frameDir is
+// the direction the link header gave, when the capture's record gives none.
+func (a *Analyzer) frame(d *Dir, f *capture.Frame, frameDir uint8, size uint32, data bool) {
 	if d.Packets == 0 {
 		d.First = f.TimeNs
 	}
 	d.Packets++
 	d.Last = f.TimeNs
-	d.Encap = p.Encap
-	d.Sizes[sizeBucket(ip.TotalLen)]++
-	mtu := a.mtu(d)
-	if int(ip.TotalLen) > mtu {
-		d.OverMTU++
-	}
+	d.Sizes[sizeBucket(size)]++
 	dir := f.Dir
 	if dir == packet.DirUnknown {
-		dir = p.Direction
+		dir = frameDir
 	}
-	if p.HasTCP && p.TCP.PayloadLen > 0 || p.HasUDP {
+	if data {
 		switch dir {
 		case packet.DirOut:
 			d.DataOut++
@@ -227,20 +258,29 @@ func (a *Analyzer) add(f *capture.Frame, p *packet.Packet, decodeErr error) {
 			d.DataIn++
 		}
 	}
+}
+
+// segment analyzes a whole TCP segment or UDP datagram: a fragmented one
+// once all its fragments are in.
+func (a *Analyzer) segment(d *Dir, ts int64, p *packet.Packet, mtu int) {
+	d.Encap = p.Encap
+	// GRO never merges fragments, so their IP IDs say nothing about merging.
+	whole := p.Frag() == nil
+	ip := p.L3()
 	if p.HasTCP {
-		a.tcp(d, p, f.TimeNs, mtu)
+		a.tcp(d, p, ts, mtu, whole)
 	} else {
 		payload := uint32(max(int(p.UDP.Len)-8, 0))
 		if payload > 0 {
 			d.DataPackets++
 			d.PayloadBytes += uint64(payload)
-			if !ip.DF && ip.Version == 4 {
-				d.IPID.add(ip.ID, 1)
+			if whole && !ip.DF && ip.Version == 4 {
+				d.IPID.add(uint16(ip.ID), 1)
 			}
-			d.graph(f.TimeNs, 0, payload, false, a)
+			d.graph(ts, 0, payload, false, a)
 		}
 	}
-	if p.Encap != packet.EncapNone && p.Outer.Version == 4 && !p.Outer.DF {
+	if whole && p.Encap != packet.EncapNone && p.Outer.Version == 4 && !p.Outer.DF {
 		ok := FlowKey{netip.AddrPortFrom(p.Outer.Src, p.OuterUDP.SrcPort), netip.AddrPortFrom(p.Outer.Dst, p.OuterUDP.DstPort), 17}
 		of := a.outer[ok]
 		if of == nil {
@@ -249,7 +289,7 @@ func (a *Analyzer) add(f *capture.Frame, p *packet.Packet, decodeErr error) {
 			a.outerOrder = append(a.outerOrder, of)
 		}
 		if p.HasTCP && p.TCP.PayloadLen > 0 || p.HasUDP {
-			of.IPID.add(p.Outer.ID, segsIn(p.TCP.PayloadLen, a.segSize(d)))
+			of.IPID.add(uint16(p.Outer.ID), segsIn(p.TCP.PayloadLen, a.segSize(d)))
 		}
 	}
 }
@@ -301,7 +341,9 @@ func (a *Analyzer) dir(k FlowKey) *Dir {
 	return d
 }
 
-func (a *Analyzer) tcp(d *Dir, p *packet.Packet, ts int64, mtu int) {
+// tcp analyzes a TCP segment; whole is false for one that came as IP
+// fragments, which is no offload's frame and no GRO candidate.
+func (a *Analyzer) tcp(d *Dir, p *packet.Packet, ts int64, mtu int, whole bool) {
 	t := &p.TCP
 	ip := p.L3()
 	rev := d.rev
@@ -331,7 +373,7 @@ func (a *Analyzer) tcp(d *Dir, p *packet.Packet, ts int64, mtu int) {
 		d.DataPackets++
 		d.PayloadBytes += uint64(t.PayloadLen)
 		segs := segsIn(t.PayloadLen, segSize)
-		if int(ip.TotalLen) > mtu {
+		if whole && int(ip.TotalLen) > mtu {
 			d.OverMTUSegs += uint64(segs)
 		}
 		if d.ackSeen != 0 {
@@ -342,8 +384,8 @@ func (a *Analyzer) tcp(d *Dir, p *packet.Packet, ts int64, mtu int) {
 		if !retrans {
 			d.remember(t.Seq, t.Seq+t.PayloadLen, ts)
 		}
-		if ip.Version == 4 && !ip.DF {
-			d.IPID.add(ip.ID, segs)
+		if whole && ip.Version == 4 && !ip.DF {
+			d.IPID.add(uint16(ip.ID), segs)
 		}
 		a.windowLimited(d, rev, ts, segSize)
 		d.graph(ts, t.Seq+t.PayloadLen-d.isn, t.PayloadLen, retrans, a)

@@ -305,6 +305,10 @@ func FuzzCapture(f *testing.F) {
 	f.Add(pcapOf(binary.LittleEndian, false, 1, fr, fr))
 	f.Add(pcapOf(binary.BigEndian, true, 101, fr[14:]))
 	f.Add([]byte{0x0a, 0x0d, 0x0d, 0x0a, 0x1c, 0, 0, 0, 0x4d, 0x3c, 0x2b, 0x1a})
+	// A TCP segment in IPv4 fragments, last first, and an IPv6 one.
+	v4 := fragments(f, ipPacket(f, false, false, 3000), 1232)
+	f.Add(pcapOf(binary.LittleEndian, false, 1, v4[2], v4[1], v4[0]))
+	f.Add(pcapOf(binary.LittleEndian, false, 1, fragments(f, ipPacket(f, true, false, 2000), 1232)...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := capture.Open(bytes.NewReader(data))
 		if err != nil {

@@ -3,6 +3,7 @@ package pcap
 import (
 	"fmt"
 	"math"
+	"net/netip"
 
 	"github.com/skbtrace/skbtrace/internal/finding"
 	"github.com/skbtrace/skbtrace/internal/units"
@@ -17,6 +18,8 @@ const (
 	minWindowPackets = 100   // data packets before the window-limited share is judged
 	smallPacketRate  = 10000 // data packets per second
 	smallPayload     = 256
+	minFragDatagrams = 10 // fragmented data segments before a flow is judged
+	fragmentedBad    = 0.1
 )
 
 func (a *Analyzer) findings(r *Report) []finding.Finding {
@@ -38,6 +41,9 @@ func (a *Analyzer) findings(r *Report) []finding.Finding {
 		}
 		if t := f.TCP; t != nil {
 			out = append(out, tcpFindings(f, t, scope)...)
+			if fr := f.Fragments; fr != nil && fr.Datagrams >= minFragDatagrams && fr.Share >= fragmentedBad {
+				out = append(out, ipFragmented(f, fr, scope))
+			}
 		}
 		if f.Seconds > 0 {
 			rate := float64(f.DataPackets) / f.Seconds
@@ -134,4 +140,73 @@ func tcpFindings(f *FlowReport, t *TCPReport, scope string) []finding.Finding {
 			Scope:       scope, Impact: t.WindowLimitedShare, ImpactText: fmt.Sprintf("%.0f%% of the time", t.WindowLimitedShare*100)})
 	}
 	return out
+}
+
+// ipFragmented is TCP data that came as IP fragments. A segment larger
+// than the receiver's MSS can only be a TSO/GSO packet that a device cut
+// into fragments instead of segments; segments within it were fragmented
+// on a path whose MTU is smaller than the ends'.
+func ipFragmented(f *FlowReport, fr *FragReport, scope string) finding.Finding {
+	tso := fr.SegmentLimit > 0 && fr.MaxPayload > fr.SegmentLimit
+	ev := []string{fmt.Sprintf("%d of %d data segments (%.0f%%) came as IP fragments, %.1f fragments per datagram (at most %d)",
+		fr.Datagrams, f.DataPackets+fr.Incomplete, fr.Share*100, fr.PerDatagram, fr.MaxPerDatagram)}
+	switch fr.DF {
+	case fr.Datagrams:
+		ev = append(ev, fmt.Sprintf("DF set on all %d first fragments: a router never fragments such a packet (it drops it and answers "+
+			"ICMP \"fragmentation needed\"), so what cut them ignored DF, as a device's segmentation offload does", fr.DF))
+	case 0:
+		ev = append(ev, fmt.Sprintf("DF unset on all %d first fragments: any hop may fragment them", fr.Datagrams))
+	default:
+		ev = append(ev, fmt.Sprintf("DF set on %d of %d first fragments", fr.DF, fr.Datagrams))
+	}
+	if tso {
+		ev = append(ev, fmt.Sprintf("the datagrams carry %.0f bytes of TCP payload on average, at most %d: %.1f times %s. "+
+			"TCP never sends a segment that large, so each is a TSO/GSO packet cut into fragments instead of segments",
+			fr.AvgPayload, fr.MaxPayload, fr.AvgPayload/float64(fr.SegmentLimit), segmentLimit(fr)))
+	} else if fr.SegmentLimit > 0 {
+		ev = append(ev, fmt.Sprintf("the datagrams carry at most %d bytes of TCP payload, within %s: segments no larger than TCP sends, "+
+			"fragmented where the path's MTU is smaller", fr.MaxPayload, segmentLimit(fr)))
+	}
+	if fr.Incomplete > 0 {
+		noun := "datagrams"
+		if fr.Incomplete == 1 {
+			noun = "datagram"
+		}
+		ev = append(ev, fmt.Sprintf("%d %s incomplete in the capture: a fragment missing", fr.Incomplete, noun))
+	}
+	title := fmt.Sprintf("%.0f%% of the data segments of %s came as IP fragments", fr.Share*100, scope)
+	var remedy []string
+	switch {
+	case tso:
+		title += ", each a TSO packet the sending device fragmented instead of segmenting"
+		remedy = []string{"on the sender " + host(f.Src) + ": ethtool -K DEV tso off on the device that sends this flow (GSO then segments in software, into TCP segments GRO can merge)",
+			"report it against that device's driver, or the hypervisor that emulates it (QEMU 7.2's e1000e sends TSO as IP fragments on a backend without vnet headers)"}
+	case f.Encap != "":
+		// The fragmented datagrams are the tunnel's outer packets.
+		remedy = []string{"the " + f.Encap + " tunnel's outer packets are fragmented on its underlay: lower the tunnel device's MTU by the encapsulation's overhead " +
+			"(ip link set DEV mtu N), or raise the underlay's"}
+	default:
+		remedy = []string{"find the hop with the smaller MTU (tracepath " + host(f.Dst) + " from the sender) and fit the ends to it: ip link set DEV mtu N, " +
+			"or clamp the MSS (iptables -t mangle -A FORWARD -p tcp --tcp-flags SYN,RST SYN -j TCPMSS --clamp-mss-to-pmtu)"}
+	}
+	return finding.Finding{ID: "ip-fragmented", Severity: finding.Warning,
+		Title:    title,
+		Evidence: ev,
+		Explanation: "GRO merges TCP segments, never IP fragments: the receiver takes every fragment through the stack alone, holds them and " +
+			"reassembles each segment in software, paying per packet, and one lost fragment loses the whole segment, which TCP resends whole.",
+		Remedy:     remedy,
+		Scope:      scope,
+		Impact:     0.45 * fr.Share,
+		ImpactText: "receive CPU per byte several times higher; a lost fragment costs a whole segment",
+		Confidence: finding.Likely,
+		Confirm: []string{"on the receiver during the transfer: nstat -az IpReasmReqds IpReasmOKs (fragments taken, datagrams made); " +
+			"skbtrace doctor on both ends names the device (ip-fragmented)"}}
+}
+
+// host is the address of a flow's ADDR:PORT end.
+func host(end string) string {
+	if ap, err := netip.ParseAddrPort(end); err == nil {
+		return ap.Addr().String()
+	}
+	return end
 }

@@ -3,8 +3,9 @@
 // ACKs, zero-window and window-limited time, RTT at the capture point, the
 // handshake's options, where the capture was taken, and the offload
 // evidence Wireshark leaves to the reader: frames larger than the MTU and
-// who made them (sender TSO or receiver GRO), and the IP-ID continuity that
-// decides whether GRO can merge DF=0 packets, outer and inner.
+// who made them (sender TSO or receiver GRO), the IP-ID continuity that
+// decides whether GRO can merge DF=0 packets, outer and inner, and the
+// segments that came as IP fragments, put back into their datagrams.
 package pcap
 
 import (
@@ -77,6 +78,8 @@ type Dir struct {
 	pending         []sent
 	// IP-ID continuity of this direction's DF=0 data packets (the innermost header).
 	IPID idTrack
+	// Datagrams that came as IP fragments.
+	Frag fragStats
 
 	series *series
 	// The handshake this direction opened, by its SYN (the peer's SYN-ACK

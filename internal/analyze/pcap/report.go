@@ -31,6 +31,13 @@ type CaptureInfo struct {
 	Filtered   uint64  `json:"frames_filtered_out,omitempty"`
 	Seconds    float64 `json:"seconds"`
 	ICMPTooBig uint64  `json:"icmp_too_big,omitempty"`
+	// IP fragments of TCP and UDP datagrams (not in NonIP), and their
+	// datagrams; those no flow took, because their datagram's first
+	// fragment is not in the capture.
+	Fragments           uint64 `json:"ip_fragments,omitempty"`
+	FragDatagrams       uint64 `json:"fragmented_datagrams,omitempty"`
+	FragOrphans         uint64 `json:"fragments_without_first,omitempty"`
+	FragOrphanDatagrams uint64 `json:"datagrams_without_first,omitempty"`
 	// Malformed frames were skipped: by the header at fault, and the first few.
 	Malformed       uint64            `json:"malformed_frames,omitempty"`
 	MalformedByPart map[string]uint64 `json:"malformed_by_header,omitempty"`
@@ -55,7 +62,30 @@ type FlowReport struct {
 	Sizes        []SizeCount `json:"sizes"`
 	OverMTU      *OverMTU    `json:"over_mtu,omitempty"`
 	IPID         *IPIDReport `json:"ip_id,omitempty"`
+	Fragments    *FragReport `json:"ip_fragments,omitempty"`
 	MTU          int         `json:"mtu"`
+}
+
+// FragReport describes a direction's datagrams that came as IP fragments,
+// counted by their first fragment. Whole ones were analyzed as segments
+// of their full length; the others lack a fragment in the capture, and a
+// receiver drops such a datagram.
+type FragReport struct {
+	Datagrams  uint64 `json:"datagrams"`
+	Incomplete uint64 `json:"incomplete"`
+	// Share is of the data segments: the datagrams over the data packets
+	// and the incomplete datagrams.
+	Share          float64 `json:"share_of_data_segments"`
+	Fragments      uint64  `json:"fragments_of_whole_datagrams"`
+	PerDatagram    float64 `json:"fragments_per_datagram"`
+	MaxPerDatagram uint32  `json:"max_fragments_per_datagram"`
+	DF             uint64  `json:"first_fragments_with_df"`
+	AvgPayload     float64 `json:"average_payload"`
+	MaxPayload     uint32  `json:"max_payload"`
+	// SegmentLimit is the most payload one TCP segment may carry: the
+	// MSS the receiver announced, else what the MTU holds (MSSFromSYN false).
+	SegmentLimit uint32 `json:"segment_limit,omitempty"`
+	MSSFromSYN   bool   `json:"segment_limit_from_handshake,omitempty"`
 }
 
 // TCPReport is what TCP's headers tell about a direction.
@@ -123,7 +153,10 @@ type TunnelReport struct {
 // Report summarizes what the analyzer saw.
 func (a *Analyzer) Report(file, format string, readErr error) *Report {
 	r := &Report{Capture: CaptureInfo{File: file, Format: format, Frames: a.Frames, NonIP: a.NonIP, Truncated: a.Truncated,
-		Filtered: a.Filtered, ICMPTooBig: a.ICMPTooBig}}
+		Filtered: a.Filtered, ICMPTooBig: a.ICMPTooBig, Fragments: a.Fragments, FragDatagrams: a.FragDatagrams}}
+	// Datagrams still open at the end are as incomplete as those given up.
+	frames, datagrams := a.openOrphans()
+	r.Capture.FragOrphans, r.Capture.FragOrphanDatagrams = a.FragOrphans+frames, a.FragOrphanDatagrams+datagrams
 	if a.Last > a.First {
 		r.Capture.Seconds = float64(a.Last-a.First) / 1e9
 	}
@@ -143,6 +176,10 @@ func (a *Analyzer) Report(file, format string, readErr error) *Report {
 		r.Capture.Malformed += n
 	}
 	r.Capture.MalformedByPart, r.Capture.MalformedFirst = a.Malformed, a.MalformedFirst
+	if c := r.Capture; c.FragOrphans > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d IP fragments of %d datagrams came without their first fragment, which holds the ports "+
+			"(lost before the capture point, or by the capture): counted, in no flow", c.FragOrphans, c.FragOrphanDatagrams))
+	}
 	if a.Truncated > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d frames were cut by the snaplen inside a header the analysis reads; sizes still come from the IP length fields", a.Truncated))
 	}
@@ -210,7 +247,34 @@ func (a *Analyzer) flowReport(d *Dir) FlowReport {
 		r := ipidReport(&d.IPID)
 		f.IPID = &r
 	}
+	if d.Frag.Datagrams > 0 {
+		f.Fragments = a.fragReport(d)
+	}
 	return f
+}
+
+func (a *Analyzer) fragReport(d *Dir) *FragReport {
+	fs := &d.Frag
+	r := &FragReport{Datagrams: fs.Datagrams, Incomplete: fs.Datagrams - fs.Whole, Fragments: fs.Frames, MaxPerDatagram: fs.MaxFrames,
+		DF: fs.DF, MaxPayload: fs.MaxPayload}
+	if segs := d.DataPackets + r.Incomplete; segs > 0 {
+		r.Share = min(1, float64(fs.Datagrams)/float64(segs))
+	}
+	if fs.Whole > 0 {
+		r.PerDatagram = float64(fs.Frames) / float64(fs.Whole)
+		r.AvgPayload = float64(fs.Payload) / float64(fs.Whole)
+	}
+	if d.Key.Proto == 6 {
+		r.SegmentLimit, r.MSSFromSYN = uint32(d.rev.MSS), d.rev.MSS > 0
+		if !r.MSSFromSYN {
+			hdr := 40
+			if d.Key.Src.Addr().Is6() {
+				hdr = 60
+			}
+			r.SegmentLimit = uint32(max(a.mtu(d)-hdr, 0))
+		}
+	}
+	return r
 }
 
 func ipidReport(t *idTrack) IPIDReport {
@@ -236,7 +300,11 @@ const maxTextFlows = 20
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	c := r.Capture
-	fmt.Fprintf(&b, "capture %s (%s): %d frames in %.3f s, %d without TCP or UDP", c.File, c.Format, c.Frames, c.Seconds, c.NonIP)
+	fmt.Fprintf(&b, "capture %s (%s): %d frames in %.3f s, ", c.File, c.Format, c.Frames, c.Seconds)
+	if c.Fragments > 0 {
+		fmt.Fprintf(&b, "%d IP fragments of %d datagrams, ", c.Fragments, c.FragDatagrams)
+	}
+	fmt.Fprintf(&b, "%d without TCP or UDP", c.NonIP)
 	if c.Filtered > 0 {
 		fmt.Fprintf(&b, ", %d filtered out", c.Filtered)
 	}
@@ -301,6 +369,18 @@ func (r *Report) WriteText(w io.Writer) error {
 		if o := f.OverMTU; o != nil {
 			fmt.Fprintf(&b, "  %d frames above MTU %d (%.0f%% of data packets), %.1f segments each: %s\n", o.Frames, f.MTU, o.Share*100, o.AvgSegments, o.MadeBy)
 		}
+		if fr := f.Fragments; fr != nil {
+			fmt.Fprintf(&b, "  IP fragments: %d of %d data segments (%.0f%%) came as fragments, %.1f per datagram (at most %d); DF set on %d of %d first fragments\n",
+				fr.Datagrams, f.DataPackets+fr.Incomplete, fr.Share*100, fr.PerDatagram, fr.MaxPerDatagram, fr.DF, fr.Datagrams)
+			fmt.Fprintf(&b, "  fragmented datagrams: %.0f bytes of payload on average, at most %d", fr.AvgPayload, fr.MaxPayload)
+			if fr.SegmentLimit > 0 {
+				fmt.Fprintf(&b, ", against %s", segmentLimit(fr))
+			}
+			if fr.Incomplete > 0 {
+				fmt.Fprintf(&b, "; %d incomplete in the capture (a fragment missing: not analyzed as segments)", fr.Incomplete)
+			}
+			b.WriteString("\n")
+		}
 		if id := f.IPID; id != nil {
 			fmt.Fprintf(&b, "  DF=0 IP IDs: %d pairs, %d incrementing, %d fixed, %d jumps (%.0f%% unmergeable)\n",
 				id.Pairs, id.Incrementing, id.Fixed, id.Unmergeable, id.Share*100)
@@ -322,4 +402,12 @@ func encapSuffix(e string) string {
 		return ""
 	}
 	return " (inside " + e + ")"
+}
+
+// segmentLimit names the most payload one TCP segment may carry, and whence.
+func segmentLimit(fr *FragReport) string {
+	if fr.MSSFromSYN {
+		return fmt.Sprintf("the MSS of %d the receiver announced", fr.SegmentLimit)
+	}
+	return fmt.Sprintf("the %d bytes of payload the MTU holds (no handshake in the capture)", fr.SegmentLimit)
 }
