@@ -1112,18 +1112,31 @@ func mtuMismatch(ev *Evidence) []finding.Finding {
 			}
 		}
 		minMTU := pd.MTU
-		out = append(out, finding.Finding{ID: "mtu-mismatch", Severity: finding.Critical,
-			Title:    fmt.Sprintf("%s -> %s sends packets larger than the path's MTU %d", f.Local, f.Peer, minMTU),
-			Evidence: evidence,
-			Explanation: "The sender believes the path carries its large packets, but a link on the way has a smaller MTU and " +
-				"drops them without a \"fragmentation needed\" reply reaching the sender: a black hole where the connection " +
-				"opens but bulk data stalls in retransmissions.",
+		severity, impact, impactText := finding.Critical, 0.99, "nearly all of it: bulk data stalls"
+		title := fmt.Sprintf("%s -> %s sends packets larger than the path's MTU %d", f.Local, f.Peer, minMTU)
+		explanation := "The sender believes the path carries its large packets, but a link on the way has a smaller MTU and " +
+			"drops them without a \"fragmentation needed\" reply reaching the sender: a black hole where the connection " +
+			"opens but bulk data stalls in retransmissions."
+		if max(uint64(f.Retrans), f.TraceRetrans) == 0 && f.SendBps() >= minBulkBps {
+			// Nothing lost: the receiving device took frames above its MTU
+			// (virtio-net's mergeable buffers do; many NICs up to their
+			// buffer size). Latent, not a black hole yet.
+			severity, impact, impactText = finding.Warning, 0.2, "none here yet; all of it where a hop at the smaller MTU drops them"
+			title = fmt.Sprintf("%s -> %s sends packets larger than the receiving device's MTU %d, which took them", f.Local, f.Peer, minMTU)
+			explanation = fmt.Sprintf("%s accepted frames above its MTU and nothing was retransmitted, so this path works by the receiving "+
+				"device's leniency (virtio-net with mergeable buffers, many NICs up to their buffer size). A switch or NIC that "+
+				"keeps to the MTU drops them without a \"fragmentation needed\" reply: a black hole.", pd.Name)
+		}
+		out = append(out, finding.Finding{ID: "mtu-mismatch", Severity: severity,
+			Title:       title,
+			Evidence:    evidence,
+			Explanation: explanation,
 			Remedy: []string{
 				nsPrefix(f.Netns) + fmt.Sprintf("ip link set %s mtu %d   (one MTU on the whole path)", orNone(f.Dev), minMTU),
 				"or remove what advertises the larger MSS (ip route ... advmss), or raise the MTU of every hop",
 				nsPrefix(f.Netns) + "sysctl -w net.ipv4.tcp_mtu_probing=1   (recovers from black holes by probing)",
 			},
-			Scope: flowScope(f), Impact: 0.99, ImpactText: "nearly all of it: bulk data stalls", Confidence: finding.Strong,
+			Scope: flowScope(f), Impact: impact, ImpactText: impactText, Confidence: finding.Strong,
 			Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ping -M do -s %d -c 3 %s   (a full-size packet with DF: no reply through the hole)", packet-28, f.Peer.Addr())}})
 	}
 	out = append(out, pathMTUHoles(ev, out)...)

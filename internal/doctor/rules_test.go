@@ -436,3 +436,23 @@ func TestSpreadingReceiveWorkOffersOnlyQueuesTheDriverHas(t *testing.T) {
 		}
 	}
 }
+
+// A receiving device that takes frames above its MTU (virtio-net's
+// mergeable buffers) loses nothing: the mismatch is latent, not a black hole.
+func TestMTUMismatchNothingLostIsLatent(t *testing.T) {
+	ev := load(t, "lab/mtu-mismatch.json")
+	for i := range ev.Flows {
+		ev.Flows[i].Retrans, ev.Flows[i].TraceRetrans = 0, 0
+		ev.Flows[i].BytesAcked = max(ev.Flows[i].BytesAcked, 100<<20)
+	}
+	fs := mtuMismatch(ev)
+	if len(fs) == 0 {
+		t.Fatal("no mtu-mismatch finding")
+	}
+	if fs[0].Severity != finding.Warning || !strings.Contains(fs[0].Title, "which took them") {
+		t.Errorf("got %s %q, want a latent warning", fs[0].Severity, fs[0].Title)
+	}
+	if fs := mtuMismatch(load(t, "lab/mtu-mismatch.json")); len(fs) == 0 || fs[0].Severity != finding.Critical {
+		t.Errorf("the lab's black hole is no longer critical: %v", ids(fs))
+	}
+}
