@@ -37,9 +37,19 @@ type Pair struct {
 
 // NewPair creates the namespaces and the veth pair with addresses and
 // brings everything up. On error, whatever was created is removed.
-func NewPair() (p *Pair, err error) {
+func NewPair() (*Pair, error) {
+	return newPair(func(p *Pair, id string) error {
+		p.SenderDev, p.ReceiverDev = "skbs"+short(id), "skbr"+short(id)
+		return p.addVeth()
+	})
+}
+
+// newPair creates the two namespaces, named by the process and a count so
+// no two runs collide, and joins them with join. On error, whatever was
+// created is removed.
+func newPair(join func(p *Pair, id string) error) (p *Pair, err error) {
 	id := fmt.Sprintf("%d-%d", os.Getpid(), pairCount.Add(1))
-	p = &Pair{SenderDev: "skbs" + short(id), ReceiverDev: "skbr" + short(id)}
+	p = &Pair{}
 	defer func() {
 		if err != nil {
 			p.Close()
@@ -52,50 +62,46 @@ func NewPair() (p *Pair, err error) {
 	if p.Receiver, err = host.NewNetns("skbtrace-" + id + "-rcv"); err != nil {
 		return p, err
 	}
+	return p, join(p, id)
+}
+
+// addVeth joins the namespaces by a veth pair, addressed and up.
+func (p *Pair) addVeth() (err error) {
 	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: p.SenderDev, Namespace: netlink.NsFd(p.Sender.Handle())},
 		PeerName: p.ReceiverDev, PeerNamespace: netlink.NsFd(p.Receiver.Handle())}
 	if err = netlink.LinkAdd(veth); err != nil {
-		return p, fmt.Errorf("creating veth pair %s/%s: %w", p.SenderDev, p.ReceiverDev, err)
+		return fmt.Errorf("creating veth pair %s/%s: %w", p.SenderDev, p.ReceiverDev, err)
 	}
 	if err = configure(p.Sender, p.SenderDev, SenderAddr); err != nil {
-		return p, err
+		return err
 	}
-	if err = configure(p.Receiver, p.ReceiverDev, ReceiverAddr); err != nil {
-		return p, err
-	}
-	return p, nil
+	return configure(p.Receiver, p.ReceiverDev, ReceiverAddr)
 }
 
 // NewWirePair moves two existing devices, say two NICs cabled to each
 // other, into fresh namespaces: sender first. Their settings outlive the
 // namespaces, so what a scenario changes on them it undoes in Close
 // (Pair.restore), which then moves them back here.
-func NewWirePair(senderDev, receiverDev string) (p *Pair, err error) {
-	id := fmt.Sprintf("%d-%d", os.Getpid(), pairCount.Add(1))
-	p = &Pair{SenderDev: senderDev, ReceiverDev: receiverDev, Wire: true}
-	defer func() {
-		if err != nil {
-			p.Close()
-			p = nil
-		}
-	}()
-	if p.Sender, err = host.NewNetns("skbtrace-" + id + "-snd"); err != nil {
-		return p, err
-	}
-	if p.Receiver, err = host.NewNetns("skbtrace-" + id + "-rcv"); err != nil {
-		return p, err
-	}
+func NewWirePair(senderDev, receiverDev string) (*Pair, error) {
+	return newPair(func(p *Pair, _ string) error {
+		p.SenderDev, p.ReceiverDev, p.Wire = senderDev, receiverDev, true
+		return p.borrow()
+	})
+}
+
+// borrow moves the wire's NICs into the namespaces, addressed and up.
+func (p *Pair) borrow() error {
 	for _, side := range []struct {
 		ns   *host.Netns
 		dev  string
 		addr netip.Prefix
-	}{{p.Sender, senderDev, SenderAddr}, {p.Receiver, receiverDev, ReceiverAddr}} {
+	}{{p.Sender, p.SenderDev, SenderAddr}, {p.Receiver, p.ReceiverDev, ReceiverAddr}} {
 		l, err := homeLink(side.dev)
 		if err != nil {
-			return p, err
+			return err
 		}
 		if err := netlink.LinkSetNsFd(l, int(side.ns.Handle())); err != nil {
-			return p, fmt.Errorf("moving %s into %s: %w", side.dev, side.ns.Name, err)
+			return fmt.Errorf("moving %s into %s: %w", side.dev, side.ns.Name, err)
 		}
 		// Handed back explicitly, after every other undo: a namespace
 		// lives on while a socket holds it (an orphan retransmitting into
@@ -103,10 +109,10 @@ func NewWirePair(senderDev, receiverDev string) (p *Pair, err error) {
 		ns, dev := side.ns, side.dev
 		p.restore(func() error { return handBack(ns, dev) })
 		if err := configure(side.ns, side.dev, side.addr); err != nil {
-			return p, err
+			return err
 		}
 	}
-	return p, p.waitCarrier()
+	return p.waitCarrier()
 }
 
 // handBack moves a wire device from ns back to this process's namespace.
