@@ -437,8 +437,16 @@ func TestRunDoesNotAllocatePerFrame(t *testing.T) {
 		frames = append(frames, tcpFrame(t, "10.0.0.1", "10.0.0.2", 1, 2, seq, 1, 1448, true)[:128])
 		seq += 1448
 	}
+	if allocs := analyzeAllocs(t, frames); allocs > 200 {
+		t.Fatalf("%.0f allocations to analyze %d frames", allocs, len(frames))
+	}
+}
+
+// analyzeAllocs is the allocations of one analysis of a capture of frames.
+func analyzeAllocs(t *testing.T, frames [][]byte) float64 {
+	t.Helper()
 	data := pcapOf(binary.LittleEndian, false, 1, frames...)
-	allocs := testing.AllocsPerRun(3, func() {
+	return testing.AllocsPerRun(3, func() {
 		r, err := capture.Open(bytes.NewReader(data))
 		if err != nil {
 			t.Fatal(err)
@@ -447,9 +455,6 @@ func TestRunDoesNotAllocatePerFrame(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if allocs > 200 {
-		t.Fatalf("%.0f allocations to analyze %d frames", allocs, len(frames))
-	}
 }
 
 // BenchmarkAnalyze reads and analyzes an in-memory capture of bulk TCP

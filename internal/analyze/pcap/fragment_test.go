@@ -330,17 +330,7 @@ func TestRunDoesNotAllocatePerFragment(t *testing.T) {
 			frames = append(frames, fr[:min(128, len(fr))])
 		}
 	}
-	data := pcapOf(binary.LittleEndian, false, 1, frames...)
-	allocs := testing.AllocsPerRun(3, func() {
-		r, err := capture.Open(bytes.NewReader(data))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := New(Options{}).Run(r); err != nil {
-			t.Fatal(err)
-		}
-	})
-	if allocs > 200 {
+	if allocs := analyzeAllocs(t, frames); allocs > 200 {
 		t.Fatalf("%.0f allocations to analyze %d fragments", allocs, len(frames))
 	}
 }
