@@ -60,6 +60,7 @@ const (
 	// GSO needs scatter-gather, which needs transmit checksumming.
 	featSG     = "tx-scatter-gather"
 	featTxCsum = "tx-checksum-ip-generic"
+	featRxCsum = "rx-checksum"
 )
 
 // Rule turns evidence into findings; each finding id of docs/findings.md has one.
@@ -841,6 +842,24 @@ func offloadDisabled(ev *Evidence) []finding.Finding {
 					Scope:       fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.4,
 					ImpactText: "receive CPU per byte several times higher", Confidence: shapeConfidence(d.Recv != nil, severity),
 					Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s gro on for one run and compare", d.Name)}})
+			}
+			// A NIC that can check receive checksums but was told not to:
+			// the stack sums every byte of every segment in software. (A
+			// [fixed] one is the device's nature, no setting to fix.)
+			if rx > 0 && d.Kind == "device" && d.featureOff(featRxCsum) && !slices.Contains(d.Fixed, featRxCsum) {
+				severity, explanation := receiveHeadroom(ev, "With receive checksum offload off the kernel verifies each segment's checksum "+
+					"in software, reading every byte once more on the receiving CPU (GRO does it before merging).")
+				out = append(out, finding.Finding{ID: "offload-disabled", Severity: severity,
+					Title: fmt.Sprintf("receive checksum offload is off on %s", d.Name),
+					Evidence: []string{
+						fmt.Sprintf("%s receives %s of TCP", d.Name, units.Bits(rx)),
+						fmt.Sprintf("rx-checksum off (ethtool -k %s), and the driver can turn it on", d.Name),
+					},
+					Explanation: explanation,
+					Remedy:      []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s rx on", d.Name)},
+					Scope:       fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.2,
+					ImpactText: "receive CPU per byte higher", Confidence: finding.Possible,
+					Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s rx on for one run and compare the receiving CPU's softirq time", d.Name)}})
 			}
 		}
 	}

@@ -456,3 +456,35 @@ func TestMTUMismatchNothingLostIsLatent(t *testing.T) {
 		t.Errorf("the lab's black hole is no longer critical: %v", ids(fs))
 	}
 }
+
+func TestReceiveChecksumOffOnANIC(t *testing.T) {
+	nic := func(fixed bool) func(*Evidence) *Evidence {
+		return func(ev *Evidence) *Evidence {
+			for i := range ev.Namespaces {
+				for j := range ev.Namespaces[i].Devices {
+					if d := &ev.Namespaces[i].Devices[j]; d.Recv != nil && d.Recv.Skbs > 100000 {
+						d.Kind, d.Features[featRxCsum], d.Features[featGRO] = "device", false, true
+						if fixed {
+							d.Fixed = []string{featRxCsum}
+						}
+					}
+				}
+			}
+			return ev
+		}
+	}
+	has := func(fs []finding.Finding) bool {
+		for _, f := range fs {
+			if strings.HasPrefix(f.Title, "receive checksum offload is off") && strings.Contains(strings.Join(f.Remedy, " "), "rx on") {
+				return true
+			}
+		}
+		return false
+	}
+	if !has(offloadDisabled(nic(false)(load(t, "lab/gro-off.json")))) {
+		t.Error("rx-checksum off on a NIC that can turn it on: no finding")
+	}
+	if has(offloadDisabled(nic(true)(load(t, "lab/gro-off.json")))) {
+		t.Error("rx-checksum off [fixed]: a finding proposing what the device refuses")
+	}
+}

@@ -70,6 +70,29 @@ var NIC = []*Scenario{
 		},
 	},
 	{
+		Name: "nic-irq-one-cpu",
+		Fault: "the receiver's interrupts and receive processing (IRQ affinity, RPS) on CPU 0, the sender's CPU, " +
+			"which then does both hosts' work (control: the receiver's own CPU 1)",
+		Expect:   "cpu-saturated",
+		Families: []string{"tcp_conn", "softirq", "napi_poll"},
+		Load:     load.Options{Mode: load.Bulk, Duration: 3 * time.Second, CC: "cubic"},
+		Prepare:  func(p *Pair) error { return pinIRQs(p, p.Receiver, p.ReceiverDev, 1) },
+		Inject: func(p *Pair) error {
+			if err := pinIRQs(p, p.Receiver, p.ReceiverDev, 0); err != nil {
+				return err
+			}
+			return steerRPS(p, p.Receiver, p.ReceiverDev, "1")
+		},
+		// Under QEMU's single TCG thread both guest CPUs share one host
+		// core: moving work between them cannot cost throughput there, so
+		// the proof is where the work went.
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			return fmt.Sprintf("%s took %.0f%% of its interrupts on CPU 0 (control %.0f%%), CPU 0 busy %.0f%% (control %.0f%%); throughput %s",
+					p.ReceiverDev, f.interruptShare(0)*100, c.interruptShare(0)*100, f.cpuBusy(0)*100, c.cpuBusy(0)*100, change(c, f)),
+				f.interruptShare(0) >= 0.9 && c.interruptShare(0) <= 0.1 && f.cpuBusy(0) >= 0.9
+		},
+	},
+	{
 		Name: "nic-mtu-mismatch",
 		Fault: "the receiver's NIC (MTU 1500) advertises a jumbo MSS (route advmss 8960) to a sender at MTU 9000 with TSO off: " +
 			"seed 002's jumbo frames meeting a NIC that takes 1500 (control: MSS negotiated from the MTUs)",
@@ -198,6 +221,24 @@ func pinIRQs(p *Pair, ns *host.Netns, dev string, cpu int) error {
 	return nil
 }
 
+// steerRPS sets the CPUs a NIC's first receive queue hands its packets to
+// (RPS, a hex mask) and registers the old mask's return.
+func steerRPS(p *Pair, ns *host.Netns, dev, mask string) error {
+	path := "/sys/class/net/" + dev + "/queues/rx-0/rps_cpus"
+	was, err := ns.Run("cat", path)
+	if err != nil {
+		return err
+	}
+	if _, err := ns.Run("sh", "-c", "echo "+mask+" > "+path); err != nil {
+		return fmt.Errorf("steering %s to CPU mask %s: %w", dev, mask, err)
+	}
+	p.restore(func() error {
+		_, err := ns.Run("sh", "-c", "echo "+strings.TrimSpace(was)+" > "+path)
+		return err
+	})
+	return nil
+}
+
 // readDevice reads one device's settings in its namespace.
 func readDevice(ns *host.Netns, dev string) (*host.Device, error) {
 	var devs []host.Device
@@ -214,11 +255,7 @@ func readDevice(ns *host.Netns, dev string) (*host.Device, error) {
 
 // ringMissed is what a NIC's ring-overflow counters hold (ethtool -S: the
 // largest of them, as drivers count one loss in several).
-func ringMissed(ns *host.Netns, dev string) uint64 {
-	d, err := readDevice(ns, dev)
-	if err != nil {
-		return 0
-	}
+func ringMissed(d *host.Device) uint64 {
 	var n uint64
 	for k, v := range d.ErrorStats {
 		if doctor.RingCounter(k) {
@@ -226,6 +263,18 @@ func ringMissed(ns *host.Netns, dev string) uint64 {
 		}
 	}
 	return n
+}
+
+// interruptShare is the share of the NIC's interrupts a CPU took in a run.
+func (m *Measurement) interruptShare(cpu int) float64 {
+	var total uint64
+	for _, n := range m.Interrupts {
+		total += n
+	}
+	if total == 0 || cpu >= len(m.Interrupts) {
+		return 0
+	}
+	return float64(m.Interrupts[cpu]) / float64(total)
 }
 
 // setMTU sets a device's MTU and, on a wire, registers putting the old one back.

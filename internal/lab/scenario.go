@@ -85,8 +85,10 @@ type Measurement struct {
 	// Doctor is the doctor's verdict on the run, when asked for.
 	Doctor *doctor.Report
 	// RingMissed is what the receiving NIC's ring-overflow counters moved
-	// during the run (ethtool -S), on a wire.
+	// during the run (ethtool -S), and Interrupts its interrupts per CPU
+	// (/proc/interrupts), on a wire.
 	RingMissed uint64
+	Interrupts []uint64
 }
 
 // cpuBusy is the share of a CPU's time it was busy during the run.
@@ -361,12 +363,26 @@ func (s *Scenario) measure(ctx context.Context, p *Pair, o load.Options, opts Ru
 		o.PinCPU, o.CPU = true, 0 // the sending host's CPU, see Pair.TwoHosts
 	}
 	if p.Wire {
-		before := ringMissed(p.Receiver, p.ReceiverDev)
-		m, err := s.measureOn(ctx, p, o, opts)
-		if err == nil {
-			m.RingMissed = ringMissed(p.Receiver, p.ReceiverDev) - before
+		before, err := readDevice(p.Receiver, p.ReceiverDev)
+		if err != nil {
+			return nil, err
 		}
-		return m, err
+		m, err := s.measureOn(ctx, p, o, opts)
+		if err != nil {
+			return nil, err
+		}
+		after, err := readDevice(p.Receiver, p.ReceiverDev)
+		if err != nil {
+			return nil, err
+		}
+		m.RingMissed = ringMissed(after) - ringMissed(before)
+		for cpu, n := range after.Interrupts {
+			if cpu < len(before.Interrupts) {
+				n -= before.Interrupts[cpu]
+			}
+			m.Interrupts = append(m.Interrupts, n)
+		}
+		return m, nil
 	}
 	return s.measureOn(ctx, p, o, opts)
 }
