@@ -488,3 +488,38 @@ func TestReceiveChecksumOffOnANIC(t *testing.T) {
 		t.Error("rx-checksum off [fixed]: a finding proposing what the device refuses")
 	}
 }
+
+// Evidence gathered by doctor --json in QEMU guests whose two emulated NICs
+// of one model share a hub (make nics): QEMU 7.2's e1000e sends TSO skbs as
+// IP fragments; virtio-net on a hub gets no offloads from its host.
+func TestNICWireEvidence(t *testing.T) {
+	rep := Diagnose(load(t, "nic/e1000e-hub.json"))
+	var frag *finding.Finding
+	for i, f := range rep.Findings {
+		if f.ID == "gro-blocked" {
+			t.Errorf("e1000e: fragments blamed on IP IDs: %s", f.Title)
+		}
+		if f.ID == "ip-fragmented" {
+			frag = &rep.Findings[i]
+		}
+	}
+	if frag == nil || frag.Confidence != finding.Strong || !strings.Contains(frag.Title, "eth0's segmentation offload") ||
+		!strings.Contains(strings.Join(frag.Remedy, "\n"), "ethtool -K eth0 tso off") {
+		t.Errorf("e1000e: want ip-fragmented naming eth0's TSO, strong, with tso off: %+v; all %v", frag, ids(rep.Findings))
+	}
+
+	rep = Diagnose(load(t, "nic/virtio-hub.json"))
+	var seg *finding.Finding
+	for i, f := range rep.Findings {
+		if f.ID == "offload-disabled" && strings.Contains(f.Title, "cannot segment") {
+			seg = &rep.Findings[i]
+		}
+	}
+	if seg == nil {
+		t.Fatalf("virtio-net: no finding that eth0 cannot segment: %v", ids(rep.Findings))
+	}
+	remedy := strings.Join(seg.Remedy, "\n")
+	if !strings.Contains(remedy, "vnet_hdr") || strings.HasPrefix(remedy, "ethtool -K") || strings.Contains(remedy, "ethtool -K eth0 tso on gso on\n") {
+		t.Errorf("virtio-net: remedy is not one the device accepts:\n%s", remedy)
+	}
+}
