@@ -23,6 +23,7 @@ const (
 	minBulkBps     = 1e6  // a stream not paced by its application counts from here (streaming)
 	limitShare     = 0.3  // a send-limit reason holding the sender this share of the time
 	cpuBusy        = 0.9  // a CPU this busy is a bottleneck candidate
+	spareBusy      = 0.6  // a CPU less busy than this has time for moved work
 	competingUser  = 0.4  // user time that is not the network path's: a stream's own sender and reader take up to about a quarter
 	otherWork      = 0.25 // user time on one CPU of the processes that made no socket call
 	smallPacket    = 512  // bytes per socket call or packet
@@ -116,6 +117,9 @@ func Diagnose(ev *Evidence) *Report {
 	// symptoms it explains.
 	heaviest := map[string]float64{}
 	for i := range fs {
+		if fs[i].ID == "cpu-saturated" && misplacedScope(ev, fs[i].Scope) {
+			continue // its cause is where the work runs
+		}
 		for _, cause := range symptoms[fs[i].ID] {
 			if present[cause] && fs[i].Severity >= finding.Warning {
 				heaviest[cause] = max(heaviest[cause], fs[i].Impact)
@@ -226,7 +230,12 @@ func cpuSaturated(ev *Evidence) []finding.Finding {
 			remedy = append(remedy, fmt.Sprintf("find what runs on CPU %d: top -1, or perf top -C %d", c.CPU, c.CPU),
 				"move competing work to other CPUs (taskset -pc CPUS PID, cgroup cpusets) or give the network path its own CPU")
 		}
-		if ev.CPUCount == 1 {
+		if idle := misplaced(ev, c); idle != nil {
+			evidence = append(evidence, fmt.Sprintf("CPU %d meanwhile was %s busy", idle.CPU, pct(idle.Busy())))
+			explanation += fmt.Sprintf(" A NIC's interrupts, and the receive work they start, land on this CPU while CPU %d has time to spare: "+
+				"the work is placed, not too much.", idle.CPU)
+			remedy = append(spreadRemedy(ev), remedy...)
+		} else if ev.CPUCount == 1 {
 			explanation += " This host has one CPU: RPS, RFS and multiqueue only spread work across CPUs and cannot help; only a faster CPU, less work per byte (offloads, larger MTU) or fewer copies can."
 			remedy = append(remedy, "check that TSO/GSO/GRO are on (ethtool -k DEV): they cut per-packet CPU cost",
 				"a larger MTU on the whole path (ip link set DEV mtu 9000) halves-to-sixths the packets per byte")
@@ -240,6 +249,36 @@ func cpuSaturated(ev *Evidence) []finding.Finding {
 			Confirm: []string{fmt.Sprintf("mpstat -P %d 1 during the transfer (is it 100%% busy throughout?), then perf top -C %d: what runs there", c.CPU, c.CPU)}})
 	}
 	return out
+}
+
+// misplacedScope says whether a cpu-saturated finding's CPU ("cpu N") is
+// misplaced work.
+func misplacedScope(ev *Evidence, scope string) bool {
+	n, err := strconv.Atoi(strings.TrimPrefix(scope, "cpu "))
+	if err != nil {
+		return false
+	}
+	for i := range ev.CPUs {
+		if ev.CPUs[i].CPU == n {
+			return misplaced(ev, &ev.CPUs[i]) != nil
+		}
+	}
+	return false
+}
+
+// misplaced finds, for a saturated CPU that takes most of a NIC's
+// interrupts, another CPU with time to spare: receive work could move
+// there. Such saturation is its own cause, whatever else costs CPU.
+func misplaced(ev *Evidence, c *CPUUse) *CPUUse {
+	if c.Busy() < cpuBusy || len(interruptsOn(ev, c.CPU)) == 0 {
+		return nil
+	}
+	for i := range ev.CPUs {
+		if o := &ev.CPUs[i]; o.CPU != c.CPU && o.Busy() < spareBusy {
+			return o
+		}
+	}
+	return nil
 }
 
 // interruptsOn says which NICs took most of their interrupts on a CPU

@@ -523,3 +523,33 @@ func TestNICWireEvidence(t *testing.T) {
 		t.Errorf("virtio-net: remedy is not one the device accepts:\n%s", remedy)
 	}
 }
+
+// A NIC's interrupts on a saturated CPU while another idles: the placement
+// is the cause, ranked as such even beside a finding it would otherwise be
+// a symptom of.
+func TestMisplacedInterruptsKeepCPUSaturatedACause(t *testing.T) {
+	ev := fragmented(load(t, "lab/gro-off.json"))
+	ev.CPUs = []CPUUse{{CPU: 0, System: 0.5, Softirq: 0.45, Idle: 0.05}, {CPU: 1, User: 0.2, Idle: 0.7}}
+	for i := range ev.Namespaces {
+		for j := range ev.Namespaces[i].Devices {
+			if d := &ev.Namespaces[i].Devices[j]; d.Recv != nil && d.Recv.Skbs > 100000 {
+				d.Kind, d.SpeedMbps, d.Driver = "device", 10000, "e1000e"
+				d.IRQs, d.Interrupts = []int{35}, []uint64{9000, 10}
+			}
+		}
+	}
+	rep := Diagnose(ev)
+	for _, f := range rep.Findings {
+		if f.ID != "cpu-saturated" || f.Scope != "cpu 0" {
+			continue
+		}
+		if f.Severity < finding.Warning || !strings.Contains(strings.Join(f.Evidence, "\n"), "CPU 1 meanwhile was 30% busy") {
+			t.Errorf("misplaced interrupts: %s %v", f.Severity, f.Evidence)
+		}
+		if !strings.Contains(f.Remedy[0], "/proc/irq/35/smp_affinity_list") {
+			t.Errorf("the remedy does not start with moving the interrupts: %v", f.Remedy)
+		}
+		return
+	}
+	t.Errorf("no cpu-saturated finding for CPU 0: %v", ids(rep.Findings))
+}

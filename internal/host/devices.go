@@ -135,7 +135,12 @@ func ReadDevices() ([]Device, error) {
 			}
 		}
 		d.Qdiscs = readQdiscs(h, l)
-		if d.IRQs = deviceIRQs(a.Name); len(d.IRQs) > 0 && interrupts != nil {
+		if etErr != nil {
+			d.Notes = append(d.Notes, "ethtool unavailable: "+etErr.Error())
+		} else if a.Name != "lo" {
+			readEthtool(et, &d)
+		}
+		if d.IRQs = pciIRQs(d.BusInfo); len(d.IRQs) > 0 && interrupts != nil {
 			for _, irq := range d.IRQs {
 				for cpu, n := range interrupts[irq] {
 					if cpu >= len(d.Interrupts) {
@@ -144,11 +149,6 @@ func ReadDevices() ([]Device, error) {
 					d.Interrupts[cpu] += n
 				}
 			}
-		}
-		if etErr != nil {
-			d.Notes = append(d.Notes, "ethtool unavailable: "+etErr.Error())
-		} else if a.Name != "lo" {
-			readEthtool(et, &d)
 		}
 		out = append(out, d)
 	}

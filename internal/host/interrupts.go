@@ -9,27 +9,25 @@ import (
 	"strings"
 )
 
-// deviceIRQs lists a network device's interrupt numbers: the MSI vectors of
-// its PCI function, or of its parent's for a virtio NIC (the virtio device
-// sits under the PCI one). Read in the device's namespace: sysfs shows a
-// namespace's own devices only.
-func deviceIRQs(dev string) []int {
+// pciIRQs lists the MSI vectors of the PCI function at bus (ethtool -i's
+// bus-info; a virtio NIC reports its PCI function's), from the global
+// /sys/bus/pci: /sys/class/net shows the namespace sysfs was mounted in,
+// not the one a thread entered.
+func pciIRQs(bus string) []int {
+	if bus == "" || strings.ContainsAny(bus, "/ ") {
+		return nil
+	}
+	entries, err := os.ReadDir(filepath.Join("/sys/bus/pci/devices", bus, "msi_irqs"))
+	if err != nil {
+		return nil
+	}
 	var out []int
-	for _, dir := range []string{"device/msi_irqs", "device/../msi_irqs"} {
-		entries, err := os.ReadDir(filepath.Join("/sys/class/net", dev, dir))
-		if err != nil {
-			continue
-		}
-		for _, e := range entries {
-			if n, err := strconv.Atoi(e.Name()); err == nil {
-				out = append(out, n)
-			}
-		}
-		if len(out) > 0 {
-			return out
+	for _, e := range entries {
+		if n, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, n)
 		}
 	}
-	return nil
+	return out
 }
 
 // InterruptCounts reads /proc/interrupts: per numbered interrupt, its count

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -189,31 +188,24 @@ func smallestRxRing(p *Pair, ns *host.Netns, dev string) error {
 	return &NotBuildable{fmt.Sprintf("%s (driver %s) takes no RX ring smaller than %d (ethtool -G)", dev, d.Driver, d.RxRing)}
 }
 
-// pinIRQs sends every interrupt of a NIC to one CPU, its PCI function's
-// MSI vectors (a virtio NIC's are its parent's), and registers the old
-// affinities' return.
+// pinIRQs sends every interrupt of a NIC (its PCI function's MSI vectors)
+// to one CPU, and registers the old affinities' return.
 func pinIRQs(p *Pair, ns *host.Netns, dev string, cpu int) error {
-	out, err := ns.Run("sh", "-c", "ls /sys/class/net/"+dev+"/device/msi_irqs /sys/class/net/"+dev+"/device/../msi_irqs 2>/dev/null")
-	if err != nil && strings.TrimSpace(out) == "" {
-		return &NotBuildable{fmt.Sprintf("%s has no MSI interrupts to pin", dev)}
+	d, err := readDevice(ns, dev)
+	if err != nil {
+		return err
 	}
-	var irqs []string
-	for _, f := range strings.Fields(out) {
-		if _, err := strconv.Atoi(f); err == nil {
-			irqs = append(irqs, f)
-		}
+	if len(d.IRQs) == 0 {
+		return &NotBuildable{fmt.Sprintf("%s (driver %s) has no MSI interrupts to pin", dev, d.Driver)}
 	}
-	if len(irqs) == 0 {
-		return &NotBuildable{fmt.Sprintf("%s has no MSI interrupts to pin", dev)}
-	}
-	for _, irq := range irqs {
-		path := "/proc/irq/" + irq + "/smp_affinity_list"
+	for _, irq := range d.IRQs {
+		path := fmt.Sprintf("/proc/irq/%d/smp_affinity_list", irq)
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return fmt.Errorf("reading the affinity of %s's interrupt %s: %w", dev, irq, err)
+			return fmt.Errorf("reading the affinity of %s's interrupt %d: %w", dev, irq, err)
 		}
 		if err := os.WriteFile(path, []byte(fmt.Sprint(cpu)), 0o644); err != nil {
-			return fmt.Errorf("pinning %s's interrupt %s to CPU %d: %w", dev, irq, cpu, err)
+			return fmt.Errorf("pinning %s's interrupt %d to CPU %d: %w", dev, irq, cpu, err)
 		}
 		was := strings.TrimSpace(string(b))
 		p.restore(func() error { return os.WriteFile(path, []byte(was), 0o644) })
