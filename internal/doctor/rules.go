@@ -200,8 +200,13 @@ func cpuSaturated(ev *Evidence) []finding.Finding {
 		}
 		others, otherUser := otherWorkOn(ev, c.CPU)
 		competing := c.User >= competingUser || otherUser >= otherWork
-		if linkLimit == "" && !competing {
+		spare := misplaced(ev, c)
+		if linkLimit == "" && !competing && spare == nil {
 			continue // CPU-bound copying over virtual devices: the healthy limit
+		}
+		if spare != nil {
+			// What moving the work could gain: the other CPU's spare time.
+			impact = max(impact, (1-spare.Busy())/2)
 		}
 		explanation := fmt.Sprintf("CPU %d has no idle time left, so packets and copies wait for it: the CPU, not the network, sets the rate.", c.CPU)
 		var remedy []string
@@ -230,7 +235,7 @@ func cpuSaturated(ev *Evidence) []finding.Finding {
 			remedy = append(remedy, fmt.Sprintf("find what runs on CPU %d: top -1, or perf top -C %d", c.CPU, c.CPU),
 				"move competing work to other CPUs (taskset -pc CPUS PID, cgroup cpusets) or give the network path its own CPU")
 		}
-		if idle := misplaced(ev, c); idle != nil {
+		if idle := spare; idle != nil {
 			evidence = append(evidence, fmt.Sprintf("CPU %d meanwhile was %s busy", idle.CPU, pct(idle.Busy())))
 			explanation += fmt.Sprintf(" A NIC's interrupts, and the receive work they start, land on this CPU while CPU %d has time to spare: "+
 				"the work is placed, not too much.", idle.CPU)
