@@ -1,7 +1,7 @@
 # skbtrace: the blktrace of the network stack.
 #   make demo   build, then record a loopback transfer and print its events
 #   make test   every test: unit, fuzz seeds, generated-code check, kernel (root),
-#               and the kernel matrix (make kernels)
+#               the kernel matrix (make kernels) and the NIC wires (make nics)
 #   make bench  performance targets, as ratios measured side by side
 
 GO ?= go
@@ -9,7 +9,7 @@ BIN := bin/skbtrace
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/skbtrace/skbtrace/internal/collect.Version=$(VERSION)
 
-.PHONY: all deps build generate check-generate test bench demo fuzz clean kernels
+.PHONY: all deps build generate check-generate test bench demo fuzz clean kernels nics e2e-binary kernel-cache guests-kernels guests-wires
 
 all: build
 
@@ -29,7 +29,7 @@ check-generate: deps
 test: deps check-generate
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
-	$(MAKE) kernels
+	$(MAKE) -j2 -Oline guests-kernels guests-wires
 
 # -p 1: one package at a time, so that no benchmark shares the CPUs with another.
 bench: build
@@ -41,9 +41,38 @@ demo: build
 # Boots each of Debian's KERNELS under QEMU over this machine's root and runs
 # scripts/kernels/guest.sh there; results in out/kernels/<version>/.
 KERNELS ?= 5.10 6.1 6.12
-kernels: build
-	$(GO) test -c -o bin/e2e.test ./test/e2e
+kernels: build e2e-binary kernel-cache
 	scripts/kernels/matrix.sh $(KERNELS)
+
+e2e-binary: deps
+	$(GO) test -c -o bin/e2e.test ./test/e2e
+
+# Fetched one at a time before the matrices run side by side: two fetches
+# of one kernel would unpack into the same cache.
+kernel-cache:
+	for v in $(sort $(KERNELS) $(foreach c,$(NICS),$(word 1,$(subst :, ,$(c))))); do scripts/kernels/fetch.sh $$v >/dev/null || exit 1; done
+
+# Boots each NICS configuration (KERNEL:MODEL:BACKEND[:LAB]) under QEMU with
+# two NICs of that model cabled to each other and runs
+# scripts/kernels/nic-guest.sh there: the device families against the
+# driver's counters, and the lab's NIC faults named in LAB with the doctor
+# (on the e1000e and virtio-net wires); results in
+# out/nics/<kernel>-<model>-<backend>/.
+NIC_LAB_E1000E := nic-baseline,nic-tso-off,nic-gro-off,nic-mtu-mismatch,nic-irq-one-cpu
+NIC_LAB_VIRTIO := nic-baseline,nic-tso-off,nic-gro-off,nic-mtu-mismatch
+NICS_LAB ?= 6.12:e1000e:hub:$(NIC_LAB_E1000E) 6.12:virtio-net-pci:hub:$(NIC_LAB_VIRTIO) 6.12:virtio-net-pci:tap
+NICS_MORE ?= 6.12:e1000:hub 6.12:vmxnet3:hub 6.1:e1000e:hub 6.1:virtio-net-pci:hub
+NICS ?= $(NICS_LAB) $(NICS_MORE)
+nics: build e2e-binary kernel-cache
+	scripts/kernels/nics.sh $(NICS)
+
+# Each guest runs on one TCG thread, so make test runs two side by side,
+# a core each, in lanes of about equal length: the kernel matrix and the
+# plain wires, beside the wires with the lab.
+guests-kernels: kernels
+	scripts/kernels/nics.sh $(NICS_MORE)
+guests-wires: build e2e-binary kernel-cache
+	scripts/kernels/nics.sh $(NICS_LAB)
 
 # Runs each fuzz target for FUZZTIME; new interesting inputs stay in the Go cache.
 FUZZTIME ?= 30s
