@@ -175,7 +175,16 @@ func TestContextAndCPUFiltersPartitionTheEvents(t *testing.T) {
 		recs[name] = startRecord(t, append(append([]string{}, args...), extra...)...)
 	}
 	vethStream(t, pair, 2*time.Second, 0)
-	time.Sleep(500 * time.Millisecond)
+	// The stream's last packets (its FIN and the ACKs) must not fall
+	// between the recorders' stops: wait until no end of it is left but
+	// TIME_WAIT, which sends nothing unasked (slow under emulation).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out, err := pair.Sender.Run("ss", "-Htna", "exclude", "time-wait", "( sport = :5201 or dport = :5201 )")
+		if err == nil && strings.TrimSpace(out) == "" || time.Now().After(deadline) {
+			break
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
 	skbs := map[string]float64{}
 	for name, rec := range recs {
 		skbs[name] = skbsOn(stopAndParse(t, rec), pair.SenderDev)
