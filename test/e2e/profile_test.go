@@ -42,7 +42,9 @@ func TestProfileAttributesUDPSendsAndCountsPackets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Meta.Traffic.Packets() < 10000 {
+	// Counting at work, not the rate: an emulated 5.10 guest sent 5,336
+	// datagrams in the 2 s (this host, tens of thousands).
+	if p.Meta.Traffic.Packets() < 1000 {
 		t.Errorf("%d packets counted in 2 s of UDP", p.Meta.Traffic.Packets())
 	}
 	var udp, syscall uint64
