@@ -219,6 +219,11 @@ int BPF_PROG(dev_recv, struct sk_buff *skb)
 	return 0;
 }
 
+/*
+ * What GRO was handed, counted per packet: only where a packet filter must
+ * judge each packet. Without one, dev_recv_polled counts the same from the
+ * polls, and the receive path keeps one run per skb, not two per packet.
+ */
 SEC("tp_btf/napi_gro_receive_entry")
 int BPF_PROG(dev_recv_gro, const struct sk_buff *skb)
 {
@@ -226,6 +231,24 @@ int BPF_PROG(dev_recv_gro, const struct sk_buff *skb)
 
 	if (v && packet_passes(skb, skb->data))
 		v->gro_in++;
+	return 0;
+}
+
+/*
+ * The packets a device's NAPI poll took off its ring: what the driver handed
+ * GRO (or the stack), counted once per poll. The per-CPU backlog (no device)
+ * is not a device's receive path.
+ */
+SEC("tp_btf/napi_poll")
+int BPF_PROG(dev_recv_polled, struct napi_struct *napi, int work, int budget)
+{
+	struct dev_stats *v;
+
+	if (work <= 0 || !napi->dev)
+		return 0;
+	v = dev_stats_for(&dev_recv_slots, &dev_recv_stats, napi->dev, FAMILY_DEV_RECV);
+	if (v)
+		v->gro_in += work;
 	return 0;
 }
 

@@ -296,7 +296,7 @@ struct dev_stats {
 	__u64 bytes;
 	__u64 segs;
 	__u64 errors; /* xmit: driver returned other than NETDEV_TX_OK */
-	__u64 gro_in; /* recv: skbs handed to GRO, before merging */
+	__u64 gro_in; /* recv: packets the device handed GRO (its NAPI polls took), before merging */
 	__u64 gen;
 	__u32 max_bytes; /* largest skb in the current generation */
 	__u32 _pad;

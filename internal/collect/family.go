@@ -20,6 +20,10 @@ type Family struct {
 	// order of preference: tracepoints first, kernel functions where a
 	// kernel lacks the tracepoint. The first that loads and attaches is used.
 	Hooks [][]probe.Hook
+	// PacketFiltered, where set, stands for Hooks under a packet filter
+	// (--filter): a count Hooks take per poll must then be taken per packet,
+	// the only place the filter can judge.
+	PacketFiltered [][]probe.Hook
 	// Optional are attach points the family runs without, at the cost each names.
 	Optional []probe.OptionalSlot
 	// Consts are switches of programs the family shares with others.
@@ -139,7 +143,11 @@ var Families = []Family{
 		Name:        "dev_recv",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_DEV_RECV),
 		Description: "skbs, bytes and segments per skb received from each device (GRO at work), per interval",
+		// What GRO was handed comes from the device's NAPI polls, not from a
+		// second run per wire packet.
 		Hooks: slots(btf(probe.SkbtraceProgDevRecv, "netif_receive_skb"),
+			btf(probe.SkbtraceProgDevRecvPolled, "napi_poll")),
+		PacketFiltered: slots(btf(probe.SkbtraceProgDevRecv, "netif_receive_skb"),
 			btf(probe.SkbtraceProgDevRecvGro, "napi_gro_receive_entry")),
 		Drain:     drainDevRecv,
 		PerPacket: true,

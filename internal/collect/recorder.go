@@ -94,7 +94,11 @@ func Start(opts Options) (*Recording, error) {
 	consts := map[string]any{}
 	units := make([]probe.Unit, len(opts.Families))
 	for i, f := range opts.Families {
-		units[i] = probe.Unit{Name: f.Name, Slots: f.Hooks, Optional: f.Optional, Required: opts.Required}
+		hooks := f.Hooks
+		if opts.Filter.Packets != nil && f.PacketFiltered != nil {
+			hooks = f.PacketFiltered
+		}
+		units[i] = probe.Unit{Name: f.Name, Slots: hooks, Optional: f.Optional, Required: opts.Required}
 		for k, v := range f.Consts {
 			consts[k] = v
 		}

@@ -559,6 +559,7 @@ const (
 	SkbtraceProgContextSoftirqExit   = "context_softirq_exit"
 	SkbtraceProgDevRecv              = "dev_recv"
 	SkbtraceProgDevRecvGro           = "dev_recv_gro"
+	SkbtraceProgDevRecvPolled        = "dev_recv_polled"
 	SkbtraceProgDevXmit              = "dev_xmit"
 	SkbtraceProgNapiPoll             = "napi_poll"
 	SkbtraceProgQdiscDequeue         = "qdisc_dequeue"
@@ -693,6 +694,7 @@ type SkbtraceProgramSpecs struct {
 	ContextSoftirqExit   *ebpf.ProgramSpec `ebpf:"context_softirq_exit"`
 	DevRecv              *ebpf.ProgramSpec `ebpf:"dev_recv"`
 	DevRecvGro           *ebpf.ProgramSpec `ebpf:"dev_recv_gro"`
+	DevRecvPolled        *ebpf.ProgramSpec `ebpf:"dev_recv_polled"`
 	DevXmit              *ebpf.ProgramSpec `ebpf:"dev_xmit"`
 	NapiPoll             *ebpf.ProgramSpec `ebpf:"napi_poll"`
 	QdiscDequeue         *ebpf.ProgramSpec `ebpf:"qdisc_dequeue"`
@@ -949,6 +951,7 @@ type SkbtracePrograms struct {
 	ContextSoftirqExit   *ebpf.Program `ebpf:"context_softirq_exit"`
 	DevRecv              *ebpf.Program `ebpf:"dev_recv"`
 	DevRecvGro           *ebpf.Program `ebpf:"dev_recv_gro"`
+	DevRecvPolled        *ebpf.Program `ebpf:"dev_recv_polled"`
 	DevXmit              *ebpf.Program `ebpf:"dev_xmit"`
 	NapiPoll             *ebpf.Program `ebpf:"napi_poll"`
 	QdiscDequeue         *ebpf.Program `ebpf:"qdisc_dequeue"`
@@ -991,6 +994,7 @@ func (p *SkbtracePrograms) Close() error {
 		p.ContextSoftirqExit,
 		p.DevRecv,
 		p.DevRecvGro,
+		p.DevRecvPolled,
 		p.DevXmit,
 		p.NapiPoll,
 		p.QdiscDequeue,

@@ -80,7 +80,7 @@ identity() {
 
 e2e() {
 	cd "$(dirname "$0")/../../test/e2e"
-	rm -f "$OUT/families.tsv" "$OUT/figures.tsv"
+	rm -f "$OUT/families.tsv" "$OUT/figures.tsv" "$OUT/runs.tsv"
 	SKBTRACE_BIN=$SKBTRACE SKBTRACE_NIC_WIRE=$snd,$rcv SKBTRACE_NIC_OUT=$OUT CI=true \
 		"$E2E" -test.v -test.count=1 -test.timeout 30m -test.run '^TestNICWire' 2>&1 | tee "$OUT/test.log"
 	return "${PIPESTATUS[0]}"

@@ -80,6 +80,14 @@ for fam in $families; do
 	echo
 done
 
+# BPF program runs per wire packet (both directions) with every family
+# attached all the time (runs.tsv): all programs, and dev_recv's.
+echo
+echo "== BPF runs per wire packet, every family all the time: all programs / dev_recv"
+for d in "${dirs[@]}"; do
+	printf '  %-28s %s\n' "${d#out/nics/}" "$(awk -F'\t' '{ print $1 " / " $2 }' "$d/runs.tsv" 2>/dev/null || echo '?')"
+done
+
 # The comparisons of each configuration: what skbtrace traced, the counter,
 # their difference and the verdict (figures.tsv).
 for d in "${dirs[@]}"; do

@@ -226,28 +226,7 @@ func BenchmarkBPFRunTimePerProgram(b *testing.B) {
 	before := programIDs()
 	rec := startRecord(b, "-e", "all", "--sample", "1", "--filter-netns", pair.Sender.Name)
 	vethStream(b, pair, 5*time.Second, 0)
-	type cost struct {
-		ns   time.Duration
-		runs uint64
-	}
-	costs := map[string]cost{}
-	for id := range programIDs() {
-		if before[id] {
-			continue
-		}
-		p, err := ebpf.NewProgramFromID(id)
-		if err != nil {
-			continue
-		}
-		info, err := p.Info()
-		stats, serr := p.Stats()
-		p.Close()
-		if err != nil || serr != nil {
-			continue
-		}
-		c := costs[info.Name]
-		costs[info.Name] = cost{c.ns + stats.Runtime, c.runs + stats.RunCount}
-	}
+	costs := programUseByName(before)
 	rec.stop(b, syscall.SIGINT)
 	var total time.Duration
 	skbs := float64(costs["dev_xmit"].runs)
@@ -255,10 +234,10 @@ func BenchmarkBPFRunTimePerProgram(b *testing.B) {
 		if c.runs == 0 {
 			continue
 		}
-		total += c.ns
-		b.ReportMetric(float64(c.ns)/float64(c.runs), name+"-ns/run")
+		total += c.runtime
+		b.ReportMetric(float64(c.runtime)/float64(c.runs), name+"-ns/run")
 		if skbs > 0 {
-			b.ReportMetric(float64(c.ns)/skbs, name+"-ns/skb")
+			b.ReportMetric(float64(c.runtime)/skbs, name+"-ns/skb")
 			b.ReportMetric(float64(c.runs)/skbs, name+"-runs/skb")
 		}
 	}
@@ -267,7 +246,7 @@ func BenchmarkBPFRunTimePerProgram(b *testing.B) {
 
 // enableBPFStats has the kernel count BPF run time until the returned
 // function restores the setting.
-func enableBPFStats(b *testing.B) (restore func()) {
+func enableBPFStats(b testing.TB) (restore func()) {
 	const path = "/proc/sys/kernel/bpf_stats_enabled"
 	prev, err := os.ReadFile(path)
 	if err != nil {
@@ -506,6 +485,30 @@ func programStatsSince(before map[ebpf.ProgramID]bool) bpfUse {
 		p.Close()
 	}
 	return u
+}
+
+// programUseByName is the run time and runs of the BPF programs loaded
+// since before, summed per program name.
+func programUseByName(before map[ebpf.ProgramID]bool) map[string]bpfUse {
+	use := map[string]bpfUse{}
+	for id := range programIDs() {
+		if before[id] {
+			continue
+		}
+		p, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue
+		}
+		info, err := p.Info()
+		stats, serr := p.Stats()
+		p.Close()
+		if err != nil || serr != nil {
+			continue
+		}
+		u := use[info.Name]
+		use[info.Name] = bpfUse{u.runtime + stats.Runtime, u.runs + stats.RunCount}
+	}
+	return use
 }
 
 // processCPU is the CPU time a process has used, in seconds.

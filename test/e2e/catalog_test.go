@@ -115,6 +115,39 @@ func TestDevRecvShowsGRO(t *testing.T) {
 	}
 }
 
+// gro_in is what the device handed GRO: counted from its NAPI polls, or
+// per packet at GRO's entry under a packet filter. With TSO off at the
+// sender every segment arrives as a packet of its own, so either way it is
+// the segments dev_recv counts after GRO merged them.
+func TestDevRecvGROInCountsThePacketsGROWasHanded(t *testing.T) {
+	requireFamilies(t, "dev_recv")
+	requireTool(t, "ethtool")
+	pair := newPair(t)
+	if _, err := pair.Sender.Run("ethtool", "-K", pair.SenderDev, "tso", "off", "gso", "off"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pair.Receiver.Run("ethtool", "-K", pair.ReceiverDev, "gro", "on"); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("SKBTRACE_KERNEL_MATRIX") == "1" {
+		// Before 5.13 veth runs NAPI only with an XDP program attached.
+		if err := pair.ScrambleOuterIPIDs(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, filter := range [][]string{nil, {"--packet-filter", "tcp"}} {
+		args := append([]string{"-e", "dev_recv", "--filter-dev", pair.ReceiverDev}, filter...)
+		events := recordDuring(t, args, func() { vethStream(t, pair, 2*time.Second, 0) })
+		in := total(events, "dev_recv", "gro_in", onDev(pair.ReceiverDev))
+		segs := total(events, "dev_recv", "segs", onDev(pair.ReceiverDev))
+		skbs := total(events, "dev_recv", "skbs", onDev(pair.ReceiverDev))
+		t.Logf("%v: %.0f packets handed to GRO, %.0f segments in %.0f skbs after it", filter, in, segs, skbs)
+		if segs < 1000 || math.Abs(in-segs) > 0.05*segs {
+			t.Errorf("%v: gro_in %.0f against %.0f segments received: want within 5 %%", filter, in, segs)
+		}
+	}
+}
+
 var snmpTCP = regexp.MustCompile(`(?m)^Tcp: ([A-Za-z].*)\nTcp: ([-0-9 ].*)$`)
 
 // retransSegs reads TcpRetransSegs in a namespace.

@@ -94,13 +94,16 @@ func runLab(t *testing.T, want int, args ...string) []lab.Report {
 	if jerr := json.Unmarshal(out.Bytes(), &reports); jerr != nil {
 		t.Fatalf("lab run %s --json: %v (%v): %s", strings.Join(args, " "), jerr, err, errs.String())
 	}
+	// The failures are told after every report is logged, so that they end
+	// the output, which is what a shortened CI log keeps.
+	var failures []string
 	for _, r := range reports {
 		t.Logf("%-18s reproduced=%-5v %s", r.Name, r.Reproduced, r.Signal)
 		if !r.Reproduced {
-			t.Errorf("%s did not reproduce: %s", r.Name, r.Signal)
+			failures = append(failures, fmt.Sprintf("%s did not reproduce: %s", r.Name, r.Signal))
 		}
 		if r.Doctor == nil {
-			t.Errorf("%s: no doctor verdict", r.Name)
+			failures = append(failures, fmt.Sprintf("%s: no doctor verdict", r.Name))
 			continue
 		}
 		t.Logf("%-18s expected=%-18q doctor top=%q", r.Name, r.Expect, r.Doctor.Top)
@@ -109,9 +112,12 @@ func runLab(t *testing.T, want int, args ...string) []lab.Report {
 			for _, f := range r.Doctor.Findings {
 				found = append(found, f.ID+"/"+f.Severity.String()+": "+strings.Join(f.Evidence, "; "))
 			}
-			t.Errorf("%s: doctor's top finding %q, want %q; findings:\n%s\nflows:\n%s", r.Name, r.Doctor.Top, r.Expect,
-				strings.Join(found, "\n"), flowSummary(r.Doctor.Evidence))
+			failures = append(failures, fmt.Sprintf("%s: doctor's top finding %q, want %q; findings:\n%s\nflows:\n%s", r.Name, r.Doctor.Top, r.Expect,
+				strings.Join(found, "\n"), flowSummary(r.Doctor.Evidence)))
 		}
+	}
+	for _, f := range failures {
+		t.Error(f)
 	}
 	if len(reports) != want || err != nil {
 		t.Fatalf("%d reports for %d scenarios, exit %v: %s", len(reports), want, err, errs.String())

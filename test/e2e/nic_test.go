@@ -537,13 +537,15 @@ func TestNICWireFamiliesAgreeWithTheDriver(t *testing.T) {
 
 	oneTxQueue(t, w.Sender, w.SenderDev)
 
+	defer enableBPFStats(t)()
+	loaded := programIDs()
 	rec := startRecord(t, "-e", "all", "--sample", "1")
 	// The counters are read with the wire quiet for 3 s: drivers that count
 	// at completion (e1000, virtio_net) count a packet an interrupt after
 	// sending it, and e1000 reads the rest of its statistics from the NIC
 	// every 2 s (its watchdog).
 	time.Sleep(3 * time.Second)
-	before := w.counters(t)
+	before, useBefore := w.counters(t), programUseByName(loaded)
 	// Two streams, from both CPUs into one transmit queue: packets queue
 	// in the qdisc only when the driver is busy or another CPU is
 	// transmitting; an idle work-conserving qdisc (fq_codel, pfifo_fast)
@@ -551,7 +553,7 @@ func TestNICWireFamiliesAgreeWithTheDriver(t *testing.T) {
 	// qdisc tracepoint fires.
 	bps := w.iperf3(t, 4, 2)
 	time.Sleep(3 * time.Second)
-	after := w.counters(t)
+	after, useAfter := w.counters(t), programUseByName(loaded)
 	rec.stop(t, syscall.SIGINT)
 	t.Logf("iperf3: %.0f Mbit/s", bps/1e6)
 	events, summary, err := parseJSON(t, rec.file)
@@ -671,6 +673,8 @@ func TestNICWireFamiliesAgreeWithTheDriver(t *testing.T) {
 	agree(t, fmt.Sprintf("sender %s: napi_poll packets vs rx_packets (netlink)", w.SenderDev),
 		total(events, "napi_poll", "work", snd), sndRx)
 
+	runsPerPacket(t, w, useBefore, useAfter, rxPackets+sndRx)
+
 	// The kernel counts each skb it receives, on any device, in the CPU's
 	// processed column, after GRO: dev_recv's skbs on every device.
 	var processed float64
@@ -685,6 +689,35 @@ func TestNICWireFamiliesAgreeWithTheDriver(t *testing.T) {
 		t.Logf("cpu %d: %d NAPI polls, %d packets, %.1f%% NET_RX, %.1f%% NET_TX", cpu.CPU, cpu.NapiPolls, cpu.NapiWork, 100*cpu.NetRxShare, 100*cpu.NetTxShare)
 	}
 	agree(t, "softnet_stat processed vs dev_recv skbs on every device", total(events, "dev_recv", "skbs", nil), processed)
+}
+
+// runsPerPacket reports what the BPF programs ran per wire packet over the
+// stream, with every family attached all the time, and fails where the
+// receive path runs a program per wire packet beside its per-skb one:
+// dev_recv's other programs must count per NAPI poll.
+func runsPerPacket(t *testing.T, w *nicWire, before, after map[string]bpfUse, wirePackets float64) {
+	t.Helper()
+	var all uint64
+	var names []string
+	for name, u := range after {
+		runs := u.sub(before[name]).runs
+		all += runs
+		if runs > 0 {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	runs := func(name string) float64 { return float64(after[name].sub(before[name]).runs) }
+	var each []string
+	for _, name := range names {
+		each = append(each, fmt.Sprintf("%s %.3f", name, runs(name)/wirePackets))
+	}
+	t.Logf("BPF runs per wire packet (%.0f packets, both directions): %.2f in all; %s", wirePackets, float64(all)/wirePackets, strings.Join(each, ", "))
+	recvFamily := runs("dev_recv") + runs("dev_recv_gro") + runs("dev_recv_polled")
+	nicReport(t, "runs.tsv", fmt.Sprintf("%.2f\t%.2f", float64(all)/wirePackets, recvFamily/wirePackets))
+	if beyond := recvFamily - runs("dev_recv"); beyond > runs("napi_poll") {
+		t.Errorf("dev_recv ran %.0f times beyond once per skb, more than the %.0f NAPI polls: a run per wire packet before GRO", beyond, runs("napi_poll"))
+	}
 }
 
 // oneTxQueue steers every CPU's transmissions on dev to its first transmit
