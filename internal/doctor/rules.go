@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net/netip"
 	"slices"
 	"sort"
 	"strconv"
@@ -45,6 +46,9 @@ const (
 	// pathQueueDelay is the growth of a flow's round trip over its minimum
 	// that says packets wait in a queue somewhere, not in the ends' stacks.
 	pathQueueDelay = 5 * time.Millisecond
+	// coalesceHoldUs of receive interrupt coalescing is long enough to
+	// lengthen a round trip on a LAN (drivers default to tens of µs, or adapt).
+	coalesceHoldUs = 500
 	// minLocatedDrops of a flow's packets, with their reason and place,
 	// convict a loss; fewer happen on any busy host.
 	minLocatedDrops = 10
@@ -87,6 +91,7 @@ var Rules = []Rule{
 	{"ip-fragmented", ipFragmented},
 	{"rate-shaped", rateShaped},
 	{"asymmetric-path", asymmetricPath},
+	{"irq-coalescing", irqCoalescing},
 }
 
 // symptoms lists findings that another finding explains: when the cause is
@@ -99,6 +104,9 @@ var symptoms = map[string][]string{
 	"cpu-saturated":    {"small-packet-bound", "offload-disabled", "gro-blocked", "ip-fragmented", "rate-shaped"},
 	"asymmetric-path":  {"known-nic-issue", "offload-disabled"},
 	"offload-disabled": {"known-nic-issue", "rate-shaped"},
+	// A NIC that holds received packets lengthens every round trip through
+	// it: the growth is its wait, not a queue beyond the host.
+	"rate-shaped": {"irq-coalescing"},
 }
 
 // Diagnose applies every rule and ranks the findings.
@@ -908,6 +916,91 @@ func offloadDisabled(ev *Evidence) []finding.Finding {
 		}
 	}
 	return out
+}
+
+// irqCoalescing names a NIC that waits long after a packet arrives before
+// it interrupts (ethtool -C rx-usecs), where a flow's round trip through it
+// is short enough for that wait to be a large part of it: every request,
+// response and ACK it receives waits.
+func irqCoalescing(ev *Evidence) []finding.Finding {
+	var out []finding.Finding
+	for _, ns := range ev.Namespaces {
+		for i := range ns.Devices {
+			d := &ns.Devices[i]
+			c := d.Coalesce
+			if c == nil || c.AdaptiveRx || c.RxUsecs < coalesceHoldUs {
+				continue
+			}
+			// The flow that suffers most: the shortest round trip through
+			// the device, from either end where both are observed.
+			var worst *Flow
+			for j := range ev.Flows {
+				f := &ev.Flows[j]
+				through := f.Netns == ns.Name && f.Dev == d.Name || d.holds(f.Peer.Addr())
+				if through && f.RTTus > 0 && f.BytesAcked+f.BytesReceived > 0 && (worst == nil || f.RTTus < worst.RTTus) {
+					worst = f
+				}
+			}
+			evidence := []string{fmt.Sprintf("%s (%s) may hold a received packet %d µs before it interrupts (ethtool -c %s: rx-usecs %d, adaptive-rx off)",
+				d.Name, orNone(d.Driver), c.RxUsecs, d.Name, c.RxUsecs)}
+			var irqs uint64
+			for _, n := range d.Interrupts {
+				irqs += n
+			}
+			if irqs > 0 && ev.Seconds > 0 {
+				evidence = append(evidence, fmt.Sprintf("%.0f interrupts/s for %.0f packets/s received (/proc/interrupts, device counters)",
+					float64(irqs)/ev.Seconds, float64(d.Stats.RxPackets)/ev.Seconds))
+			}
+			severity, impact, confidence := finding.Info, 0.0, finding.Possible
+			explanation := "The NIC waits up to rx-usecs after a packet arrives before it raises an interrupt, to take several packets per interrupt. " +
+				"Every packet it receives waits: a request, its response, a flow's ACKs."
+			if worst != nil {
+				evidence = append(evidence, fmt.Sprintf("%s -> %s (netns %s): srtt %s, minimum %s",
+					worst.Local, worst.Peer, worst.Netns, usText(worst.RTTus), usText(worst.MinRTTus)))
+				if float64(worst.RTTus) <= 4*float64(c.RxUsecs) {
+					severity, confidence = finding.Warning, finding.Likely
+					impact = min(0.9, float64(c.RxUsecs)/float64(worst.RTTus))
+					explanation += fmt.Sprintf(" Here the wait can be %s of that flow's round trip: a request/response exchange runs at about one per wait, "+
+						"and a stream's window grows only as fast as its ACKs arrive.", pct(min(1, float64(c.RxUsecs)/float64(worst.RTTus))))
+				} else {
+					explanation += " The flows through it have round trips long enough that the wait matters little."
+				}
+			}
+			out = append(out, finding.Finding{ID: "irq-coalescing", Severity: severity,
+				Title:    fmt.Sprintf("%s holds received packets up to %s before interrupting", d.Name, usText(c.RxUsecs)),
+				Evidence: evidence, Explanation: explanation,
+				Remedy: []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -C %s rx-usecs %d", d.Name, coalesceRemedyUs(d.Driver)),
+					"or, where the driver offers it (ethtool -c shows Adaptive RX), " + nsPrefix(ns.Name) + fmt.Sprintf("ethtool -C %s adaptive-rx on", d.Name)},
+				Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: impact,
+				ImpactText: "the round trips of every flow through it", Confidence: confidence,
+				Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -c %s", d.Name),
+					"compare a request/response rate (or ping's round trip) with rx-usecs lowered for one run"}})
+		}
+	}
+	return out
+}
+
+// coalesceRemedyUs is a short receive hold for a driver: e1000 and e1000e
+// read 3 as their default, dynamic conservative mode; others microseconds.
+func coalesceRemedyUs(driver string) int {
+	if driver == "e1000" || driver == "e1000e" {
+		return 3
+	}
+	return 50
+}
+
+// holds says whether the device has the address.
+func (d *Device) holds(a netip.Addr) bool {
+	for _, p := range d.Addrs {
+		if p.Addr() == a {
+			return true
+		}
+	}
+	return false
+}
+
+func usText(us uint32) string {
+	return (time.Duration(us) * time.Microsecond).String()
 }
 
 // receiveHeadroom makes GRO being off a warning only where receive

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/skbtrace/skbtrace/internal/finding"
+	"github.com/skbtrace/skbtrace/internal/host"
 )
 
 func load(t *testing.T, name string) *Evidence {
@@ -107,6 +108,21 @@ func otherDevice(ev *Evidence) *Evidence {
 	return ev
 }
 
+// coalesced sets the receiving NIC's rx-usecs (eth1 of the NIC fixtures):
+// 3 is e1000e's default mode; 600 µs is a small part of its round trips (4 ms and more).
+func coalesced(us uint32) func(*Evidence) *Evidence {
+	return func(ev *Evidence) *Evidence {
+		for i := range ev.Namespaces {
+			for j := range ev.Namespaces[i].Devices {
+				if d := &ev.Namespaces[i].Devices[j]; d.Name == "eth1" {
+					d.Coalesce = &host.Coalesce{RxUsecs: us}
+				}
+			}
+		}
+		return ev
+	}
+}
+
 // Each rule on its own, before ranking: fires on the evidence of its fault,
 // stays quiet on evidence without it. An info-level rule "fires" when it
 // reports at all; the others must reach warning.
@@ -132,6 +148,7 @@ func TestEveryRuleFiresAndStaysQuiet(t *testing.T) {
 		"ip-fragmented":      {{"lab/gro-off.json", fragmented, true}, {"lab/gro-off.json", withGROOn, false}, {"lab/baseline.json", nil, false}},
 		"rate-shaped":        {{"lab/rate-shaped.json", nil, true}, {"lab/baseline.json", nil, false}},
 		"asymmetric-path":    {{"seed/002-i219.json", nil, true}, {"lab/baseline.json", nil, false}, {"seed/000-single-core.json", nil, false}},
+		"irq-coalescing":     {{"nic/e1000e-hub.json", coalesced(10000), true}, {"nic/e1000e-hub.json", coalesced(3), false}, {"nic/e1000e-hub.json", nil, false}, {"nic/e1000e-hub.json", coalesced(600), false}},
 	}
 	for _, r := range Rules {
 		tcs := cases[r.ID]
@@ -521,6 +538,29 @@ func TestNICWireEvidence(t *testing.T) {
 	remedy := strings.Join(seg.Remedy, "\n")
 	if !strings.Contains(remedy, "vnet_hdr") || strings.HasPrefix(remedy, "ethtool -K") || strings.Contains(remedy, "ethtool -K eth0 tso on gso on\n") {
 		t.Errorf("virtio-net: remedy is not one the device accepts:\n%s", remedy)
+	}
+}
+
+// The lab's NIC faults in a guest (skbtrace lab run --wire --doctor on
+// e1000e): a receiving NIC that holds packets 10 ms (nic-coalescing) and
+// receive checksumming off beside the sender's TSO off (nic-rx-csum-off).
+func TestNICWireFaults(t *testing.T) {
+	rep := Diagnose(load(t, "nic/e1000e-coalescing.json"))
+	top := rep.Top(finding.Warning)
+	if top == nil || top.ID != "irq-coalescing" || !strings.Contains(top.Title, "eth1") ||
+		!strings.Contains(strings.Join(top.Remedy, "\n"), "ethtool -C eth1 rx-usecs 3") {
+		t.Errorf("coalescing: want irq-coalescing on eth1 first, with e1000e's dynamic mode: %+v; all %v", top, ids(rep.Findings))
+	}
+	rep = Diagnose(load(t, "nic/e1000e-rx-csum-off.json"))
+	var rx, tso bool
+	for _, f := range rep.Findings {
+		if f.ID == "offload-disabled" && f.Severity >= finding.Warning {
+			rx = rx || strings.Contains(f.Title, "receive checksum offload is off on eth1")
+			tso = tso || strings.Contains(f.Title, "segmentation offload is off on eth0")
+		}
+	}
+	if !rx || !tso {
+		t.Errorf("rx-csum off: want both offloads named at warning (eth1's checksums, eth0's TSO): %v", ids(rep.Findings))
 	}
 }
 

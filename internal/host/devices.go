@@ -50,6 +50,10 @@ type Device struct {
 	CombinedChannels uint32 `json:"combined_channels,omitempty"`
 	RxChannels       uint32 `json:"rx_channels,omitempty"`
 	MaxChannels      uint32 `json:"max_channels,omitempty"`
+	// Coalesce is the NIC's receive interrupt coalescing (ethtool -c), when
+	// the driver reports it: how long it may hold a received packet before
+	// it interrupts.
+	Coalesce *Coalesce `json:"coalesce,omitempty"`
 	// ErrorStats are the driver's `ethtool -S` counters that count trouble
 	// (drops, errors, misses, FIFO overruns).
 	ErrorStats map[string]uint64 `json:"error_stats,omitempty"`
@@ -59,6 +63,15 @@ type Device struct {
 	Interrupts []uint64 `json:"interrupts_per_cpu,omitempty"`
 	Qdiscs     []Qdisc  `json:"qdiscs,omitempty"`
 	Notes      []string `json:"notes,omitempty"`
+}
+
+// Coalesce is a NIC's receive interrupt coalescing. RxUsecs is the
+// driver's value as ethtool shows it: e1000 and e1000e take 0-4 as modes
+// (off, dynamic ...), microseconds from 10.
+type Coalesce struct {
+	RxUsecs    uint32 `json:"rx_usecs"`
+	RxFrames   uint32 `json:"rx_frames,omitempty"`
+	AdaptiveRx bool   `json:"adaptive_rx,omitempty"`
 }
 
 // LinkStats are the kernel's per-device counters.
@@ -202,6 +215,9 @@ func readEthtool(et *ethtool.Ethtool, d *Device) {
 	if c, err := et.GetChannels(d.Name); err == nil {
 		d.CombinedChannels, d.RxChannels = c.CombinedCount, c.RxCount
 		d.MaxChannels = max(c.MaxCombined, c.MaxRx)
+	}
+	if c, err := et.GetCoalesce(d.Name); err == nil {
+		d.Coalesce = &Coalesce{RxUsecs: c.RxCoalesceUsecs, RxFrames: c.RxMaxCoalescedFrames, AdaptiveRx: c.UseAdaptiveRxCoalesce != 0}
 	}
 	if stats, err := et.Stats(d.Name); err == nil {
 		for k, v := range stats {

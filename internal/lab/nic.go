@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -49,9 +50,11 @@ var NIC = []*Scenario{
 		},
 	},
 	{
-		Name:     "nic-gro-off",
-		Fault:    "GRO off on the receiver's NIC, the sender's TSO off in both runs so the wire carries TCP segments (control: GRO on)",
-		Expect:   "offload-disabled",
+		Name:   "nic-gro-off",
+		Fault:  "GRO off on the receiver's NIC, the sender's TSO off in both runs so the wire carries TCP segments (control: GRO on)",
+		Expect: "offload-disabled",
+		// The sender's TSO, off in both runs, is reported too.
+		ExpectOn: func(p *Pair) string { return p.ReceiverDev },
 		Families: []string{"tcp_conn", "dev_recv"},
 		Load:     load.Options{Mode: load.Bulk, Duration: 3 * time.Second, CC: "cubic"},
 		Prepare: func(p *Pair) error {
@@ -127,6 +130,46 @@ var NIC = []*Scenario{
 					p.ReceiverDev, units.Bits(f.Load.Bps), units.Bits(c.Load.Bps))
 			}
 			return ""
+		},
+	},
+	{
+		Name: "nic-rx-csum-off",
+		Fault: "receive checksum offload off on the receiver's NIC (ethtool -K rx off), the sender's TSO off in both runs " +
+			"so the wire carries TCP segments (control: rx on)",
+		Expect: "offload-disabled",
+		// The sender's TSO, off in both runs, is reported too.
+		ExpectOn: func(p *Pair) string { return p.ReceiverDev },
+		Families: []string{"tcp_conn", "dev_recv", "softirq"},
+		Load:     load.Options{Mode: load.Bulk, Duration: 3 * time.Second, CC: "cubic"},
+		Prepare: func(p *Pair) error {
+			if err := needChangeable(p.Receiver, p.ReceiverDev, "rx-checksum"); err != nil {
+				return err
+			}
+			return setFeatures(p, p.Sender, p.SenderDev, "tso", "off")
+		},
+		Inject: func(p *Pair) error { return setFeatures(p, p.Receiver, p.ReceiverDev, "rx", "off") },
+		Fix:    func(p *Pair) error { return setFeatures(p, p.Receiver, p.ReceiverDev, "rx", "on") },
+		// Checksumming costs the receiving CPU, which under QEMU also runs
+		// the sender: the proof is CPU time per bit moved.
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			cost := f.cpuPerBit() / c.cpuPerBit()
+			return fmt.Sprintf("%.2f times the CPU time per bit of the control; throughput %s", cost, change(c, f)),
+				cost >= 1.1
+		},
+	},
+	{
+		Name: "nic-coalescing",
+		Fault: "the receiver's NIC waits 10 ms after a packet before it interrupts (ethtool -C rx-usecs 10000) under " +
+			"request/response of 100 bytes (control: the driver's setting)",
+		Expect:   "irq-coalescing",
+		Families: []string{"tcp_conn", "tcp_sendlim"},
+		Load:     load.Options{Mode: load.RR, Duration: 3 * time.Second, Size: 100, Writes: 1, NoDelay: true, CC: "cubic"},
+		Prepare:  func(p *Pair) error { return needCoalescing(p.Receiver, p.ReceiverDev) },
+		Inject:   func(p *Pair) error { return setRxUsecs(p, p.Receiver, p.ReceiverDev, 10000) },
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			return fmt.Sprintf("%.0f transactions/s against %.0f, %.1f ms each against %.1f",
+					f.Load.OpsPerSec, c.Load.OpsPerSec, f.Load.AvgRTTus/1000, c.Load.AvgRTTus/1000),
+				f.Load.OpsPerSec > 0 && f.Load.OpsPerSec*2 < c.Load.OpsPerSec
 		},
 	},
 	{
@@ -269,6 +312,49 @@ func (m *Measurement) interruptShare(cpu int) float64 {
 	return float64(m.Interrupts[cpu]) / float64(total)
 }
 
+// cpuPerBit is the CPU time all CPUs were busy per bit the load moved.
+func (m *Measurement) cpuPerBit() float64 {
+	var busy float64
+	for _, c := range m.CPU {
+		busy += c.Busy()
+	}
+	if m.Load.Bps == 0 {
+		return math.Inf(1)
+	}
+	return busy / m.Load.Bps
+}
+
+// needCoalescing checks that the driver reports receive coalescing in
+// microseconds that ethtool -C can change.
+func needCoalescing(ns *host.Netns, dev string) error {
+	d, err := readDevice(ns, dev)
+	if err != nil {
+		return err
+	}
+	if d.Coalesce == nil {
+		return &NotBuildable{fmt.Sprintf("%s (driver %s) reports no interrupt coalescing (ethtool -c)", dev, d.Driver)}
+	}
+	return nil
+}
+
+// setRxUsecs sets a NIC's receive coalescing and registers the old value's
+// return.
+func setRxUsecs(p *Pair, ns *host.Netns, dev string, us uint32) error {
+	d, err := readDevice(ns, dev)
+	if err != nil {
+		return err
+	}
+	if _, err := ns.Run("ethtool", "-C", dev, "rx-usecs", fmt.Sprint(us)); err != nil {
+		return &NotBuildable{fmt.Sprintf("%s (driver %s) refuses rx-usecs %d: %v", dev, d.Driver, us, err)}
+	}
+	was := d.Coalesce.RxUsecs
+	p.restore(func() error {
+		_, err := ns.Run("ethtool", "-C", dev, "rx-usecs", fmt.Sprint(was))
+		return err
+	})
+	return nil
+}
+
 // setMTU sets a device's MTU and, on a wire, registers putting the old one back.
 func setMTU(p *Pair, ns *host.Netns, dev string, mtu int) error {
 	out, err := ns.Run("cat", "/sys/class/net/"+dev+"/mtu")
@@ -316,7 +402,7 @@ func lockedOrAbsent(d *host.Device, f string) string {
 }
 
 // ethtoolFeature is the kernel's name of an ethtool -K switch.
-var ethtoolFeature = map[string]string{"tso": "tx-tcp-segmentation", "gso": "tx-generic-segmentation", "gro": "rx-gro"}
+var ethtoolFeature = map[string]string{"tso": "tx-tcp-segmentation", "gso": "tx-generic-segmentation", "gro": "rx-gro", "rx": "rx-checksum"}
 
 // setFeatures runs ethtool -K on a device with "switch on|off" pairs and,
 // on a wire, registers putting each switch back as it was when the pair closes.

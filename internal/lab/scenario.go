@@ -35,6 +35,10 @@ type Scenario struct {
 	// Also are findings the doctor must report at warning or above besides
 	// Expect, below it (two faults at once).
 	Also []string
+	// ExpectOn, where set, names the device the expected finding must be
+	// about (its scope): for a fault built beside a setting the doctor
+	// rightly reports under the same id on another device.
+	ExpectOn func(p *Pair) string
 	// Mechanism says how a variant builds its fault, unlike the lab's own
 	// scenario for the same finding (a socket option instead of a sysctl ...).
 	Mechanism string
@@ -160,7 +164,7 @@ type DoctorVerdict struct {
 	Evidence *doctor.Evidence  `json:"evidence"`
 }
 
-func verdictOf(s *Scenario, rep *doctor.Report) *DoctorVerdict {
+func verdictOf(s *Scenario, rep *doctor.Report, p *Pair) *DoctorVerdict {
 	v := &DoctorVerdict{Findings: rep.Findings, Healthy: rep.Healthy, Evidence: rep.Evidence}
 	if top := rep.Top(finding.Warning); top != nil {
 		v.Top = top.ID
@@ -168,6 +172,14 @@ func verdictOf(s *Scenario, rep *doctor.Report) *DoctorVerdict {
 	v.Agrees = v.Top == s.Expect
 	for _, id := range s.Also {
 		if !slices.ContainsFunc(rep.Findings, func(f finding.Finding) bool { return f.ID == id && f.Severity >= finding.Warning }) {
+			v.Agrees = false
+		}
+	}
+	if s.ExpectOn != nil {
+		scope := "device " + s.ExpectOn(p) + " "
+		if !slices.ContainsFunc(rep.Findings, func(f finding.Finding) bool {
+			return f.ID == s.Expect && f.Severity >= finding.Warning && strings.HasPrefix(f.Scope, scope)
+		}) {
 			v.Agrees = false
 		}
 	}
@@ -247,7 +259,7 @@ func (s *Scenario) Run(ctx context.Context, opts RunOptions) (rep *Report, err e
 		Signal: signal, Reproduced: ok, Seconds: time.Since(start).Seconds(),
 	}
 	if fault.Doctor != nil {
-		rep.Doctor = verdictOf(s, fault.Doctor)
+		rep.Doctor = verdictOf(s, fault.Doctor, pair)
 	}
 	if fixed != nil {
 		rep.FixedBps, rep.FixedOps = fixed.Load.Bps, fixed.Load.OpsPerSec
