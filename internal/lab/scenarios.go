@@ -36,11 +36,11 @@ var Scenarios = []*Scenario{
 	},
 	{
 		Name:     "sndbuf-limited",
-		Fault:    "net.ipv4.tcp_wmem = 4096 8192 16384 in the sender's namespace",
+		Fault:    "net.ipv4.tcp_wmem = 4096 8192 8192 in the sender's namespace",
 		Expect:   "sndbuf-limited",
 		Families: []string{"tcp_conn", "tcp_sendlim", "tcp_rtt"},
 		Load:     bulk,
-		Inject:   func(p *Pair) error { return sysctl(p.Sender, "net.ipv4.tcp_wmem", "4096 8192 16384") },
+		Inject:   func(p *Pair) error { return sysctl(p.Sender, "net.ipv4.tcp_wmem", "4096 8192 8192") },
 		Fix:      func(p *Pair) error { return sysctl(p.Sender, "net.ipv4.tcp_wmem", defaultWmem) },
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			share := f.limitShare("sndbuf")
