@@ -470,19 +470,9 @@ func (u bpfUse) sub(o bpfUse) bpfUse { return bpfUse{u.runtime - o.runtime, u.ru
 // since before.
 func programStatsSince(before map[ebpf.ProgramID]bool) bpfUse {
 	var u bpfUse
-	for id := range programIDs() {
-		if before[id] {
-			continue
-		}
-		p, err := ebpf.NewProgramFromID(id)
-		if err != nil {
-			continue
-		}
-		if stats, err := p.Stats(); err == nil {
-			u.runtime += stats.Runtime
-			u.runs += stats.RunCount
-		}
-		p.Close()
+	for _, p := range programUseByName(before) {
+		u.runtime += p.runtime
+		u.runs += p.runs
 	}
 	return u
 }
