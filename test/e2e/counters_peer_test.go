@@ -130,9 +130,26 @@ func TestResetsMatchOutRstsUnderTheNamespaceFilter(t *testing.T) {
 		delete(wantPairs, pair)
 	}
 
-	// stat: the closed-port and listener resets are no connection; the
-	// linger-0 connection is one.
-	out, err := exec.Command(binary, "stat", "--json", "-i", rec.file).Output()
+	// stat: the closed-port and listener resets are no connection but rows
+	// of their own; the linger-0 connection is one, with its reset.
+	view := statView(t, rec.file)
+	if len(view.Connections) != 1 || view.Connections[0].Peer != fmt.Sprintf("%s:5000", peerAddr) || view.Connections[0].Resets != 1 {
+		t.Errorf("stat connections %+v, want only the one to port 5000, with 1 reset", view.Connections)
+	}
+	rows := map[string]uint64{}
+	for _, r := range view.Resets {
+		rows[r.Owner] += r.Sent
+	}
+	if rows["no socket"] != 1 || rows["listener"] != 1 {
+		t.Errorf("stat's resets without a connection %+v, want 1 for no socket and 1 for the listener", view.Resets)
+	}
+	checkStatResets(t, view, want, 0)
+}
+
+// statView runs stat --json on a trace.
+func statView(t *testing.T, file string) report.StatView {
+	t.Helper()
+	out, err := exec.Command(binary, "stat", "--json", "-i", file).Output()
 	if err != nil {
 		t.Fatalf("stat: %v", err)
 	}
@@ -140,8 +157,25 @@ func TestResetsMatchOutRstsUnderTheNamespaceFilter(t *testing.T) {
 	if err := json.Unmarshal(out, &view); err != nil {
 		t.Fatalf("stat --json: %v", err)
 	}
-	if len(view.Connections) != 1 || view.Connections[0].Peer != fmt.Sprintf("%s:5000", peerAddr) {
-		t.Errorf("stat connections %+v, want only the one to port 5000", view.Connections)
+	return view
+}
+
+// checkStatResets: stat counts every reset of the recorded namespace, on
+// connections and in the rows without one, as the namespace's TcpOutRsts
+// plus the resets received.
+func checkStatResets(t *testing.T, view report.StatView, outRsts int64, received int) {
+	t.Helper()
+	var onConns, rows uint64
+	for _, c := range view.Connections {
+		onConns += uint64(c.Resets)
+	}
+	for _, r := range view.Resets {
+		rows += r.Sent + r.Received
+	}
+	t.Logf("stat: %d resets on connections, %d without one; TcpOutRsts %d, %d received", onConns, rows, outRsts, received)
+	if onConns+rows != uint64(outRsts)+uint64(received) {
+		t.Errorf("stat counts %d resets on connections and %d without one, want TcpOutRsts %d + %d received",
+			onConns, rows, outRsts, received)
 	}
 }
 
@@ -327,6 +361,7 @@ func TestResetPathsMatchTheAbortCounters(t *testing.T) {
 	if sent := int64(len(resetsSent(events))); sent != delta["Tcp.OutRsts"] || sent != 3 {
 		t.Errorf("%d resets sent, TcpOutRsts %d, want 3", sent, delta["Tcp.OutRsts"])
 	}
+	checkStatResets(t, statView(t, rec.file), delta["Tcp.OutRsts"], received)
 	if n := int64(len(paths["abort_on_data"]) + len(paths["linger0"])); n != delta["TcpExt.TCPAbortOnData"] {
 		t.Errorf("abort_on_data and linger0 resets %d, TCPAbortOnData %d", n, delta["TcpExt.TCPAbortOnData"])
 	}
