@@ -445,3 +445,62 @@ func TestTCPDropsMatchTheirCounters(t *testing.T) {
 }
 
 func seqLess(a, b uint32) bool { return int32(a-b) < 0 }
+
+// A tap's (AF_PACKET) socket closed with packets unread purges them:
+// skb_drop [QUEUE_PURGE]. Its ports are the connection's, read after the IP
+// header: a received packet's transport offset may still point at the IP
+// header there, whose first bytes (0x4500) would read as a port.
+func TestPurgedPacketsCarryTheirConnectionsPorts(t *testing.T) {
+	feats, err := probe.ProbeFeatures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !feats.DropReasons {
+		t.Skip("before 5.17 kfree_skb has no reasons to tell a purge by")
+	}
+	requireFamilies(t, "skb_drop")
+	peer, rec, _ := recordPeer(t, "skb_drop,tcp_conn")
+	var tap int
+	if err := peer.NS().Do(func() error {
+		var err error
+		tap, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(unix.ETH_P_ALL)))
+		return err
+	}); err != nil {
+		t.Fatalf("opening a packet socket: %v", err)
+	}
+	defer unix.Close(tap)
+	sock, conn := dialPeer(t, peer, 5008)
+	for i := 0; i < 3; i++ {
+		if _, err := sock.Write(make([]byte, 100)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.ExpectData(5 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.AckAll(65535); err != nil { // a received packet, last in the tap's queue
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	unix.Close(tap)
+	time.Sleep(50 * time.Millisecond)
+	events := stopAndParse(t, rec)
+	ports := map[string]bool{fmt.Sprintf("%s:%d", peer.KernelAddr(), conn.KernelPort): true,
+		fmt.Sprintf("%s:%d", peer.PeerAddr(), conn.PeerPort): true}
+	purges := 0
+	for _, ev := range events {
+		if ev["action"] != "skb_drop" || ev["reason"] != "QUEUE_PURGE" || ev["protocol"] != "ipv4/tcp" {
+			continue
+		}
+		purges++
+		t.Logf("skb_drop [QUEUE_PURGE] at %v: %v -> %v, %v", ev["location"], ev["src"], ev["dst"], ev["cnt"])
+		if !ports[fmt.Sprint(ev["src"])] || !ports[fmt.Sprint(ev["dst"])] || ev["src"] == ev["dst"] {
+			t.Errorf("purged packet %v -> %v, want the connection's ends %v", ev["src"], ev["dst"], ports)
+		}
+	}
+	if purges == 0 {
+		t.Fatalf("no skb_drop [QUEUE_PURGE] of TCP packets in %d events", len(events))
+	}
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
