@@ -540,6 +540,44 @@ struct {
 
 #define SKB_CONSUMED 1
 
+/*
+ * The addresses of a packet that has no IP header yet: its socket's. Going
+ * out, skb->protocol is set only when the IP header is built (ip_output(),
+ * ip6_xmit()): a segment freed before that (on a socket's write queue, at a
+ * route lookup) has 0 there. A full socket keeps its port in inet_sport once
+ * skc_num is cleared at close; request and timewait sockets are TCP's.
+ * Probe reads: sk may be kfree_skb's rx_sk, which has no BTF type here.
+ * Returns the L4 protocol and sets *proto to the ethertype.
+ */
+static __always_inline __u8 sock_packet_addrs(const struct sock *sk, struct sock_addrs *a, __u16 *proto)
+{
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	__u8 state = BPF_CORE_READ(sk, __sk_common.skc_state), l4 = IPPROTO_TCP;
+
+	if (family == AF_INET) {
+		bpf_probe_read_kernel(a->saddr, 4, &sk->__sk_common.skc_rcv_saddr);
+		bpf_probe_read_kernel(a->daddr, 4, &sk->__sk_common.skc_daddr);
+		*proto = ETH_P_IP;
+	} else if (family == AF_INET6) {
+		bpf_probe_read_kernel(a->saddr, 16, &sk->__sk_common.skc_v6_rcv_saddr);
+		bpf_probe_read_kernel(a->daddr, 16, &sk->__sk_common.skc_v6_daddr);
+		*proto = ETH_P_IPV6;
+	} else {
+		return 0;
+	}
+	a->family = family;
+	a->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	a->dport = __builtin_bswap16(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	if (state != TCP_TIME_WAIT && state != TCP_NEW_SYN_RECV) {
+		l4 = BPF_CORE_READ(sk, sk_protocol);
+		if (!a->sport)
+			a->sport = __builtin_bswap16(BPF_CORE_READ((const struct inet_sock *)sk, inet_sport));
+	}
+	if (l4 != IPPROTO_TCP && l4 != IPPROTO_UDP) /* a raw socket's skc_num is its protocol */
+		a->sport = a->dport = 0;
+	return l4;
+}
+
 /* kfree_skb's rx_sk (6.12): the socket a received packet was dropped for. */
 const volatile bool drop_has_rx_sk = true;
 
@@ -563,7 +601,13 @@ int skb_drop(__u64 *ctx)
 		return 0;
 	if (!sk && drop_has_rx_sk)
 		sk = (const struct sock *)ctx[3];
-	__u8 l4proto = skb_addrs(skb, &a);
+	__u16 protocol = __builtin_bswap16(skb->protocol);
+	__u8 l4proto;
+
+	if (sk && (!protocol || skb->network_header == NET_HEADER_UNSET))
+		l4proto = sock_packet_addrs(sk, &a, &protocol);
+	else
+		l4proto = skb_addrs(skb, &a);
 
 	/* The device and namespace first: -F is the dearer test. */
 	if (!dev_passes(skb->dev, sk, &dk, &a) || !packet_passes(skb, skb->head + skb->network_header))
@@ -589,7 +633,7 @@ int skb_drop(__u64 *ctx)
 		v->first_ns = bpf_ktime_get_boot_ns();
 	}
 	v->cnt++;
-	v->protocol = __builtin_bswap16(skb->protocol);
+	v->protocol = protocol;
 	v->l4proto = l4proto;
 	v->addrs = a;
 	return 0;

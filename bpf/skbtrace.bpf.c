@@ -418,36 +418,48 @@ static __always_inline __u32 skb_segs(const struct sk_buff *skb)
 #define ETH_P_IP 0x0800
 #define ETH_P_IPV6 0x86DD
 
-/* Reads an skb's IP addresses and TCP/UDP ports, as the packet has them; returns the L4 protocol. */
+#define NET_HEADER_UNSET 0xffff /* (u16)~0U: skb_reset_network_header() not called yet */
+
+/*
+ * Reads an skb's IP addresses and TCP/UDP ports, as the packet has them;
+ * returns the L4 protocol. The ports are read right after the IP header,
+ * never at skb->transport_header: before ip_rcv_core() that offset still
+ * points at the IP header (__netif_receive_skb_core() resets it there), so
+ * a packet a tap (AF_PACKET) queued on receive would yield the header's
+ * first bytes (0x4500) as ports. A non-first fragment has no ports; an
+ * IPv6 packet has them only when TCP or UDP follows the fixed header.
+ */
 static __always_inline __u8 skb_addrs(const struct sk_buff *skb, struct sock_addrs *a)
 {
 	unsigned char *head = skb->head;
-	__u16 nh = skb->network_header, th = skb->transport_header;
+	__u16 nh = skb->network_header, th;
 	__u16 proto = __builtin_bswap16(skb->protocol);
 	__u8 l4;
 
+	if (nh == NET_HEADER_UNSET)
+		return 0;
 	if (proto == ETH_P_IP) {
 		struct iphdr_wire ip;
 
-		if (bpf_probe_read_kernel(&ip, sizeof(ip), head + nh))
+		if (bpf_probe_read_kernel(&ip, sizeof(ip), head + nh) || (ip.version_ihl >> 4) != 4)
 			return 0;
 		a->family = AF_INET;
 		__builtin_memcpy(a->saddr, ip.saddr, 4);
 		__builtin_memcpy(a->daddr, ip.daddr, 4);
 		l4 = ip.protocol;
-		if (th == 0xffff)
-			th = nh + (ip.version_ihl & 0xf) * 4;
+		if (__builtin_bswap16(ip.frag_off) & 0x1fff)
+			return l4;
+		th = nh + (ip.version_ihl & 0xf) * 4;
 	} else if (proto == ETH_P_IPV6) {
 		struct ipv6hdr_wire ip6;
 
-		if (bpf_probe_read_kernel(&ip6, sizeof(ip6), head + nh))
+		if (bpf_probe_read_kernel(&ip6, sizeof(ip6), head + nh) || (*(__u8 *)&ip6 >> 4) != 6)
 			return 0;
 		a->family = AF_INET6;
 		__builtin_memcpy(a->saddr, ip6.saddr, 16);
 		__builtin_memcpy(a->daddr, ip6.daddr, 16);
 		l4 = ip6.nexthdr;
-		if (th == 0xffff)
-			th = nh + sizeof(ip6);
+		th = nh + sizeof(ip6);
 	} else {
 		return 0;
 	}

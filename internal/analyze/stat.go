@@ -25,6 +25,9 @@ type Stat struct {
 	Drops          []*DropStat
 	Qdiscs         []*QdiscStat
 	SockIO         []*SockIOStat
+	// Resets is the resets that belong to no connection: those a listener,
+	// a request or timewait socket, or no socket at all sent or received.
+	Resets []*ResetStat
 
 	sockIO map[sockIOKey]*SockIOStat
 	conns  map[uint64]*ConnStat // by socket: its current connection
@@ -32,6 +35,7 @@ type Stat struct {
 	cpus   map[uint32]*CPUStat
 	drops  map[dropKey]*DropStat
 	qdiscs map[qdiscKey]*QdiscStat
+	resets map[resetKey]*ResetStat
 }
 
 type devKey struct {
@@ -249,10 +253,43 @@ type DropStat struct {
 	Src, Dst netip.AddrPort
 }
 
+type resetKey struct {
+	netns uint32
+	owner string
+}
+
+// ResetStat counts the resets of one namespace that no connection owns, by
+// what sent or received them: "no socket" (a closed port), "listener",
+// "request" (a handshake not yet complete) or "timewait".
+type ResetStat struct {
+	Netns          uint32
+	Owner          string
+	Sent, Received uint64
+	// Local and Peer are the last reset's addresses.
+	Local, Peer netip.AddrPort
+}
+
+// resetOwner says what a reset belongs to: "" for a connection (a full
+// socket's), else the kind of ResetStat row.
+func resetOwner(sock uint64, state event.TCPState) string {
+	switch {
+	case sock == 0:
+		return "no socket"
+	case state == event.TCPListen:
+		return "listener"
+	case state == event.TCPNewSynRecv:
+		return "request"
+	case state == event.TCPTimeWait:
+		return "timewait"
+	}
+	return ""
+}
+
 // NewStat returns an empty summary.
 func NewStat() *Stat {
 	return &Stat{conns: map[uint64]*ConnStat{}, devs: map[devKey]*DevStat{}, cpus: map[uint32]*CPUStat{},
-		drops: map[dropKey]*DropStat{}, qdiscs: map[qdiscKey]*QdiscStat{}, sockIO: map[sockIOKey]*SockIOStat{}}
+		drops: map[dropKey]*DropStat{}, qdiscs: map[qdiscKey]*QdiscStat{}, sockIO: map[sockIOKey]*SockIOStat{},
+		resets: map[resetKey]*ResetStat{}}
 }
 
 // Add takes one event, in sequence order.
@@ -313,10 +350,24 @@ func (s *Stat) Add(ev *event.Event) {
 	case event.TypeTCPCong:
 		s.conn(&ev.Socket, ev.Time).CongStates[event.TCPCaState(ev.Cong.State).String()]++
 	case event.TypeTCPReset:
-		// A listener's resets answer segments for no connection of its own.
-		if ev.Socket.Sock != 0 && event.TCPState(ev.Reset.State) != event.TCPListen {
+		owner := resetOwner(ev.Socket.Sock, event.TCPState(ev.Reset.State))
+		if owner == "" {
 			s.conn(&ev.Socket, ev.Time).Resets++
+			break
 		}
+		k := resetKey{ev.Socket.Netns, owner}
+		r := s.resets[k]
+		if r == nil {
+			r = &ResetStat{Netns: k.netns, Owner: owner}
+			s.resets[k] = r
+			s.Resets = append(s.Resets, r)
+		}
+		if ev.Reset.Dir == event.ResetReceived {
+			r.Received++
+		} else {
+			r.Sent++
+		}
+		r.Local, r.Peer = ev.Socket.Local, ev.Socket.Peer
 	case event.TypeDevXmit, event.TypeDevRecv:
 		d := &ev.Dev
 		dev := s.dev(string(event.CString(d.Name[:])), d.Netns)

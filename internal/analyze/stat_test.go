@@ -63,6 +63,41 @@ func TestStatListenerIsNotAConnection(t *testing.T) {
 	if conns := active(st); len(conns) != 0 {
 		t.Fatalf("connections %+v, want none", conns)
 	}
+	if len(st.Resets) != 1 || st.Resets[0].Owner != "listener" || st.Resets[0].Sent != 1 || st.Resets[0].Peer != peer {
+		t.Fatalf("resets without a connection %+v, want the listener's one, to %s", st.Resets, peer)
+	}
+}
+
+// Every reset is counted once: on its connection when a full socket sent
+// or received it, else in the namespace's row for its owner.
+func TestStatCountsEveryReset(t *testing.T) {
+	st := analyze.NewStat()
+	reset := func(tm int64, sock uint64, state event.TCPState, dir uint8) {
+		ev := &event.Event{Type: event.TypeTCPReset, Time: tm, Socket: event.Socket{Sock: sock, Local: local, Peer: peer, Netns: 7}}
+		ev.Reset.State, ev.Reset.Dir = uint8(state), dir
+		st.Add(ev)
+	}
+	st.Add(connEvent(1, 0xa, local, peer, event.TCPEstablished))
+	reset(2, 0xa, event.TCPEstablished, event.ResetReceived)
+	reset(3, 0xa, 7, event.ResetSent) // CLOSE: a linger-0 close
+	reset(4, 0, 0, event.ResetSent)
+	reset(5, 0, 0, event.ResetSent)
+	reset(6, 0xb, event.TCPTimeWait, event.ResetSent)
+	reset(7, 0xc, event.TCPNewSynRecv, event.ResetSent)
+	conns := active(st)
+	if len(conns) != 1 || conns[0].Resets != 2 {
+		t.Fatalf("connections %+v, want one with 2 resets", conns)
+	}
+	got := map[string]uint64{}
+	for _, r := range st.Resets {
+		if r.Netns != 7 {
+			t.Errorf("row %+v not in namespace 7", r)
+		}
+		got[r.Owner] += r.Sent + r.Received
+	}
+	if got["no socket"] != 2 || got["timewait"] != 1 || got["request"] != 1 || len(got) != 3 {
+		t.Fatalf("resets without a connection %v, want 2 for no socket, 1 timewait, 1 request", got)
+	}
 }
 
 // The kernel's chrono totals count from the connection's start when its

@@ -293,7 +293,9 @@ const (
 	TCPEstablished TCPState = 1
 	TCPFinWait1    TCPState = 4
 	TCPFinWait2    TCPState = 5
+	TCPTimeWait    TCPState = 6
 	TCPListen      TCPState = 10
+	TCPNewSynRecv  TCPState = 12
 )
 
 var tcpStateNames = [...]string{

@@ -28,8 +28,12 @@ type StatView struct {
 	CPUs      []CPUView `json:"cpus"`
 	// Sampled lists the families attached only Share of each interval: the
 	// CPU shares and call rates below are over the time they covered.
-	Sampled   *SampleView `json:"sampled,omitempty"`
-	Drops     []DropView  `json:"drops"`
+	Sampled *SampleView `json:"sampled,omitempty"`
+	Drops   []DropView  `json:"drops"`
+	// Resets are the resets no connection owns (sent for no socket, by a
+	// listener, a request or timewait socket), per namespace and owner: with
+	// the connections' they are all the trace's resets.
+	Resets    []ResetView `json:"resets_without_connection"`
 	Qdiscs    []QdiscView `json:"qdiscs"`
 	Processes []ProcView  `json:"processes"`
 	// Windows and Triggers: a flight recorder's trace holds only the
@@ -172,6 +176,16 @@ type DropView struct {
 	Count    uint64 `json:"count"`
 }
 
+// ResetView is one row of resets without a connection.
+type ResetView struct {
+	Netns    string `json:"netns"`
+	Owner    string `json:"owner"`
+	Sent     uint64 `json:"sent"`
+	Received uint64 `json:"received"`
+	Local    string `json:"last_local"`
+	Peer     string `json:"last_peer"`
+}
+
 // NewStatView computes the printable summary.
 func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 	st.Sort()
@@ -183,7 +197,8 @@ func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 		return fmt.Sprint(ino)
 	}
 	v := StatView{Seconds: st.Seconds(), Events: st.Events, Lost: sum.TotalLost(), Missing: sum.Missing,
-		Connections: []ConnView{}, Devices: []DevView{}, CPUs: []CPUView{}, Drops: []DropView{}, Qdiscs: []QdiscView{}}
+		Connections: []ConnView{}, Devices: []DevView{}, CPUs: []CPUView{}, Drops: []DropView{}, Qdiscs: []QdiscView{},
+		Resets: []ResetView{}}
 	v.Processes = []ProcView{}
 	if smp := sum.Sample; smp != nil {
 		v.Sampled = &SampleView{Share: smp.Share, Families: smp.Families}
@@ -220,6 +235,10 @@ func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 			cv.MinRTTus, cv.CwndMin = c.MinRTTus, c.CwndMin
 		}
 		v.Connections = append(v.Connections, cv)
+	}
+	for _, r := range st.Resets {
+		v.Resets = append(v.Resets, ResetView{Netns: nsName(r.Netns), Owner: r.Owner, Sent: r.Sent, Received: r.Received,
+			Local: r.Local.String(), Peer: r.Peer.String()})
 	}
 	for _, d := range st.Devices {
 		dv := DevView{Dev: d.Name, Netns: nsName(d.Netns),
@@ -301,6 +320,12 @@ func WriteStatText(w io.Writer, v StatView) error {
 	}
 	if v.StateOnly > 0 {
 		fmt.Fprintf(tw, "(%d more sockets only changed state)\n", v.StateOnly)
+	}
+	if len(v.Resets) > 0 {
+		fmt.Fprintln(tw, "\nRESETS WITHOUT A CONNECTION\nnetns\towner\tsent\treceived\tlast local\tlast peer")
+		for _, r := range v.Resets {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", r.Netns, r.Owner, r.Sent, r.Received, r.Local, r.Peer)
+		}
 	}
 	var differ []ConnView
 	for _, c := range v.Connections {

@@ -130,9 +130,26 @@ func TestResetsMatchOutRstsUnderTheNamespaceFilter(t *testing.T) {
 		delete(wantPairs, pair)
 	}
 
-	// stat: the closed-port and listener resets are no connection; the
-	// linger-0 connection is one.
-	out, err := exec.Command(binary, "stat", "--json", "-i", rec.file).Output()
+	// stat: the closed-port and listener resets are no connection but rows
+	// of their own; the linger-0 connection is one, with its reset.
+	view := statView(t, rec.file)
+	if len(view.Connections) != 1 || view.Connections[0].Peer != fmt.Sprintf("%s:5000", peerAddr) || view.Connections[0].Resets != 1 {
+		t.Errorf("stat connections %+v, want only the one to port 5000, with 1 reset", view.Connections)
+	}
+	rows := map[string]uint64{}
+	for _, r := range view.Resets {
+		rows[r.Owner] += r.Sent
+	}
+	if rows["no socket"] != 1 || rows["listener"] != 1 {
+		t.Errorf("stat's resets without a connection %+v, want 1 for no socket and 1 for the listener", view.Resets)
+	}
+	checkStatResets(t, view, want, 0)
+}
+
+// statView runs stat --json on a trace.
+func statView(t *testing.T, file string) report.StatView {
+	t.Helper()
+	out, err := exec.Command(binary, "stat", "--json", "-i", file).Output()
 	if err != nil {
 		t.Fatalf("stat: %v", err)
 	}
@@ -140,8 +157,25 @@ func TestResetsMatchOutRstsUnderTheNamespaceFilter(t *testing.T) {
 	if err := json.Unmarshal(out, &view); err != nil {
 		t.Fatalf("stat --json: %v", err)
 	}
-	if len(view.Connections) != 1 || view.Connections[0].Peer != fmt.Sprintf("%s:5000", peerAddr) {
-		t.Errorf("stat connections %+v, want only the one to port 5000", view.Connections)
+	return view
+}
+
+// checkStatResets: stat counts every reset of the recorded namespace, on
+// connections and in the rows without one, as the namespace's TcpOutRsts
+// plus the resets received.
+func checkStatResets(t *testing.T, view report.StatView, outRsts int64, received int) {
+	t.Helper()
+	var onConns, rows uint64
+	for _, c := range view.Connections {
+		onConns += uint64(c.Resets)
+	}
+	for _, r := range view.Resets {
+		rows += r.Sent + r.Received
+	}
+	t.Logf("stat: %d resets on connections, %d without one; TcpOutRsts %d, %d received", onConns, rows, outRsts, received)
+	if onConns+rows != uint64(outRsts)+uint64(received) {
+		t.Errorf("stat counts %d resets on connections and %d without one, want TcpOutRsts %d + %d received",
+			onConns, rows, outRsts, received)
 	}
 }
 
@@ -327,6 +361,7 @@ func TestResetPathsMatchTheAbortCounters(t *testing.T) {
 	if sent := int64(len(resetsSent(events))); sent != delta["Tcp.OutRsts"] || sent != 3 {
 		t.Errorf("%d resets sent, TcpOutRsts %d, want 3", sent, delta["Tcp.OutRsts"])
 	}
+	checkStatResets(t, statView(t, rec.file), delta["Tcp.OutRsts"], received)
 	if n := int64(len(paths["abort_on_data"]) + len(paths["linger0"])); n != delta["TcpExt.TCPAbortOnData"] {
 		t.Errorf("abort_on_data and linger0 resets %d, TCPAbortOnData %d", n, delta["TcpExt.TCPAbortOnData"])
 	}
@@ -410,3 +445,62 @@ func TestTCPDropsMatchTheirCounters(t *testing.T) {
 }
 
 func seqLess(a, b uint32) bool { return int32(a-b) < 0 }
+
+// A tap's (AF_PACKET) socket closed with packets unread purges them:
+// skb_drop [QUEUE_PURGE]. Its ports are the connection's, read after the IP
+// header: a received packet's transport offset may still point at the IP
+// header there, whose first bytes (0x4500) would read as a port.
+func TestPurgedPacketsCarryTheirConnectionsPorts(t *testing.T) {
+	feats, err := probe.ProbeFeatures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !feats.DropReasons {
+		t.Skip("before 5.17 kfree_skb has no reasons to tell a purge by")
+	}
+	requireFamilies(t, "skb_drop")
+	peer, rec, _ := recordPeer(t, "skb_drop,tcp_conn")
+	var tap int
+	if err := peer.NS().Do(func() error {
+		var err error
+		tap, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(unix.ETH_P_ALL)))
+		return err
+	}); err != nil {
+		t.Fatalf("opening a packet socket: %v", err)
+	}
+	defer unix.Close(tap)
+	sock, conn := dialPeer(t, peer, 5008)
+	for i := 0; i < 3; i++ {
+		if _, err := sock.Write(make([]byte, 100)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.ExpectData(5 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.AckAll(65535); err != nil { // a received packet, last in the tap's queue
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	unix.Close(tap)
+	time.Sleep(50 * time.Millisecond)
+	events := stopAndParse(t, rec)
+	ports := map[string]bool{fmt.Sprintf("%s:%d", peer.KernelAddr(), conn.KernelPort): true,
+		fmt.Sprintf("%s:%d", peer.PeerAddr(), conn.PeerPort): true}
+	purges := 0
+	for _, ev := range events {
+		if ev["action"] != "skb_drop" || ev["reason"] != "QUEUE_PURGE" || ev["protocol"] != "ipv4/tcp" {
+			continue
+		}
+		purges++
+		t.Logf("skb_drop [QUEUE_PURGE] at %v: %v -> %v, %v", ev["location"], ev["src"], ev["dst"], ev["cnt"])
+		if !ports[fmt.Sprint(ev["src"])] || !ports[fmt.Sprint(ev["dst"])] || ev["src"] == ev["dst"] {
+			t.Errorf("purged packet %v -> %v, want the connection's ends %v", ev["src"], ev["dst"], ports)
+		}
+	}
+	if purges == 0 {
+		t.Fatalf("no skb_drop [QUEUE_PURGE] of TCP packets in %d events", len(events))
+	}
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
