@@ -13,7 +13,12 @@ static __always_inline void emit_cong(struct sock *sk, __u8 ca_state)
 	struct sock_addrs a = {};
 	struct tcp_cong_event *e;
 
-	if (!tp || !sock_passes(sk, &a))
+	/*
+	 * tcp_disconnect() (a linger-0 close, connect(AF_UNSPEC)) resets a
+	 * closed socket to Open after clearing its addresses and ports: no
+	 * congestion state of a connection, and nothing left to name it by.
+	 */
+	if (!tp || sk->__sk_common.skc_state == TCP_CLOSE || !sock_passes(sk, &a))
 		return;
 	e = reserve_event(FAMILY_TCP_CONG, sizeof(*e), EVENT_TCP_CONG);
 	if (!e)

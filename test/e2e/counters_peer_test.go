@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -64,7 +65,7 @@ func resetsSent(events []map[string]any) []map[string]any {
 // ACK) and a reset on close with linger 0: each is in the trace under the
 // namespace filter, with the addresses the wire had, as many as TcpOutRsts.
 func TestResetsMatchOutRstsUnderTheNamespaceFilter(t *testing.T) {
-	peer, rec, before := recordPeer(t, "tcp_reset,tcp_conn")
+	peer, rec, before := recordPeer(t, "tcp_reset,tcp_conn,tcp_cong")
 	kernel := peer.KernelAddr().String()
 	peerAddr := peer.PeerAddr().String()
 	h := tcppeer.DefaultHandshake()
@@ -112,6 +113,15 @@ func TestResetsMatchOutRstsUnderTheNamespaceFilter(t *testing.T) {
 	}
 	events := stopAndParse(t, rec)
 
+	// tcp_disconnect() (the linger-0 close) clears the socket's addresses,
+	// then sets its congestion state to Open: no event of it.
+	for _, ev := range events {
+		if ev["action"] == "tcp_cong" {
+			if l, p := fmt.Sprint(ev["local"]), fmt.Sprint(ev["peer"]); strings.HasSuffix(l, ":0") || strings.HasSuffix(p, ":0") {
+				t.Errorf("tcp_cong of a socket without its ports: local=%s peer=%s %v", l, p, ev)
+			}
+		}
+	}
 	rsts := resetsSent(events)
 	want := after.Sub(before)["Tcp.OutRsts"]
 	if int64(len(rsts)) != want || want != 3 {
