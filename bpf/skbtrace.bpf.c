@@ -686,13 +686,15 @@ nothing_sendable:;
 	return SENDLIM_APP;
 }
 
-static __always_inline void emit_run(struct sendlim_run *run, __u64 now)
+/* Emits a run that ended at end: now, or earlier, at the send that resumed after a stall. */
+static __always_inline void emit_run(struct sendlim_run *run, __u64 end)
 {
 	struct tcp_sendlim_event *e;
 
 	e = reserve_event(FAMILY_TCP_SENDLIM, sizeof(*e), EVENT_TCP_SENDLIM);
 	if (!e)
 		return;
+	e->hdr.ts_ns = end;
 	/* Copy the body after the header the reservation filled in. */
 	__builtin_memcpy((char *)e + sizeof(e->hdr), (char *)&run->ev + sizeof(e->hdr),
 			 sizeof(*e) - sizeof(e->hdr));
@@ -764,15 +766,29 @@ static __always_inline void chrono_totals(const struct tcp_sock *tp, struct tcp_
 }
 
 /*
- * Between ACKs only a stall is worth a decision, or a socket's first: data
- * going out, or an application with nothing more to send, is decided at the
- * ACKs that follow anyway, and deciding it at every write too would cut a
- * bulk sender's runs into pieces.
+ * Between ACKs only a stall is worth a decision (one beginning, or one in
+ * progress that ends), or a socket's first: data going out, or an
+ * application with nothing more to send, is decided at the ACKs that follow
+ * anyway, and deciding it at every write too would cut a bulk sender's runs
+ * into pieces.
  */
 static __always_inline bool stall_reason(__u8 reason)
 {
 	return reason == SENDLIM_SWND || reason == SENDLIM_CORK || reason == SENDLIM_NAGLE ||
 	       reason == SENDLIM_XMIT_FAIL || reason == SENDLIM_RTO;
+}
+
+/*
+ * The stalls that the next send of new data ends, as the kernel's own
+ * accounting does (its rwnd-limited clock stops at the send after the window
+ * opens): the window opening, the cork or Nagle release, the end of loss
+ * recovery all happen inside an ACK's processing or a system call, after
+ * the decision there, and their send is the first sign. Not xmit_fail: its
+ * retries are such sends, whether the qdisc takes them or not.
+ */
+static __always_inline bool send_ends(__u8 reason)
+{
+	return reason == SENDLIM_SWND || reason == SENDLIM_CORK || reason == SENDLIM_NAGLE || reason == SENDLIM_RTO;
 }
 
 static __always_inline void sendlim_decide(struct sock *sk, struct tcp_sock *tp, struct sendlim_run *run,
@@ -800,7 +816,7 @@ static __always_inline void sendlim_decide(struct sock *sk, struct tcp_sock *tp,
 	in_flight = tp->packets_out - (tp->sacked_out + tp->lost_out) + tp->retrans_out;
 	unsent = tp->write_seq - tp->snd_nxt;
 	reason = classify(sk, tp, unsent, in_flight, cwnd, mss, tp->snd_una, tp->snd_nxt, tp->snd_wnd);
-	if (between_acks && run->ev.cnt && !stall_reason(reason))
+	if (between_acks && run->ev.cnt && !stall_reason(reason) && !stall_reason(run->ev.reason))
 		return;
 
 	if (run->ev.cnt == 0) {
@@ -809,22 +825,30 @@ static __always_inline void sendlim_decide(struct sock *sk, struct tcp_sock *tp,
 		run->ev.reason = reason;
 		run->begin_jiffies = jiffies;
 		run->last_segs_out = segs_out;
-	} else {
+	} else if (run->ev.reason == reason && jiffies - run->begin_jiffies < jiffies_per_sec) {
 		run->ev.sentpkts += segs_out - run->last_segs_out;
 		run->last_segs_out = segs_out;
-		if (run->ev.reason == reason && jiffies - run->begin_jiffies < jiffies_per_sec) {
-			run->ev.cnt++;
-		} else {
-			__u64 now = bpf_ktime_get_boot_ns();
+		run->ev.cnt++;
+	} else {
+		__u64 end = bpf_ktime_get_boot_ns();
+		__u32 end_segs = segs_out;
 
-			emit_run(run, now);
-			run->ev.begin_ns = now;
-			run->begin_jiffies = jiffies;
-			run->ev.cnt = 1;
-			run->ev.sentpkts = 0;
-			run->ev.reason = reason;
+		/* A stall that a send ended: the run ends there, and the next begins. */
+		if (run->resume_ns && run->ev.reason != reason) {
+			end = run->resume_ns;
+			end_segs = run->resume_segs;
 		}
+		run->ev.sentpkts += end_segs - run->last_segs_out;
+		emit_run(run, end);
+		run->ev.begin_ns = end;
+		run->begin_jiffies = jiffies;
+		run->ev.cnt = 1;
+		run->ev.sentpkts = segs_out - end_segs;
+		run->ev.reason = reason;
+		run->last_segs_out = segs_out;
 	}
+	/* Decided again: a send since then that did not end the stall is part of it. */
+	run->resume_ns = 0;
 
 	chrono_totals(tp, &run->ev);
 	/* The most the run saw: an ACK that opens the window resets them. */
@@ -926,6 +950,90 @@ int sendlim_retrans(__u64 *ctx)
 }
 
 /*
+ * Every skb handed to a device: the send that ends a stall (see send_ends())
+ * is noted, and the run ends there if the next decision finds another
+ * reason. A socket without a run, or in a run no send ends, costs a storage
+ * lookup; only a stalled one reads the TCP header, to tell new data (its
+ * sequence number is snd_nxt, which the kernel advances after the transmit)
+ * from probes, retransmissions and pure ACKs.
+ */
+SEC("tp_btf/net_dev_queue")
+int BPF_PROG(sendlim_xmit, struct sk_buff *skb)
+{
+	struct sock *sk = skb->sk;
+	struct sendlim_run *run;
+	struct tcphdr_wire th;
+	const struct tcp_sock *tp;
+	unsigned char *head;
+	__u32 mss;
+	int payload;
+
+	if (!sk)
+		return 0;
+	run = sendlim_runs_get(sk, false);
+	if (!run || !run->ev.cnt || run->resume_ns || !send_ends(run->ev.reason))
+		return 0;
+	head = skb->head;
+	if (bpf_probe_read_kernel(&th, sizeof(th), head + skb->transport_header))
+		return 0;
+	payload = skb->len - (skb->transport_header - (skb->data - head)) - (th.doff_res >> 4) * 4;
+	/*
+	 * Only TCP sockets have runs. skb->sk is an RCU pointer that the
+	 * socket-cast helpers refuse (6.x), so the few fields are probe-read.
+	 */
+	tp = (const struct tcp_sock *)sk;
+	if (payload <= 0 || __builtin_bswap32(th.seq) != BPF_CORE_READ(tp, snd_nxt))
+		return 0;
+	run->resume_ns = bpf_ktime_get_boot_ns();
+	/* data_segs_out counts this skb already (tcp_transmit_skb(), before the transmit). */
+	mss = BPF_CORE_READ(tp, mss_cache);
+	run->resume_segs = BPF_CORE_READ(tp, data_segs_out) - (mss ? (payload + mss - 1) / mss : 1);
+	return 0;
+}
+
+/* Ends a socket's run: now, or where a send ended its stall. */
+static __always_inline void sendlim_end(struct tcp_sock *tp, struct sendlim_run *run)
+{
+	__u64 end = run->resume_ns ? run->resume_ns : bpf_ktime_get_boot_ns();
+	__u32 segs = tp->data_segs_out;
+
+	/* Not a conditional load: one instruction must not read both a map value and the socket. */
+	barrier_var(segs);
+	if (run->resume_ns)
+		segs = run->resume_segs;
+
+	/* The kernel's totals as the run ends, as tcp_info would say then. */
+	chrono_totals(tp, &run->ev);
+	run->ev.sentpkts += segs - run->last_segs_out;
+	emit_run(run, end);
+	run->ev.cnt = 0;
+	run->resume_ns = 0;
+}
+
+/*
+ * Leaving ESTABLISHED or CLOSE_WAIT (close(), shutdown(), a reset) ends the
+ * socket's run: the family decides only in those states, and a run left
+ * open would charge the closing or orphaned socket's time (FIN_WAIT1 with
+ * unsent data can last minutes) to the reason it had before.
+ */
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(sendlim_state, const struct sock *sk, int oldstate, int newstate)
+{
+	struct sendlim_run *run;
+	struct tcp_sock *tp;
+
+	if ((oldstate != TCP_ESTABLISHED && oldstate != TCP_CLOSE_WAIT) || newstate == TCP_CLOSE_WAIT)
+		return 0;
+	run = sendlim_runs_get((struct sock *)sk, false);
+	if (!run || run->ev.reason == SENDLIM_IGNORED || !run->ev.cnt)
+		return 0;
+	tp = bpf_skc_to_tcp_sock((struct sock *)sk);
+	if (tp)
+		sendlim_end(tp, run);
+	return 0;
+}
+
+/*
  * A closing socket ends its run, with the segments sent since its last
  * decision, and gets a last tcp_rtt sample, with the totals of its last ACK:
  * nothing else would report them. One program for both, since the state
@@ -942,26 +1050,41 @@ int BPF_PROG(tcp_sendlim_close, struct sock *sk)
 	if (tp && run->ev.reason != SENDLIM_IGNORED && run->ev.hdr.type) {
 		if (enable_rtt)
 			rtt_sample(sk, tp, run, true);
-		if (enable_sendlim && run->ev.cnt) {
-			/* The kernel's totals as the connection ends, as its last tcp_info would say. */
-			chrono_totals(tp, &run->ev);
-			run->ev.sentpkts += tp->data_segs_out - run->last_segs_out;
-			emit_run(run, bpf_ktime_get_boot_ns());
-		}
+		/* Ended here only if no state change did (a socket destroyed without leaving ESTABLISHED). */
+		if (enable_sendlim && run->ev.cnt)
+			sendlim_end(tp, run);
 	}
 	sendlim_runs_delete(sk);
 	return 0;
 }
 
-/* Hands user space the runs still open when recording stops (the hash is read directly). */
+/*
+ * Hands user space the runs still open when recording stops (the hash is
+ * read directly), with the kernel's totals and the segments sent up to the
+ * stop, or to the send that ended the run's stall; user space ends them at
+ * resume_ns, else at the stop.
+ */
 SEC("iter/bpf_sk_storage_map")
 int sendlim_open_runs(struct bpf_iter__bpf_sk_storage_map *ctx)
 {
-	struct sendlim_run *run = ctx->value;
+	struct sendlim_run *value = ctx->value, run;
+	struct sock *sk = ctx->sk;
+	struct tcp_sock *tp;
 
-	if (!ctx->sk || !run || run->ev.reason == SENDLIM_IGNORED || !run->ev.cnt)
+	if (!sk || !value || value->ev.reason == SENDLIM_IGNORED || !value->ev.cnt)
 		return 0;
-	bpf_seq_write(ctx->meta->seq, run, sizeof(*run));
+	run = *value;
+	tp = bpf_skc_to_tcp_sock(sk);
+	if (tp) {
+		__u32 segs = tp->data_segs_out;
+
+		barrier_var(segs);
+		if (run.resume_ns)
+			segs = run.resume_segs;
+		chrono_totals(tp, &run.ev);
+		run.ev.sentpkts += segs - run.last_segs_out;
+	}
+	bpf_seq_write(ctx->meta->seq, &run, sizeof(run));
 	return 0;
 }
 

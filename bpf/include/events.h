@@ -194,7 +194,13 @@ struct sendlim_run {
 	__u64 begin_jiffies; /* jiffies at begin_ns, for the once-a-second rule (no cheaper clock here) */
 	__u64 rtt_sample_jiffies; /* tcp_rtt, which shares the tcp_probe program: the last sample */
 	__u32 last_segs_out;
-	__u32 _pad;
+	__u32 resume_segs; /* data_segs_out before the resuming send */
+	/*
+	 * CLOCK_BOOTTIME of the first send of new data since the last decision,
+	 * taken while the run's reason is a stall the send can end: where the
+	 * stall ended if the next decision finds another reason. Zero if none.
+	 */
+	__u64 resume_ns;
 };
 
 /* A TCP congestion-state change (tcp_ca_state: Open, Disorder, CWR, Recovery, Loss). */

@@ -288,6 +288,14 @@ struct bpf_iter__bpf_sk_storage_map {
 #pragma clang attribute pop
 
 /* Packet headers are wire format: fixed layouts, never relocated. */
+struct tcphdr_wire {
+	__be16 source;
+	__be16 dest;
+	__be32 seq;
+	__be32 ack_seq;
+	__u8 doff_res; /* data offset in words, in the high nibble */
+};
+
 struct iphdr_wire {
 	__u8 version_ihl;
 	__u8 tos;

@@ -54,9 +54,12 @@ var Families = []Family{
 		Description: "why an established sender is not sending more, decided per ACK and folded in the kernel",
 		Hooks: slots(btf(probe.SkbtraceProgTcpProbe, "tcp_probe"),
 			btf(probe.SkbtraceProgTcpSendlimClose, "tcp_destroy_sock"),
+			btf(probe.SkbtraceProgSendlimState, "inet_sock_set_state"),
 			iter(probe.SkbtraceProgSendlimOpenRuns)),
 		// Decisions between ACKs: a stalled sender gets none.
 		Optional: []probe.OptionalSlot{
+			{Hooks: []probe.Hook{btf(probe.SkbtraceProgSendlimXmit, "net_dev_queue")},
+				Without: "no end of a stall at the send that resumes it: zero-window, cork, Nagle and timeout runs end at the next decision, an ACK later"},
 			{Hooks: []probe.Hook{btf(probe.SkbtraceProgSockSend, "sock_send_length"),
 				fexit(probe.SkbtraceProgSendlimWriteFexit, "tcp_sendmsg", 3)},
 				Without: "no decision after writes: cork, zero-window and local-drop stalls that begin at a write are decided only at the next ACK"},

@@ -684,7 +684,12 @@ func (st *recorderState) finish() error {
 		return err
 	}
 	for i := range sendlim {
-		sendlim[i].Ev.Hdr = probe.SkbtraceEventHeader{TsNs: now, Type: uint16(event.TypeTCPSendlim)}
+		// A run whose stall a send ended ends there, as the next decision would have ended it.
+		end := now
+		if sendlim[i].ResumeNs != 0 {
+			end = sendlim[i].ResumeNs
+		}
+		sendlim[i].Ev.Hdr = probe.SkbtraceEventHeader{TsNs: end, Type: uint16(event.TypeTCPSendlim)}
 		events = append(events, &sendlim[i].Ev)
 	}
 	retrans, err := st.sess.OpenRetransRuns()

@@ -294,7 +294,8 @@ type SkbtraceSendlimRun struct {
 	BeginJiffies     uint64
 	RttSampleJiffies uint64
 	LastSegsOut      uint32
-	Pad              uint32
+	ResumeSegs       uint32
+	ResumeNs         uint64
 }
 
 type SkbtraceSeqReservation struct {
@@ -567,7 +568,9 @@ const (
 	SkbtraceProgRetransOpenRuns      = "retrans_open_runs"
 	SkbtraceProgSendlimOpenRuns      = "sendlim_open_runs"
 	SkbtraceProgSendlimRetrans       = "sendlim_retrans"
+	SkbtraceProgSendlimState         = "sendlim_state"
 	SkbtraceProgSendlimWriteFexit    = "sendlim_write_fexit"
+	SkbtraceProgSendlimXmit          = "sendlim_xmit"
 	SkbtraceProgSeqReserve           = "seq_reserve"
 	SkbtraceProgSkLimitExceed        = "sk_limit_exceed"
 	SkbtraceProgSkLimitRcvqueue      = "sk_limit_rcvqueue"
@@ -702,7 +705,9 @@ type SkbtraceProgramSpecs struct {
 	RetransOpenRuns      *ebpf.ProgramSpec `ebpf:"retrans_open_runs"`
 	SendlimOpenRuns      *ebpf.ProgramSpec `ebpf:"sendlim_open_runs"`
 	SendlimRetrans       *ebpf.ProgramSpec `ebpf:"sendlim_retrans"`
+	SendlimState         *ebpf.ProgramSpec `ebpf:"sendlim_state"`
 	SendlimWriteFexit    *ebpf.ProgramSpec `ebpf:"sendlim_write_fexit"`
+	SendlimXmit          *ebpf.ProgramSpec `ebpf:"sendlim_xmit"`
 	SeqReserve           *ebpf.ProgramSpec `ebpf:"seq_reserve"`
 	SkLimitExceed        *ebpf.ProgramSpec `ebpf:"sk_limit_exceed"`
 	SkLimitRcvqueue      *ebpf.ProgramSpec `ebpf:"sk_limit_rcvqueue"`
@@ -959,7 +964,9 @@ type SkbtracePrograms struct {
 	RetransOpenRuns      *ebpf.Program `ebpf:"retrans_open_runs"`
 	SendlimOpenRuns      *ebpf.Program `ebpf:"sendlim_open_runs"`
 	SendlimRetrans       *ebpf.Program `ebpf:"sendlim_retrans"`
+	SendlimState         *ebpf.Program `ebpf:"sendlim_state"`
 	SendlimWriteFexit    *ebpf.Program `ebpf:"sendlim_write_fexit"`
+	SendlimXmit          *ebpf.Program `ebpf:"sendlim_xmit"`
 	SeqReserve           *ebpf.Program `ebpf:"seq_reserve"`
 	SkLimitExceed        *ebpf.Program `ebpf:"sk_limit_exceed"`
 	SkLimitRcvqueue      *ebpf.Program `ebpf:"sk_limit_rcvqueue"`
@@ -1002,7 +1009,9 @@ func (p *SkbtracePrograms) Close() error {
 		p.RetransOpenRuns,
 		p.SendlimOpenRuns,
 		p.SendlimRetrans,
+		p.SendlimState,
 		p.SendlimWriteFexit,
+		p.SendlimXmit,
 		p.SeqReserve,
 		p.SkLimitExceed,
 		p.SkLimitRcvqueue,

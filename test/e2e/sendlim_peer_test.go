@@ -159,6 +159,12 @@ func (s *peerScenario) finish() []sendlimRun {
 	}
 	time.Sleep(50 * time.Millisecond)
 	s.sock.Close()
+	return s.stop()
+}
+
+// stop stops the recording and returns the kernel socket's send-limit runs.
+func (s *peerScenario) stop() []sendlimRun {
+	s.t.Helper()
 	s.rec.stop(s.t, syscall.SIGINT)
 	events, summary, err := parseJSON(s.t, s.rec.file)
 	if err != nil {

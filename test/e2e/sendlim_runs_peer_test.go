@@ -1,0 +1,327 @@
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/skbtrace/skbtrace/internal/report"
+	"github.com/skbtrace/skbtrace/internal/tcppeer"
+)
+
+// Where send-limit runs end, against scripted stalls: a stall ends at the
+// send that resumes (the window opening, the cork or Nagle release, the end
+// of loss recovery), not at the ACK after it, which these peers hold back
+// lateACK to tell the two apart; and a socket's time is charged until its
+// close, not through the orphan's life or to the end of the recording.
+
+const (
+	// runTolerance is how far a run's ends may be from the scripted stall's.
+	runTolerance = 5 * time.Millisecond
+	// jiffy is a step of the kernel's chrono counters at Debian's HZ=250.
+	jiffy = 4 * time.Millisecond
+	// lateACK is how long the peers wait before acknowledging the send
+	// that ends a stall.
+	lateACK = 50 * time.Millisecond
+)
+
+// heldSpan is one scripted stall: from the write (or the event) that
+// began it to the peer's receipt of the send that ended it, wall-clock ns.
+type heldSpan struct{ begin, end int64 }
+
+// requireRunsAt checks that each span is covered by runs of reason (a
+// span's consecutive runs of reason taken together: a run is cut at a
+// second) that begin and end within runTolerance of it, and returns their
+// total length.
+func requireRunsAt(t *testing.T, runs []sendlimRun, reason string, spans []heldSpan) time.Duration {
+	t.Helper()
+	tol := int64(runTolerance)
+	var total int64
+	for _, sp := range spans {
+		begin, end := int64(0), int64(0)
+		for _, r := range runs {
+			if r.reason != reason || r.end < sp.begin-tol || r.begin > sp.end+tol {
+				continue
+			}
+			if begin == 0 || r.begin < begin {
+				begin = r.begin
+			}
+			end = max(end, r.end)
+		}
+		t.Logf("[%s] stall of %.1f ms: run of %.1f ms, begins %+.1f ms, ends %+.1f ms from it",
+			reason, ms(sp.end-sp.begin), ms(end-begin), ms(begin-sp.begin), ms(end-sp.end))
+		if begin == 0 {
+			t.Errorf("no [%s] run over the stall of %.1f ms: %v", reason, ms(sp.end-sp.begin), runs)
+			continue
+		}
+		if abs(begin-sp.begin) > tol || abs(end-sp.end) > tol {
+			t.Errorf("[%s] run of %.1f ms against a stall of %.1f ms: ends off by %.1f and %.1f ms (at most %v)",
+				reason, ms(end-begin), ms(sp.end-sp.begin), ms(begin-sp.begin), ms(end-sp.end), runTolerance)
+		}
+		total += end - begin
+	}
+	return time.Duration(total)
+}
+
+func ms(ns int64) float64 { return float64(ns) / 1e6 }
+
+func abs(v int64) int64 { return max(v, -v) }
+
+// connStat is stat's view of the kernel socket.
+func (s *peerScenario) connStat() report.ConnView {
+	s.t.Helper()
+	out, err := exec.Command(binary, "stat", "--json", "-i", s.rec.file).Output()
+	if err != nil {
+		s.t.Fatalf("stat: %v", err)
+	}
+	var view report.StatView
+	if err := json.Unmarshal(out, &view); err != nil {
+		s.t.Fatalf("stat --json: %v", err)
+	}
+	for _, c := range view.Connections {
+		if c.Local == s.local {
+			return c
+		}
+	}
+	s.t.Fatalf("stat has no connection of %s: %s", s.local, out)
+	return report.ConnView{}
+}
+
+// requireKernelShares checks stat's swnd and sndbuf shares of the kernel's
+// busy time against the kernel's own rwnd- and sndbuf-limited shares, within
+// 5 points, and that no share is over 100 % (by more than a jiffy of the
+// busy time: the kernel counts whole jiffies). The kernel's shares are
+// tcp_info's (s.info) when it was read where the recording's socket time
+// ends (at its close), else the ones the trace recorded.
+func (s *peerScenario) requireKernelShares(c report.ConnView, fromInfo bool) {
+	s.t.Helper()
+	k := c.Kernel
+	if k == nil {
+		s.t.Fatalf("stat has no kernel accounting for %s: %+v", s.local, c)
+	}
+	busy := float64(s.info.Busy_time)
+	rwnd, sndbuf := float64(s.info.Rwnd_limited)/busy, float64(s.info.Sndbuf_limited)/busy
+	s.t.Logf("tcp_info: busy %d µs, rwnd-limited %.1f %%, sndbuf-limited %.1f %%; stat: busy %d µs, swnd %.1f %%, sndbuf %.1f %% (kernel, as recorded: rwnd %.1f %%, sndbuf %.1f %%)",
+		s.info.Busy_time, rwnd*100, sndbuf*100, k.BusyUs, k.SwndShare*100, k.SkbSndbufShare*100, k.RwndShare*100, k.SndbufShare*100)
+	if !fromInfo {
+		rwnd, sndbuf = k.RwndShare, k.SndbufShare
+	}
+	over := 1 + float64(jiffy.Microseconds())/float64(k.BusyUs)
+	for name, v := range map[string]float64{"swnd": k.SwndShare, "sndbuf": k.SkbSndbufShare, "rwnd-limited": k.RwndShare, "sndbuf-limited": k.SndbufShare} {
+		if v > over {
+			s.t.Errorf("stat charges %s %.1f %% of the kernel's busy time", name, v*100)
+		}
+	}
+	if d := k.SwndShare - rwnd; abs(int64(d*1000)) > 50 {
+		s.t.Errorf("stat's swnd share %.1f %% against tcp_info's rwnd-limited %.1f %%", k.SwndShare*100, rwnd*100)
+	}
+	if d := k.SkbSndbufShare - sndbuf; abs(int64(d*1000)) > 50 {
+		s.t.Errorf("stat's sndbuf share %.1f %% against tcp_info's sndbuf-limited %.1f %%", k.SkbSndbufShare*100, sndbuf*100)
+	}
+}
+
+// answerProbes acknowledges the kernel's zero-window probes with a zero
+// window for d.
+func (s *peerScenario) answerProbes(d time.Duration) {
+	s.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		seg, err := s.conn.Next(time.Until(deadline))
+		if errors.Is(err, tcppeer.ErrTimeout) {
+			return
+		} else if err != nil {
+			s.t.Fatal(err)
+		}
+		if len(seg.Payload) == 0 && seg.Flags&tcppeer.FIN == 0 {
+			if err := s.conn.Ack(0, 0); err != nil {
+				s.t.Fatal(err)
+			}
+		}
+	}
+}
+
+// expectData waits for the kernel's next segment with data.
+func (s *peerScenario) expectData() *tcppeer.Segment {
+	s.t.Helper()
+	seg, err := s.conn.ExpectData(5 * time.Second)
+	if err != nil {
+		s.t.Fatalf("waiting for data: %v\n%s", err, s.peer.Dump())
+	}
+	return seg
+}
+
+// ackLate acknowledges everything sent, lateACK from now.
+func (s *peerScenario) ackLate() {
+	s.t.Helper()
+	time.Sleep(lateACK)
+	if err := s.conn.AckAll(65535); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// A zero window for 300 ms, then a full one: the swnd run ends at the send
+// that follows the opening (the kernel's rwnd-limited clock stops there),
+// not at the ACK of that data, lateACK later.
+func TestSendlimPeerZeroWindowEndsAtSend(t *testing.T) {
+	h := noScale()
+	h.Window = 0
+	s := startPeerScenario(t, h)
+	begin := time.Now().UnixNano()
+	s.write(make([]byte, 1000), 0)
+	s.answerProbes(300 * time.Millisecond)
+	if err := s.conn.Ack(0, 65535); err != nil {
+		t.Fatal(err)
+	}
+	span := heldSpan{begin, s.expectData().At.UnixNano()}
+	s.ackLate()
+	time.Sleep(lateACK)
+	runs := s.finish()
+	swnd := requireRunsAt(t, runs, "swnd", []heldSpan{span})
+	if d := swnd - time.Duration(s.info.Rwnd_limited)*time.Microsecond; d.Abs() > runTolerance+jiffy {
+		t.Errorf("swnd %v against the kernel's rwnd-limited %d µs", swnd, s.info.Rwnd_limited)
+	}
+	s.requireKernelShares(s.connStat(), true)
+}
+
+// holds are the cork and Nagle holds of the report.
+var holds = []time.Duration{90 * time.Millisecond, 60 * time.Millisecond, 50 * time.Millisecond}
+
+// TCP_CORK holds 80 bytes until it is released: the run ends at the send
+// the release makes.
+func TestSendlimPeerCorkEndsAtRelease(t *testing.T) {
+	s := startPeerScenario(t, tcppeer.DefaultHandshake())
+	var spans []heldSpan
+	for _, hold := range holds {
+		s.set(unix.IPPROTO_TCP, unix.TCP_CORK, 1)
+		begin := time.Now().UnixNano()
+		s.write(make([]byte, 80), 0)
+		time.Sleep(hold)
+		s.set(unix.IPPROTO_TCP, unix.TCP_CORK, 0)
+		spans = append(spans, heldSpan{begin, s.expectData().At.UnixNano()})
+		s.ackLate()
+	}
+	requireRunsAt(t, s.finish(), "cork", spans)
+}
+
+// MSG_MORE holds 80 bytes until the next write pushes them.
+func TestSendlimPeerMsgMoreEndsAtPush(t *testing.T) {
+	s := startPeerScenario(t, tcppeer.DefaultHandshake())
+	var spans []heldSpan
+	for _, hold := range holds {
+		begin := time.Now().UnixNano()
+		s.write(make([]byte, 80), unix.MSG_MORE)
+		time.Sleep(hold)
+		s.write(make([]byte, 10), 0)
+		spans = append(spans, heldSpan{begin, s.expectData().At.UnixNano()})
+		s.ackLate()
+	}
+	requireRunsAt(t, s.finish(), "cork", spans)
+}
+
+// Nagle holds a small write while a small segment is unacknowledged; the
+// peer's ACK of that segment, a hold later, releases it.
+func TestSendlimPeerNagleEndsAtRelease(t *testing.T) {
+	s := startPeerScenario(t, tcppeer.DefaultHandshake())
+	var spans []heldSpan
+	for _, hold := range holds {
+		s.write(make([]byte, 100), 0)
+		s.expectData()
+		begin := time.Now().UnixNano()
+		s.write(make([]byte, 100), 0)
+		time.Sleep(hold)
+		if err := s.conn.AckAll(65535); err != nil {
+			t.Fatal(err)
+		}
+		spans = append(spans, heldSpan{begin, s.expectData().At.UnixNano()})
+		s.ackLate()
+	}
+	requireRunsAt(t, s.finish(), "nagle", spans)
+}
+
+// A peer silent until the retransmission timer fires, which answers the
+// retransmission 100 ms later with an ACK of everything: the rto run runs
+// from the timer's retransmission to the new data sent once that ACK ends
+// the loss recovery.
+func TestSendlimPeerRTOEndsAtSend(t *testing.T) {
+	s := startPeerScenario(t, tcppeer.DefaultHandshake())
+	s.write(make([]byte, 20000), 0)
+	var sent uint32
+	rtx, err := s.conn.Expect(5*time.Second, func(seg *tcppeer.Segment) bool {
+		off, _ := s.conn.Rel(seg)
+		if len(seg.Payload) == 0 {
+			return false
+		}
+		if end := off + uint32(len(seg.Payload)); off >= sent {
+			sent = end
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatalf("waiting for the timer's retransmission: %v\n%s", err, s.peer.Dump())
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := s.conn.AckAll(65535); err != nil {
+		t.Fatal(err)
+	}
+	resumed, err := s.conn.Expect(5*time.Second, func(seg *tcppeer.Segment) bool {
+		off, _ := s.conn.Rel(seg)
+		return len(seg.Payload) > 0 && off >= sent
+	})
+	if err != nil {
+		t.Fatalf("waiting for new data after the recovery: %v\n%s", err, s.peer.Dump())
+	}
+	time.Sleep(lateACK)
+	s.ackUntil(20000, 65535)
+	requireRunsAt(t, s.finish(), "rto", []heldSpan{{rtx.At.UnixNano(), resumed.At.UnixNano()}})
+}
+
+// A zero-window stall the application ends with close(): the run ends at
+// the close, not when the orphan, probing on in FIN_WAIT1, is destroyed or
+// the recording stops, and stat's shares stay those of tcp_info.
+func TestSendlimPeerCloseEndsRun(t *testing.T) {
+	h := noScale()
+	h.Window = 0
+	s := startPeerScenario(t, h)
+	begin := time.Now().UnixNano()
+	s.write(make([]byte, 1000), 0)
+	s.answerProbes(300 * time.Millisecond)
+	info, err := s.sock.TCPInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.info = info
+	closed := time.Now().UnixNano()
+	s.sock.Close()
+	s.answerProbes(500 * time.Millisecond)
+	runs := s.stop()
+	requireRunsAt(t, runs, "swnd", []heldSpan{{begin, closed}})
+	for _, r := range runs {
+		if r.end > closed+int64(runTolerance) {
+			t.Errorf("a run ends %.1f ms after the close: %v", ms(r.end-closed), r)
+		}
+	}
+	s.requireKernelShares(s.connStat(), true)
+}
+
+// A zero-window stall still on when the recording stops: the open run is
+// charged to the stop, and so is the kernel's busy time beside it.
+func TestSendlimPeerStallOpenAtStop(t *testing.T) {
+	h := noScale()
+	h.Window = 0
+	s := startPeerScenario(t, h)
+	s.write(make([]byte, 1000), 0)
+	s.answerProbes(600 * time.Millisecond)
+	info, err := s.sock.TCPInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.info = info
+	runs := s.stop()
+	t.Logf("runs: %v", runs)
+	s.requireKernelShares(s.connStat(), false)
+}
