@@ -816,8 +816,17 @@ static __always_inline void sendlim_decide(struct sock *sk, struct tcp_sock *tp,
 	in_flight = tp->packets_out - (tp->sacked_out + tp->lost_out) + tp->retrans_out;
 	unsent = tp->write_seq - tp->snd_nxt;
 	reason = classify(sk, tp, unsent, in_flight, cwnd, mss, tp->snd_una, tp->snd_nxt, tp->snd_wnd);
-	if (between_acks && run->ev.cnt && !stall_reason(reason) && !stall_reason(run->ev.reason))
+	/*
+	 * A write ends a stall only one that lasted: in a window-limited stream
+	 * every ACK is decided [swnd] before it opens the window, and the write
+	 * that follows microseconds later would cut the run at each ACK. Two
+	 * jiffies (8 ms at HZ 250) since the last decision tell a hold (a cork,
+	 * a shut window) from that; a shorter one ends at the next ACK.
+	 */
+	if (between_acks && run->ev.cnt && !stall_reason(reason) &&
+	    !(stall_reason(run->ev.reason) && jiffies - run->decided_jiffies >= 2))
 		return;
+	run->decided_jiffies = jiffies;
 
 	if (run->ev.cnt == 0) {
 		run->ev.begin_ns = bpf_ktime_get_boot_ns();

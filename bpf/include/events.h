@@ -201,6 +201,7 @@ struct sendlim_run {
 	 * stall ended if the next decision finds another reason. Zero if none.
 	 */
 	__u64 resume_ns;
+	__u64 decided_jiffies; /* jiffies at the last decision */
 };
 
 /* A TCP congestion-state change (tcp_ca_state: Open, Disorder, CWR, Recovery, Loss). */

@@ -296,6 +296,7 @@ type SkbtraceSendlimRun struct {
 	LastSegsOut      uint32
 	ResumeSegs       uint32
 	ResumeNs         uint64
+	DecidedJiffies   uint64
 }
 
 type SkbtraceSeqReservation struct {
