@@ -213,6 +213,11 @@ func (s *Scenario) Run(ctx context.Context, opts RunOptions) (rep *Report, err e
 	}
 	if s.Inject != nil {
 		if err := s.Inject(pair); err != nil {
+			// A device may refuse a setting it lists as changeable.
+			if nb := (*NotBuildable)(nil); errors.As(err, &nb) {
+				return &Report{Name: s.Name, Fault: s.Fault, Expect: s.Expect, Skipped: nb.Reason, Seconds: time.Since(start).Seconds(),
+					ControlBps: control.Load.Bps}, nil
+			}
 			return nil, fmt.Errorf("%s: injecting the fault: %w", s.Name, err)
 		}
 	}
