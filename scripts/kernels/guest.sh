@@ -38,14 +38,16 @@ all="tcp_conn tcp_sendlim tcp_cong tcp_retrans tcp_rtt tcp_reset tcp_rcvbuf sk_l
 # Against scripted peers: send-limit decisions between ACKs (a write's hook
 # differs by kernel), resets and RTT (their hooks and arguments differ).
 peers='TestSendlimPeerZeroWindowWithProbes|TestSendlimPeerMsgMore|TestSendlimPeerQdiscDrops|TestSendlimPeerRTOBackoff|TestResetsMatchOutRstsUnderTheNamespaceFilter|TestResetPathsMatchTheAbortCounters|TestTCPDropsMatchTheirCounters|TestRTTMatchesTCPInfoAndTheLastACK'
-common="TestEventsMatchesWhatRecordAttaches|TestPacketFilterPassesWhatTcpdumpPasses|TestContextAndCPUFiltersPartitionTheEvents|TestProfileAttributesUDPSendsAndCountsPackets|TestConnStatesLoopback|TestNetfilterDropsRetransmitsAndRecovery|TestLabRunAllReproducesEveryFaultAndTheDoctorNamesIt|$peers"
+# Runs that end where the kernel ends a stall (net_dev_queue, inet_sock_set_state), drop ports from sockets.
+runs='TestSendlimPeerZeroWindowEndsAtSend|TestSendlimPeerCorkEndsAtRelease|TestSendlimPeerRTOEndsAtSend|TestSendlimPeerCloseEndsRun|TestPurgedPacketsCarryTheirConnectionsPorts'
+common="$runs|TestEventsMatchesWhatRecordAttaches|TestPacketFilterPassesWhatTcpdumpPasses|TestContextAndCPUFiltersPartitionTheEvents|TestProfileAttributesUDPSendsAndCountsPackets|TestConnStatesLoopback|TestNetfilterDropsRetransmitsAndRecovery|TestLabRunAllReproducesEveryFaultAndTheDoctorNamesIt|$peers"
 case "$release" in
 5.10.*)
 	# Ring-order numbering, socket state in hashes, no drop reasons, no qdisc
 	# enqueue tracepoint, fentry and fexit fallbacks, veth GRO only with XDP.
 	must="tcp_conn tcp_sendlim tcp_cong tcp_retrans tcp_rtt tcp_reset tcp_rcvbuf sk_limit skb_drop dev_xmit dev_recv napi_poll softirq sock_io"
 	scenarios="sndbuf-limited packet-loss"
-	tests="$common|TestSendlimSmallSendBufferIsMostlySndbuf|TestDevXmitShowsTSO|TestDevRecvShowsGRO|TestSockIOCountsEveryCall|TestStatThroughputMatchesSender|TestFullRingBufferIsCountedAsLoss|TestRecordPipedIntoParse"
+	tests="$common|TestSendlimSmallSendBufferIsMostlySndbuf|TestDevXmitShowsTSO|TestDevRecvShowsGRO|TestDevRecvGROInCountsThePacketsGROWasHanded|TestSockIOCountsEveryCall|TestStatThroughputMatchesSender|TestFullRingBufferIsCountedAsLoss|TestRecordPipedIntoParse"
 	;;
 6.1.*)
 	# No bpf_rdonly_cast (probe reads), fexit socket calls, no reset reasons.
