@@ -798,6 +798,8 @@ static __always_inline void sendlim_decide(struct sock *sk, struct tcp_sock *tp,
 	__u64 jiffies = bpf_jiffies64();
 	__u8 reason, probes, backoff;
 
+	if (!use_sk_storage)
+		run->decided_ns = bpf_ktime_get_boot_ns();
 	/*
 	 * Fast path for an idle sender (every byte written is acknowledged),
 	 * as a receiving socket is at each data segment: the decision can only

@@ -202,6 +202,12 @@ struct sendlim_run {
 	 */
 	__u64 resume_ns;
 	__u64 decided_jiffies; /* jiffies at the last decision */
+	/*
+	 * CLOCK_BOOTTIME of the last decision, kept only where user space reads
+	 * the open runs from a hash, without an iterator to take the kernel's
+	 * totals at the stop (5.10): the run then ends where its totals were taken.
+	 */
+	__u64 decided_ns;
 };
 
 /* A TCP congestion-state change (tcp_ca_state: Open, Disorder, CWR, Recovery, Loss). */

@@ -684,10 +684,14 @@ func (st *recorderState) finish() error {
 		return err
 	}
 	for i := range sendlim {
-		// A run whose stall a send ended ends there, as the next decision would have ended it.
+		// A run whose stall a send ended ends there, as the next decision
+		// would have ended it; one read from the hash (5.10), where its
+		// kernel totals were taken, at its last decision.
 		end := now
 		if sendlim[i].ResumeNs != 0 {
 			end = sendlim[i].ResumeNs
+		} else if sendlim[i].DecidedNs != 0 {
+			end = sendlim[i].DecidedNs
 		}
 		sendlim[i].Ev.Hdr = probe.SkbtraceEventHeader{TsNs: end, Type: uint16(event.TypeTCPSendlim)}
 		events = append(events, &sendlim[i].Ev)

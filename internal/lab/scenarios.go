@@ -188,11 +188,15 @@ var Scenarios = []*Scenario{
 		Fix: func(p *Pair) error { return nil },
 		// The reading spans the load's start and end too, where the CPU
 		// idles a moment (96-98 % here): the doctor's own threshold holds.
+		// The proof is the thread's time on that CPU; throughput is shown,
+		// not judged: this VM's swings up to 2x between runs covered a
+		// control at 13.08 Gbit/s against 12.65 with the thread.
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			busy, before := f.cpuBusy(1), c.cpuBusy(1)
-			return fmt.Sprintf("the receiver's CPU 1 busy %.0f%% of the run (control %.0f%%); throughput %s",
-					busy*100, before*100, change(c, f)),
-				runtime.NumCPU() >= 2 && busy >= 0.9 && f.Load.Bps < 0.8*c.Load.Bps
+			user, userBefore := f.sockCPUUser(1), c.sockCPUUser(1)
+			return fmt.Sprintf("the receiver's CPU 1 busy %.0f%% of the run, %.0f%% in user space (control %.0f%%, %.0f%%); throughput %s",
+					busy*100, user*100, before*100, userBefore*100, change(c, f)),
+				runtime.NumCPU() >= 2 && busy >= 0.9 && user > userBefore+0.15
 		},
 	},
 	{

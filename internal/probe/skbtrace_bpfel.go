@@ -297,6 +297,7 @@ type SkbtraceSendlimRun struct {
 	ResumeSegs       uint32
 	ResumeNs         uint64
 	DecidedJiffies   uint64
+	DecidedNs        uint64
 }
 
 type SkbtraceSeqReservation struct {
