@@ -180,8 +180,8 @@ var NIC = []*Scenario{
 	},
 	{
 		Name: "nic-ring-overflow",
-		Fault: "the receiver's RX ring at the smallest size its driver accepts (ethtool -G), its interrupts and a busy " +
-			"thread on CPU 1 (control: the driver's ring, the same thread)",
+		Fault: "the receiver's RX ring at the smallest size its driver accepts (ethtool -G), its interrupts and two busy " +
+			"processes on CPU 1 (control: the driver's ring, the same processes)",
 		Expect:   "cpu-saturated",
 		Also:     []string{"packet-loss"},
 		Families: []string{"tcp_conn", "tcp_retrans", "napi_poll"},
