@@ -880,7 +880,7 @@ func offloadDisabled(ev *Evidence) []finding.Finding {
 			notMerged := d.Recv.SegsPerSkb() > 0 && d.Recv.SegsPerSkb() < noCoalescing && d.Recv.Skbs >= minOffloadSkbs && d.Recv.smallSkbs() ||
 				d.Recv == nil && d.rxBytesPerPacket() > 0 && d.rxBytesPerPacket() <= float64(d.MTU+l2Header)
 			if rx > 0 && notMerged && d.featureOff(featGRO) {
-				severity, explanation := receiveHeadroom(ev, "GRO merges consecutive segments of a flow into one large skb before the stack processes it; "+
+				severity, explanation := receiveHeadroom(ev, d, "GRO merges consecutive segments of a flow into one large skb before the stack processes it; "+
 					"without it every MSS-sized packet pays the whole receive path.")
 				out = append(out, finding.Finding{ID: "offload-disabled", Severity: severity,
 					Title: fmt.Sprintf("GRO is off on %s", d.Name),
@@ -899,7 +899,7 @@ func offloadDisabled(ev *Evidence) []finding.Finding {
 			// the stack sums every byte of every segment in software. (A
 			// [fixed] one is the device's nature, no setting to fix.)
 			if rx > 0 && d.Kind == "device" && d.featureOff(featRxCsum) && !slices.Contains(d.Fixed, featRxCsum) {
-				severity, explanation := receiveHeadroom(ev, "With receive checksum offload off the kernel verifies each segment's checksum "+
+				severity, explanation := receiveHeadroom(ev, d, "With receive checksum offload off the kernel verifies each segment's checksum "+
 					"in software, reading every byte once more on the receiving CPU (GRO does it before merging).")
 				out = append(out, finding.Finding{ID: "offload-disabled", Severity: severity,
 					Title: fmt.Sprintf("receive checksum offload is off on %s", d.Name),
@@ -1003,28 +1003,70 @@ func usText(us uint32) string {
 	return (time.Duration(us) * time.Microsecond).String()
 }
 
-// receiveHeadroom makes GRO being off a warning only where receive
-// processing loads a CPU: the busiest receiving CPU (by NET_RX softirq time,
-// else softirq time) at least half busy and a third of it receive work.
-// Otherwise the setting costs CPU but did not set the rate.
-func receiveHeadroom(ev *Evidence, explanation string) (finding.Severity, string) {
-	var rx *CPUUse
+// receiveHeadroom makes a receive offload being off (GRO, checksums) a
+// warning only where receive processing loads a CPU. That CPU is the one
+// taking most of the device's interrupts, where NAPI, GRO and checksum
+// validation run, else the one with the most NET_RX softirq time (softirq
+// time without the softirq family). Saturated, it has no idle time to absorb
+// the offload's per-packet cost, which then comes out of throughput whatever
+// its share; at least half busy with a third of it receive work, the cost is
+// large enough to matter. Otherwise the setting costs CPU but did not set the
+// rate.
+func receiveHeadroom(ev *Evidence, d *Device, explanation string) (finding.Severity, string) {
 	share := func(c *CPUUse) float64 {
 		if c.NetRx > 0 {
 			return c.NetRx
 		}
 		return c.Softirq
 	}
-	for i := range ev.CPUs {
-		if c := &ev.CPUs[i]; rx == nil || share(c) > share(rx) {
-			rx = c
+	rx, irqs := irqCPU(ev, d), true
+	if rx == nil {
+		irqs = false
+		for i := range ev.CPUs {
+			if c := &ev.CPUs[i]; rx == nil || share(c) > share(rx) {
+				rx = c
+			}
 		}
 	}
-	if rx == nil || rx.Busy() >= 0.5 && share(rx) >= 0.3 {
+	if rx == nil {
 		return finding.Warning, explanation
 	}
-	return finding.Info, explanation + fmt.Sprintf(" The CPU doing the most receive work (CPU %d) spent %s on it and was %s busy: "+
-		"receive processing did not set the rate.", rx.CPU, pct(share(rx)), pct(rx.Busy()))
+	where := fmt.Sprintf("The CPU doing the most receive work (CPU %d)", rx.CPU)
+	if irqs {
+		where = fmt.Sprintf("CPU %d, which takes %s's interrupts and the receive work they start,", rx.CPU, d.Name)
+	}
+	if rx.Busy() >= cpuBusy {
+		return finding.Warning, explanation + fmt.Sprintf(" %s was %s busy: with no idle time left, each packet's extra cost there comes out of throughput.",
+			where, pct(rx.Busy()))
+	}
+	if rx.Busy() >= 0.5 && share(rx) >= 0.3 {
+		return finding.Warning, explanation
+	}
+	return finding.Info, explanation + fmt.Sprintf(" %s spent %s on it and was %s busy: receive processing did not set the rate.",
+		where, pct(share(rx)), pct(rx.Busy()))
+}
+
+// irqCPU is the CPU that took most of a NIC's interrupts during the
+// observation (/proc/interrupts), nil for a device without them.
+func irqCPU(ev *Evidence, d *Device) *CPUUse {
+	var total uint64
+	for _, n := range d.Interrupts {
+		total += n
+	}
+	if total < minOffloadSkbs/10 {
+		return nil
+	}
+	for cpu, n := range d.Interrupts {
+		if float64(n) < 0.5*float64(total) {
+			continue
+		}
+		for i := range ev.CPUs {
+			if ev.CPUs[i].CPU == cpu {
+				return &ev.CPUs[i]
+			}
+		}
+	}
+	return nil
 }
 
 // cpuHeadroom lowers an offload finding to info when no CPU is near busy:
@@ -1142,7 +1184,7 @@ func ipFragmented(ev *Evidence) []finding.Finding {
 				remedy = []string{nsPrefix(sns.Name) + fmt.Sprintf("ethtool -K %s tso off (GSO then segments in software, as TCP segments GRO can merge)", sd.Name),
 					fmt.Sprintf("report it against %s's driver or device (%s); on an emulated NIC, the hypervisor (QEMU's e1000e fragments TSO before 8.0 on a backend without vnet headers)", sd.Name, orNone(sd.Driver))}
 			}
-			severity, explanation := receiveHeadroom(ev, explanation)
+			severity, explanation := receiveHeadroom(ev, d, explanation)
 			out = append(out, finding.Finding{ID: "ip-fragmented", Severity: severity, Title: title, Evidence: evidence,
 				Explanation: explanation, Remedy: remedy,
 				Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.45,

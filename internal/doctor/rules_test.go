@@ -599,3 +599,38 @@ func misplacedInterrupts(t *testing.T, speed int) {
 	}
 	t.Errorf("link speed %d: no cpu-saturated finding for CPU 0: %v", speed, ids(rep.Findings))
 }
+
+// Receive checksums off on a NIC whose interrupts land on a saturated CPU:
+// a warning whatever NET_RX share that CPU's sampled softirq events show
+// (an e1000e guest's 25 % beside /proc/stat's 61 % softirq flipped it at the
+// old 30 % bar); with the same CPU half idle, information only.
+func TestReceiveOffloadJudgedOnTheCPUTakingTheInterrupts(t *testing.T) {
+	judge := func(busy, netRx float64) *finding.Finding {
+		ev := load(t, "nic/e1000e-rx-csum-off.json")
+		ev.CPUs = []CPUUse{{CPU: 0, User: 0.1, System: 0.3, Idle: 0.6},
+			{CPU: 1, System: busy - netRx, Softirq: netRx, NetRx: netRx, Idle: 1 - busy}}
+		for i := range ev.Namespaces {
+			for j := range ev.Namespaces[i].Devices {
+				if d := &ev.Namespaces[i].Devices[j]; d.Name == "eth1" {
+					d.Interrupts = []uint64{40, 2000}
+				}
+			}
+		}
+		for _, f := range offloadDisabled(ev) {
+			if strings.HasPrefix(f.Title, "receive checksum offload is off on eth1") {
+				return &f
+			}
+		}
+		t.Fatalf("busy %.2f, NET_RX %.2f: no finding on eth1's checksums", busy, netRx)
+		return nil
+	}
+	if f := judge(0.96, 0.25); f.Severity != finding.Warning || !strings.Contains(f.Explanation, "CPU 1, which takes eth1's interrupts") {
+		t.Errorf("saturated interrupt CPU: want a warning naming CPU 1, got %s: %s", f.Severity, f.Explanation)
+	}
+	if f := judge(0.55, 0.35); f.Severity != finding.Warning {
+		t.Errorf("half busy, a third receive work: want a warning, got %s", f.Severity)
+	}
+	if f := judge(0.7, 0.2); f.Severity != finding.Info || !strings.Contains(f.Explanation, "did not set the rate") {
+		t.Errorf("CPU with time to spare: want info, got %s: %s", f.Severity, f.Explanation)
+	}
+}

@@ -99,4 +99,22 @@ for d in "${dirs[@]}"; do
 		echo "  (no figures: see $d/guest.log)"
 	fi
 done
+
+# Last, so that a shortened log (CI keeps the end) still names what failed:
+# each failed guest's failed steps and tests.
+if [ "$bad" != 0 ]; then
+	echo
+	echo "== what failed"
+	printf '%s\n' "${summary[@]}" | grep FAILED || true
+	for d in "${dirs[@]}"; do
+		log=$d/guest.log
+		[ -f "$log" ] || continue
+		# A failed test's own lines (go test -v prints them between its
+		# === RUN and its --- FAIL), its last 30, and the guest's verdicts.
+		awk '/^=== RUN/ { n = 0; next }
+			/^[ \t]/ { buf[n++ % 30] = $0; next }
+			/^--- FAIL/ { print; for (i = (n > 30 ? n - 30 : 0); i < n; i++) print buf[i % 30]; n = 0; next }
+			/^(FAIL|panic:|guest: )/ { print }' "$log" | sed "s|^|${log%/guest.log}: |" || true
+	done
+fi
 exit "$bad"
