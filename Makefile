@@ -64,23 +64,19 @@ kernel-cache:
 # driver's counters, and the lab's NIC faults named in LAB with the doctor
 # (on the e1000e and virtio-net wires); results in
 # out/nics/<kernel>-<model>-<backend>/.
-NIC_LAB_E1000E := nic-baseline,nic-tso-off,nic-gro-off,nic-mtu-mismatch,nic-irq-one-cpu,nic-rx-csum-off,nic-coalescing
-NIC_LAB_VIRTIO := nic-baseline,nic-tso-off,nic-gro-off,nic-mtu-mismatch,nic-rx-csum-off,nic-coalescing
-NICS_LAB ?= 6.12:e1000e:hub:$(NIC_LAB_E1000E) 6.12:virtio-net-pci:hub:$(NIC_LAB_VIRTIO)
+NIC_LAB := nic-baseline,nic-tso-off,nic-gro-off,nic-mtu-mismatch,nic-rx-csum-off,nic-coalescing
+NICS_LAB ?= 6.12:e1000e:hub:$(NIC_LAB),nic-irq-one-cpu 6.12:virtio-net-pci:hub:$(NIC_LAB)
 NICS_MORE ?= 6.12:virtio-net-pci:tap 6.12:e1000:hub 6.12:vmxnet3:hub 6.1:e1000e:hub 6.1:virtio-net-pci:hub
 NICS ?= $(NICS_LAB) $(NICS_MORE)
 nics: build e2e-binary kernel-cache
 	scripts/kernels/nics.sh $(NICS)
 
-# make test runs, for time, the two wires with the lab (the kernel guests
-# take 16-19 minutes each; e1000e and virtio-net on 6.1 agreed with 6.12
-# in every figure, and vmxnet3 with e1000e); make nics runs them all. Of e1000e's faults it leaves out those whose verdicts sit on
-# the doctor's CPU-share bars in a guest (issue 28, open): nic-gro-off and
-# nic-rx-csum-off (the receiving CPU's NET_RX share near the 30 % that makes
-# them warnings), nic-irq-one-cpu (the other CPU near the 60 % below which
-# the placement is the cause).
-NIC_TEST_E1000E := nic-baseline,nic-tso-off,nic-mtu-mismatch,nic-coalescing
-NICS_TEST ?= 6.12:e1000e:hub:$(NIC_TEST_E1000E) 6.12:virtio-net-pci:hub:$(NIC_LAB_VIRTIO)
+# make test runs, for time, the two wires with the lab (e1000e and
+# virtio-net on 6.1 agreed with 6.12 in every figure, and vmxnet3 with
+# e1000e); make nics runs them all. It leaves out nic-irq-one-cpu, which a
+# single-thread TCG guest cannot build (both guest CPUs read busy whatever
+# runs on them, so none has time to spare for moved work: the lab skips it).
+NICS_TEST ?= 6.12:e1000e:hub:$(NIC_LAB) 6.12:virtio-net-pci:hub:$(NIC_LAB)
 
 # Runs each fuzz target for FUZZTIME; new interesting inputs stay in the Go cache.
 FUZZTIME ?= 30s

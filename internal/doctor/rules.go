@@ -19,12 +19,15 @@ import (
 // Thresholds the rules share. A flow is "bulk" when it moves at least
 // bulkBps, or at least minBulkBps not held by its application: below that,
 // per-skb offload counts say little.
+// SpareBusy: a CPU less busy than this has time for work moved to it (the
+// lab builds its misplaced-work faults to this bar).
+const SpareBusy = 0.6
+
 const (
 	bulkBps        = 100e6
 	minBulkBps     = 1e6  // a stream not paced by its application counts from here (streaming)
 	limitShare     = 0.3  // a send-limit reason holding the sender this share of the time
 	cpuBusy        = 0.9  // a CPU this busy is a bottleneck candidate
-	spareBusy      = 0.6  // a CPU less busy than this has time for moved work
 	competingUser  = 0.4  // user time that is not the network path's: a stream's own sender and reader take up to about a quarter
 	otherWork      = 0.25 // user time on one CPU of the processes that made no socket call
 	smallPacket    = 512  // bytes per socket call or packet
@@ -287,7 +290,7 @@ func misplaced(ev *Evidence, c *CPUUse) *CPUUse {
 		return nil
 	}
 	for i := range ev.CPUs {
-		if o := &ev.CPUs[i]; o.CPU != c.CPU && o.Busy() < spareBusy {
+		if o := &ev.CPUs[i]; o.CPU != c.CPU && o.Busy() < SpareBusy {
 			return o
 		}
 	}

@@ -59,9 +59,14 @@ case "$release" in
 	tests="$common|TestSendlimSmallSendBufferIsMostlySndbuf|TestDevXmitShowsTSO|TestDevRecvShowsGRO|TestSockIOCountsEveryCall"
 	;;
 *)
+	# 6.12 attaches what this machine's 6.18 does but for tcp_rcvbuf
+	# (tcp_rcv_space_adjust; the 6.12 NIC wires count it against the
+	# driver), so the host's run of the rest stands for it: here the hooks
+	# attach and run, the stalls' runs end where the kernel ends them, and
+	# the lab's faults with the doctor.
 	must=$all
 	scenarios="sndbuf-limited packet-loss gro-blocked"
-	tests=$common
+	tests="$runs|TestEventsMatchesWhatRecordAttaches|TestLabRunAllReproducesEveryFaultAndTheDoctorNamesIt"
 	;;
 esac
 

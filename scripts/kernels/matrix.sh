@@ -2,9 +2,11 @@
 # Usage: scripts/kernels/matrix.sh VERSION...   (what `make kernels` runs)
 #
 # For each kernel: fetches it, boots it with run.sh and runs guest.sh there
-# on the prebuilt bin/skbtrace, one guest at a time (the machine has two
-# cores). Output of each goes to out/kernels/<VERSION>/ (guest.log plus
-# what guest.sh writes). Prints a summary; fails if any kernel failed.
+# on the prebuilt bin/skbtrace. SKBTRACE_MATRIX_JOBS guests run at once
+# (default 1; each is one TCG thread, and the machine has two cores; side
+# by side their logs follow when all have ended). Output of each goes to
+# out/kernels/<VERSION>/ (guest.log plus what guest.sh writes). Prints a
+# summary; fails if any kernel failed.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -13,29 +15,60 @@ cd "$here/../.."
 [ -x bin/skbtrace ] || { echo "kernels: bin/skbtrace is missing; run make build" >&2; exit 1; }
 [ -x bin/e2e.test ] || { echo "kernels: bin/e2e.test is missing; run go test -c -o bin/e2e.test ./test/e2e" >&2; exit 1; }
 
+jobs=${SKBTRACE_MATRIX_JOBS:-1}
+
+# guest VERSION: boots it and runs guest.sh, leaving out/kernels/VERSION/
+# guest.log and result (the exit status and the seconds it took).
+guest() {
+	local ver=$1 out=out/kernels/$1 start=$SECONDS rc=0
+	rm -rf "$out"
+	mkdir -p "$out"
+	if ! "$here/fetch.sh" "$ver" >"$out/kernel.env"; then
+		echo "fetch $((SECONDS - start))" >"$out/result"
+		return
+	fi
+	# The 5.10 guest ran out of 900 s at its last tests once, with host work beside it.
+	if [ "$jobs" = 1 ]; then
+		SKBTRACE_VM_TIMEOUT=${SKBTRACE_VM_TIMEOUT:-1800} \
+			"$here/run.sh" "$ver" -e SKBTRACE=bin/skbtrace -e E2E=bin/e2e.test -e OUT="$out" -- bash scripts/kernels/guest.sh 2>&1 |
+			tee "$out/guest.log" || rc=${PIPESTATUS[0]}
+	else
+		SKBTRACE_VM_TIMEOUT=${SKBTRACE_VM_TIMEOUT:-1800} \
+			"$here/run.sh" "$ver" -e SKBTRACE=bin/skbtrace -e E2E=bin/e2e.test -e OUT="$out" -- bash scripts/kernels/guest.sh \
+			>"$out/guest.log" 2>&1 || rc=$?
+	fi
+	echo "$rc $((SECONDS - start))" >"$out/result"
+}
+
+for ver in "$@"; do
+	echo "== kernel $ver" >&2
+	if [ "$jobs" = 1 ]; then
+		guest "$ver"
+		continue
+	fi
+	while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
+		wait -n || true
+	done
+	guest "$ver" &
+done
+wait
+if [ "$jobs" != 1 ]; then
+	for ver in "$@"; do
+		echo "== kernel $ver: guest.log"
+		cat "out/kernels/$ver/guest.log" 2>/dev/null || true
+	done
+fi
+
 summary=() bad=0
 for ver in "$@"; do
 	out=out/kernels/$ver
-	rm -rf "$out"
-	mkdir -p "$out"
-	echo "== kernel $ver" >&2
-	start=$SECONDS rc=0
-	if ! "$here/fetch.sh" "$ver" >"$out/kernel.env"; then
-		summary+=("$(printf '%-5s %-22s %s' "$ver" - "FAILED (fetch)")")
-		bad=1
-		continue
-	fi
-	# The 5.10 guest ran out of 900 s at its last tests once, with host work beside it.
-	SKBTRACE_VM_TIMEOUT=${SKBTRACE_VM_TIMEOUT:-1800} \
-		"$here/run.sh" "$ver" -e SKBTRACE=bin/skbtrace -e E2E=bin/e2e.test -e OUT="$out" -- bash scripts/kernels/guest.sh 2>&1 |
-		tee "$out/guest.log" || rc=${PIPESTATUS[0]}
-	rel=$(sed -n 's/^KERNEL_RELEASE=//p' "$out/kernel.env")
-	if [ "$rc" = 0 ]; then
-		summary+=("$(printf '%-5s %-22s ok, %ss' "$ver" "$rel" $((SECONDS - start)))")
-	else
-		summary+=("$(printf '%-5s %-22s FAILED (exit %s), %ss, see %s' "$ver" "$rel" "$rc" $((SECONDS - start)) "$out/guest.log")")
-		bad=1
-	fi
+	read -r rc secs <"$out/result" || rc=missing
+	rel=$(sed -n 's/^KERNEL_RELEASE=//p' "$out/kernel.env" 2>/dev/null)
+	case "$rc" in
+	0) summary+=("$(printf '%-5s %-22s ok, %ss' "$ver" "$rel" "$secs")") ;;
+	fetch) summary+=("$(printf '%-5s %-22s %s' "$ver" - "FAILED (fetch)")") bad=1 ;;
+	*) summary+=("$(printf '%-5s %-22s FAILED (exit %s), %ss, see %s' "$ver" "$rel" "$rc" "$secs" "$out/guest.log")") bad=1 ;;
+	esac
 done
 
 echo "== kernel matrix"
