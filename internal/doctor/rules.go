@@ -126,6 +126,10 @@ func Diagnose(ev *Evidence) *Report {
 	}
 	// A cause is at least as severe, and weighs at least as much, as the
 	// symptoms it explains.
+	own := map[*finding.Finding]float64{}
+	for i := range fs {
+		own[&fs[i]] = fs[i].Impact
+	}
 	heaviest := map[string]float64{}
 	for i := range fs {
 		if fs[i].ID == "cpu-saturated" && misplacedScope(ev, fs[i].Scope) {
@@ -146,7 +150,27 @@ func Diagnose(ev *Evidence) *Report {
 			fs[i].ImpactText += fmt.Sprintf("; at least the %s its consequences put at stake", pct(w))
 		}
 	}
-	finding.Rank(fs)
+	// Causes raised to one stake rank by what each costs on its own: two
+	// offloads off that both explain a saturated CPU.
+	order := make([]int, len(fs))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		fa, fb := &fs[order[a]], &fs[order[b]]
+		if fa.Severity != fb.Severity {
+			return fa.Severity > fb.Severity
+		}
+		if fa.Impact != fb.Impact {
+			return fa.Impact > fb.Impact
+		}
+		return own[fa] > own[fb]
+	})
+	ranked := make([]finding.Finding, len(fs))
+	for i, j := range order {
+		ranked[i] = fs[j]
+	}
+	fs = ranked
 	rep := &Report{Findings: fs, Evidence: ev, Notes: ev.Notes}
 	if n := unsufferedDrops(ev); n != "" {
 		rep.Notes = append(slices.Clone(rep.Notes), n)
@@ -852,6 +876,16 @@ func offloadDisabled(ev *Evidence) []finding.Finding {
 					explanation += " The device does not let them be switched on: " + lockedText(d) + "."
 					remedy = segmentationRemedy(ns.Name, d)
 				}
+				impact := 0.4
+				if off == featTSO && d.Features[featGSO] && !d.locked(featTSO) {
+					// GSO carries each 64 KB skb through the stack and the
+					// qdisc and segments it just before the driver: the
+					// stack's saving stays, the device's does not.
+					title = fmt.Sprintf("TSO is off on %s (GSO segments in software)", d.Name)
+					explanation = "Without TSO the CPU cuts each large skb into MSS-sized packets (GSO, just before the driver) and the driver " +
+						"maps and queues every one of them: GSO keeps most of the stack's saving, but each packet still costs the CPU at the device."
+					impact = 0.15
+				}
 				if off == "" && d.Features != nil {
 					// On, yet skbs arrive one segment each: a shaper segmenting
 					// (tbf does above its burst), or the application writing small.
@@ -872,7 +906,7 @@ func offloadDisabled(ev *Evidence) []finding.Finding {
 				}
 				out = append(out, finding.Finding{ID: "offload-disabled", Severity: severity,
 					Title: title, Evidence: ev, Explanation: explanation, Remedy: remedy,
-					Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.4,
+					Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: impact,
 					ImpactText: "CPU per byte several times higher; throughput where the CPU is the limit",
 					Confidence: shapeConfidence(d.Xmit != nil, severity),
 					Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -k %s | grep -e segmentation -e checksum", d.Name),

@@ -53,7 +53,7 @@ var NIC = []*Scenario{
 		Name:   "nic-gro-off",
 		Fault:  "GRO off on the receiver's NIC, the sender's TSO off in both runs so the wire carries TCP segments (control: GRO on)",
 		Expect: "offload-disabled",
-		// The sender's TSO, off in both runs, is reported too.
+		// The sender's TSO, off in both runs (GSO on), is reported too, after it.
 		ExpectOn: func(p *Pair) string { return p.ReceiverDev },
 		Families: []string{"tcp_conn", "dev_recv"},
 		Load:     load.Options{Mode: load.Bulk, Duration: 3 * time.Second, CC: "cubic"},
@@ -163,7 +163,7 @@ var NIC = []*Scenario{
 		Fault: "receive checksum offload off on the receiver's NIC (ethtool -K rx off), the sender's TSO off in both runs " +
 			"so the wire carries TCP segments (control: rx on)",
 		Expect: "offload-disabled",
-		// The sender's TSO, off in both runs, is reported too.
+		// The sender's TSO, off in both runs (GSO on), is reported too, after it.
 		ExpectOn: func(p *Pair) string { return p.ReceiverDev },
 		Families: []string{"tcp_conn", "dev_recv", "softirq"},
 		Load:     load.Options{Mode: load.Bulk, Duration: 3 * time.Second, CC: "cubic"},

@@ -111,10 +111,14 @@ if [ "$bad" != 0 ]; then
 		[ -f "$log" ] || continue
 		# A failed test's own lines (go test -v prints them between its
 		# === RUN and its --- FAIL), its last 30, and the guest's verdicts.
+		# The lab's scenarios not reproduced or judged otherwise by the doctor.
 		awk '/^=== RUN/ { n = 0; next }
+			/^[a-z0-9-]+: (reproduced|NOT reproduced)/ { scenario = $0 }
+			/^[a-z0-9-]+: NOT reproduced/ { print; next }
+			/DISAGREES/ { print scenario; print; next }
 			/^[ \t]/ { buf[n++ % 30] = $0; next }
 			/^--- FAIL/ { print; for (i = (n > 30 ? n - 30 : 0); i < n; i++) print buf[i % 30]; n = 0; next }
-			/^(FAIL|panic:|guest: )/ { print }' "$log" | sed "s|^|${log%/guest.log}: |" || true
+			/^(FAIL|panic:|guest: failed|skbtrace: the doctor)/ { print }' "$log" | sed "s|^|${log%/guest.log}: |" || true
 	done
 fi
 exit "$bad"
