@@ -29,6 +29,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/skbtrace/skbtrace/internal/analyze/pcap"
+	"github.com/skbtrace/skbtrace/internal/finding"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/lab"
 )
@@ -930,4 +932,59 @@ func TestNICWireReceiveDropShowsTheDevice(t *testing.T) {
 	t.Logf("%d datagrams sent; netfilter drops on any device: %.0f", sent, total(events, "skb_drop", "cnt", netfilter))
 	judged(t, fmt.Sprintf("receiver %s: skb_drop [NETFILTER_DROP] on it / nft counter", w.ReceiverDev),
 		fmt.Sprintf("%.0f / %.0f", onNIC, counted), counted > 0 && onNIC == counted, "want the same, above zero")
+}
+
+// skbtrace pcap on captures of a stream taken on both NICs of the wire, the
+// driver's defaults: every frame is in a flow or counted as what it is (not
+// TCP or UDP, a fragment whose first never came, malformed: none of those
+// here), frames above the MTU are put down to the sender's TSO or the
+// receiver's GRO by where the capture was taken, and IP fragments (QEMU's
+// e1000e and vmxnet3 on a hub) are put back into their segments.
+func TestNICWirePcapExplainsEveryFrame(t *testing.T) {
+	w := newNICWire(t)
+	dir := t.TempDir()
+	sndFile, rcvFile := filepath.Join(dir, "sender.pcap"), filepath.Join(dir, "receiver.pcap")
+	stopSnd := tcpdumpIn(t, w.Sender, w.SenderDev, sndFile, 0, "")
+	stopRcv := tcpdumpIn(t, w.Receiver, w.ReceiverDev, rcvFile, 0, "")
+	w.iperf3(t, 2, 1)
+	stopSnd()
+	stopRcv()
+	for _, c := range []struct {
+		end, file, madeBy string
+	}{{"sender " + w.SenderDev, sndFile, "sender TSO"}, {"receiver " + w.ReceiverDev, rcvFile, "receiver GRO"}} {
+		r := analyzeCapture(t, c.file)
+		cp := r.Capture
+		inFlows := uint64(0)
+		for _, f := range r.Flows {
+			inFlows += f.Packets
+		}
+		judged(t, fmt.Sprintf("pcap at the %s: frames in flows + without TCP or UDP + orphan fragments + malformed", c.end),
+			fmt.Sprintf("%d + %d + %d + %d of %d", inFlows, cp.NonIP, cp.FragOrphans, cp.Malformed, cp.Frames),
+			cp.Frames > 1000 && inFlows+cp.NonIP+cp.FragOrphans+cp.Malformed+cp.Filtered == cp.Frames && cp.Malformed == 0 && cp.FragOrphans == 0,
+			"want every frame accounted for, none malformed or orphaned")
+		// The stream, not iperf3's control connection to the same port.
+		var f *pcap.FlowReport
+		for i := range r.Flows {
+			if g := &r.Flows[i]; strings.HasSuffix(g.Dst, ":5201") && (f == nil || g.PayloadBytes > f.PayloadBytes) {
+				f = g
+			}
+		}
+		if f == nil {
+			t.Fatalf("pcap at the %s: no flow to port 5201: %+v", c.end, r.Flows)
+		}
+		switch {
+		case f.Fragments != nil:
+			judged(t, fmt.Sprintf("pcap at the %s: the stream's IP fragments put back into segments", c.end),
+				fmt.Sprintf("%d datagrams, %.1f fragments each, %d incomplete", f.Fragments.Datagrams, f.Fragments.PerDatagram, f.Fragments.Incomplete),
+				f.Fragments.Datagrams > 0 && f.Fragments.Incomplete == 0 && slices.ContainsFunc(r.Findings, func(x finding.Finding) bool { return x.ID == "ip-fragmented" }),
+				"want whole datagrams and ip-fragmented among the findings")
+		case f.OverMTU != nil:
+			judged(t, fmt.Sprintf("pcap at the %s: the stream's frames above the MTU", c.end),
+				fmt.Sprintf("%d frames, %.1f segments each, made by %s", f.OverMTU.Frames, f.OverMTU.AvgSegments, f.OverMTU.MadeBy),
+				strings.HasPrefix(f.OverMTU.MadeBy, c.madeBy), "want them put down to the "+c.madeBy)
+		default:
+			judged(t, fmt.Sprintf("pcap at the %s: the stream's frames within the MTU", c.end),
+				fmt.Sprintf("%d data packets", f.DataPackets), f.DataPackets > 0, "want data")
+		}
+	}
 }
