@@ -41,14 +41,15 @@ guest() {
 }
 
 for ver in "$@"; do
-	echo "== kernel $ver" >&2
 	if [ "$jobs" = 1 ]; then
+		echo "== kernel $ver" >&2
 		guest "$ver"
 		continue
 	fi
 	while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
 		wait -n || true
 	done
+	echo "== kernel $ver (its log follows when all have ended)" >&2
 	guest "$ver" &
 done
 wait
@@ -111,7 +112,7 @@ if [ "$bad" != 0 ]; then
 		awk '/^=== RUN/ { n = 0; next }
 			/^[ \t]/ { buf[n++ % 30] = $0; next }
 			/^--- FAIL/ { print; for (i = (n > 30 ? n - 30 : 0); i < n; i++) print buf[i % 30]; n = 0; next }
-			/^(FAIL|panic:|guest: )/ { print }' "$log" | sed "s|^|${log%/guest.log}: |" || true
+			/^(FAIL|panic:|guest: failed|guest: .* does not run)/ { print }' "$log" | sed "s|^|${log%/guest.log}: |" || true
 	done
 fi
 exit "$bad"
