@@ -77,10 +77,13 @@ nics: build e2e-binary kernel-cache
 
 # make test runs, for time, the two wires with the lab (e1000e and
 # virtio-net on 6.1 agreed with 6.12 in every figure, and vmxnet3 with
-# e1000e); make nics runs them all. It leaves out nic-irq-one-cpu, which a
-# single-thread TCG guest cannot build (both guest CPUs read busy whatever
-# runs on them, so none has time to spare for moved work: the lab skips it).
-NICS_TEST ?= 6.12:e1000e:hub:$(NIC_LAB) 6.12:virtio-net-pci:hub:$(NIC_LAB)
+# e1000e); make nics runs them all. It leaves out what these devices cannot
+# build, which make nics shows skipped with the reason: nic-irq-one-cpu in a
+# single-thread TCG guest (both guest CPUs read busy whatever runs on them,
+# so none has time to spare for moved work), and on virtio-net under QEMU
+# 7.2 TSO ([fixed] off), rx-checksum and coalescing (refused) and the MTU
+# mismatch (its mergeable buffers take the jumbo frames).
+NICS_TEST ?= 6.12:e1000e:hub:$(NIC_LAB) 6.12:virtio-net-pci:hub:nic-baseline,nic-gro-off
 
 # Runs each fuzz target for FUZZTIME; new interesting inputs stay in the Go cache.
 FUZZTIME ?= 30s
