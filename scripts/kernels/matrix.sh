@@ -16,6 +16,7 @@ cd "$here/../.."
 [ -x bin/e2e.test ] || { echo "kernels: bin/e2e.test is missing; run go test -c -o bin/e2e.test ./test/e2e" >&2; exit 1; }
 
 jobs=${SKBTRACE_MATRIX_JOBS:-1}
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "kernels: SKBTRACE_MATRIX_JOBS must be a number of guests, 1 or more, not '$jobs'" >&2; exit 2; }
 
 # guest VERSION: boots it and runs guest.sh, leaving out/kernels/VERSION/
 # guest.log and result (the exit status and the seconds it took).
