@@ -392,6 +392,34 @@ func TestAReaderThatStopsIsNotACPUBoundReader(t *testing.T) {
 	}
 }
 
+// Noise: a second, slow flow beside a healthy stream on CPUs 84-95 % busy
+// with softirq. Under CI's load the stream waited for send-buffer space a
+// third of its time (33 %, srtt 544 us against 20 at least): ACKs paced by
+// the busy CPUs, which a larger buffer would not speed up. No warning; the
+// same waits with the CPUs half idle, as in the buffer-capped fault, are.
+func TestNoiseOfASecondFlowOnBusyCPUsIsNoSendBufferWarning(t *testing.T) {
+	ev := load(t, "lab/noise-second-slow-flow.json")
+	for i := range ev.Flows {
+		if f := &ev.Flows[i]; f.LimitShares["tsq"] > 0.1 {
+			f.LimitShares = map[string]float64{"app": 0.47, "cwnd": 0.01, "ok": 0.01, "sndbuf": 0.33, "tsq": 0.17}
+			f.RTTus, f.MinRTTus = 544, 20
+		}
+	}
+	rep := Diagnose(ev)
+	if got := top(rep); got != "" {
+		t.Fatalf("top %q, want none; findings %v", got, ids(rep.Findings))
+	}
+	if !slices.Contains(ids(rep.Findings), "sndbuf-limited/info") {
+		t.Errorf("the waits are not reported at all: %v", ids(rep.Findings))
+	}
+	for i := range ev.CPUs {
+		ev.CPUs[i].Idle, ev.CPUs[i].Softirq = 0.5, 0.2
+	}
+	if got := top(Diagnose(ev)); got != "sndbuf-limited" {
+		t.Errorf("the same waits on half-idle CPUs: top %q, want sndbuf-limited", got)
+	}
+}
+
 // Noise: iperf3 --bidir, one thread reading and writing both directions on
 // CPUs busy 89-97 %. The slower direction's sender waits on a window its
 // busy reader reopens in bursts (35 ms shut at a time): the ends hold it,

@@ -411,12 +411,28 @@ func sndbufLimited(ev *Evidence) []finding.Finding {
 		if share < limitShare {
 			continue
 		}
-		wmem := ev.sysctl(f.Netns, "net.ipv4.tcp_wmem")
-		want := bufferTarget(ev, f, wmem)
 		evidence := []string{
 			fmt.Sprintf("the sender waited for send-buffer space %s of the time (%s)", pct(share), source),
 			fmt.Sprintf("throughput %s, srtt %d us", units.Bits(f.SendBps()), f.RTTus),
 		}
+		// A buffer full of data in flight caps the flow only while ACKs
+		// return at the pace of the path. When a CPU doing network work is
+		// saturated, they return at that CPU's pace: a larger buffer would
+		// lengthen the queue in front of it, not the throughput (healthy
+		// streams here wait for buffer space up to a third of the time on
+		// CPUs 85-95 % busy; buffer-capped ones leave them half idle).
+		if c := networkCPUSaturated(ev); c != nil {
+			out = append(out, finding.Finding{ID: "sndbuf-limited", Severity: finding.Info,
+				Title:    fmt.Sprintf("%s -> %s waits for send-buffer space behind a busy CPU", f.Local, f.Peer),
+				Evidence: append(evidence, fmt.Sprintf("CPU %d was %s busy (%s)", c.CPU, pct(c.Busy()), cpuSplit(c))),
+				Explanation: "The send buffer was full of unacknowledged data, but the ACKs that empty it came at the pace of a CPU " +
+					"busy with network work: that CPU, not the buffer, sets the rate.",
+				Scope: flowScope(f), Impact: share / 4, ImpactText: "none that a larger buffer recovers", Confidence: measured(source),
+				Confirm: []string{"mpstat -P ALL 1: the CPU stays busy while the flow runs"}})
+			continue
+		}
+		wmem := ev.sysctl(f.Netns, "net.ipv4.tcp_wmem")
+		want := bufferTarget(ev, f, wmem)
 		if wmem != "" {
 			evidence = append(evidence, fmt.Sprintf("net.ipv4.tcp_wmem = %s in netns %s", wmem, f.Netns))
 		}
@@ -1758,6 +1774,20 @@ func queueDropsOf(ev *Evidence, f *Flow) []Drop {
 		}
 	}
 	return out
+}
+
+// networkCPUSaturated is the busiest CPU at least readerCPUBusy busy with a
+// third of its time or more in softirq or NET_RX: a CPU that paces the
+// stack's packets, not merely one an unrelated program keeps busy.
+func networkCPUSaturated(ev *Evidence) *CPUUse {
+	var b *CPUUse
+	for i := range ev.CPUs {
+		c := &ev.CPUs[i]
+		if c.Busy() >= readerCPUBusy && max(c.Softirq, c.NetRx) >= 0.3 && (b == nil || c.Busy() > b.Busy()) {
+			b = c
+		}
+	}
+	return b
 }
 
 // receiverSaturated is a saturated CPU doing receive work where the flow's
