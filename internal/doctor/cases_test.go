@@ -394,9 +394,11 @@ func TestAReaderThatStopsIsNotACPUBoundReader(t *testing.T) {
 
 // Noise: a second, slow flow beside a healthy stream on CPUs 84-95 % busy
 // with softirq. Under CI's load the stream waited for send-buffer space a
-// third of its time (33 %, srtt 544 us against 20 at least): ACKs paced by
-// the busy CPUs, which a larger buffer would not speed up. No warning; the
-// same waits with the CPUs half idle, as in the buffer-capped fault, are.
+// third of its time (33 %, srtt 544 us against 20 at least), its writer
+// waiting for the CPU longer ([app] 47 %): ACKs paced by the busy CPUs,
+// which a larger buffer would not speed up. No warning; the same waits with
+// the CPUs half idle are one, and so is a sender held by its buffer most of
+// its time on the busy CPUs.
 func TestNoiseOfASecondFlowOnBusyCPUsIsNoSendBufferWarning(t *testing.T) {
 	ev := load(t, "lab/noise-second-slow-flow.json")
 	for i := range ev.Flows {
@@ -412,11 +414,19 @@ func TestNoiseOfASecondFlowOnBusyCPUsIsNoSendBufferWarning(t *testing.T) {
 	if !slices.Contains(ids(rep.Findings), "sndbuf-limited/info") {
 		t.Errorf("the waits are not reported at all: %v", ids(rep.Findings))
 	}
+	busyCPUs := ev.CPUs
+	ev.CPUs = slices.Clone(busyCPUs)
 	for i := range ev.CPUs {
 		ev.CPUs[i].Idle, ev.CPUs[i].Softirq = 0.5, 0.2
 	}
 	if got := top(Diagnose(ev)); got != "sndbuf-limited" {
 		t.Errorf("the same waits on half-idle CPUs: top %q, want sndbuf-limited", got)
+	}
+	// The buffer-capped fault's sender, held 96 % of its time, on the busy CPUs.
+	capped := load(t, "lab/sndbuf-limited.json")
+	capped.CPUs = busyCPUs
+	if got := top(Diagnose(capped)); got != "sndbuf-limited" {
+		t.Errorf("a sender held by its buffer most of its time, on busy CPUs: top %q, want sndbuf-limited", got)
 	}
 }
 
