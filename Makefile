@@ -27,18 +27,17 @@ check-generate: deps
 	scripts/check-generated.sh
 
 # The guests come after the host's tests (a guest beside the host's lab
-# would be competing work there). The kernel matrix runs two guests at a
-# time (5.10 and 6.1 took 1043 and 1014 s side by side, 994 and 936 alone:
-# each is one TCG thread, and none of their verdicts is judged by CPU
-# share); the NIC wires one at a time after it: two guests side by side
-# (with the host's tests running) read their CPUs busier and flipped
-# CPU-judged verdicts there (GRO off at info, a paced baseline's offload
-# finding at warning).
+# would be competing work there), two at a time in two lanes of about equal
+# length (scripts/kernels/lanes.sh): each guest is one TCG thread and the
+# machine has two cores. Two NIC guests side by side while the host's tests
+# still ran read their CPUs busier and flipped CPU-judged verdicts (GRO off
+# at info, a paced baseline's offload finding at warning); a NIC guest
+# beside one kernel guest, each on a core of its own, agreed on every fault.
 test: deps check-generate
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
-	$(MAKE) kernels KERNEL_JOBS=2
-	$(MAKE) nics NICS="$(NICS_TEST)"
+	$(MAKE) build e2e-binary kernel-cache
+	scripts/kernels/lanes.sh $(NICS_TEST)
 
 # -p 1: one package at a time, so that no benchmark shares the CPUs with another.
 bench: build
