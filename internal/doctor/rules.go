@@ -44,6 +44,10 @@ const (
 	// readerCPUBusy is the busiest CPU's share below which no reader is
 	// CPU-bound (such readers leave it 80 % busy and more here).
 	readerCPUBusy = 0.7
+	// networkCPUBusy: a CPU this busy, a third of it or more in softirq,
+	// paces the stack's packets and ACKs (a healthy veth stream leaves its
+	// CPUs 85-95 % busy here; a buffer-capped one about half).
+	networkCPUBusy = 0.7
 	// stoppedReaderShare is the least [swnd] share that convicts a reader
 	// that stops (10-45 % measured for one stopped 400 ms in every 450).
 	stoppedReaderShare = 0.1
@@ -1778,14 +1782,14 @@ func queueDropsOf(ev *Evidence, f *Flow) []Drop {
 	return out
 }
 
-// networkCPUSaturated is the busiest CPU at least readerCPUBusy busy with a
-// third of its time or more in softirq or NET_RX: a CPU that paces the
+// networkCPUSaturated is the busiest CPU at least networkCPUBusy busy with
+// a third of its time or more in softirq or NET_RX: a CPU that paces the
 // stack's packets, not merely one an unrelated program keeps busy.
 func networkCPUSaturated(ev *Evidence) *CPUUse {
 	var b *CPUUse
 	for i := range ev.CPUs {
 		c := &ev.CPUs[i]
-		if c.Busy() >= readerCPUBusy && max(c.Softirq, c.NetRx) >= 0.3 && (b == nil || c.Busy() > b.Busy()) {
+		if c.Busy() >= networkCPUBusy && max(c.Softirq, c.NetRx) >= 0.3 && (b == nil || c.Busy() > b.Busy()) {
 			b = c
 		}
 	}
