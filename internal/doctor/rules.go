@@ -44,7 +44,7 @@ const (
 	// readerCPUBusy is the busiest CPU's share below which no reader is
 	// CPU-bound (such readers leave it 80 % busy and more here).
 	readerCPUBusy = 0.7
-	// networkCPUBusy: a CPU this busy, a third of it or more in softirq,
+	// networkCPUBusy: a CPU this busy, 30 % of it or more in softirq,
 	// paces the stack's packets and ACKs (a healthy veth stream leaves its
 	// CPUs 85-95 % busy here; a buffer-capped one about half).
 	networkCPUBusy = 0.7
@@ -1783,7 +1783,7 @@ func queueDropsOf(ev *Evidence, f *Flow) []Drop {
 }
 
 // networkCPUSaturated is the busiest CPU at least networkCPUBusy busy with
-// a third of its time or more in softirq or NET_RX: a CPU that paces the
+// 30 % of its time or more in softirq or NET_RX: a CPU that paces the
 // stack's packets, not merely one an unrelated program keeps busy.
 func networkCPUSaturated(ev *Evidence) *CPUUse {
 	var b *CPUUse
