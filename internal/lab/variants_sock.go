@@ -557,11 +557,16 @@ func sockSndbufVerdict(c, f *Measurement, p *Pair) (string, bool) {
 		share*100, before*100, change(c, f)), share > 0.5 && f.Load.Bps < 0.7*c.Load.Bps
 }
 
-// sockRwndVerdict is rwndVerdict on this pair's sender.
+// sockRwndVerdict: the sender waited for the peer's window most of its
+// time, each wait far longer than the control's, and lost throughput for it.
+// The control's python reader is CPU-bound: it holds the sender by the
+// window too (29-72 % of the time here), in waits of 11-19 ms against the
+// slow reader's 670-680 ms, so the share cannot tell them apart.
 func sockRwndVerdict(c, f *Measurement, p *Pair) (string, bool) {
 	share, before := sockShare(f.sockSender(p), "swnd"), sockShare(c.sockSender(p), "swnd")
-	return fmt.Sprintf("tcp_sendlim [swnd] %.0f%% of the sender's time (control %.0f%%); throughput %s",
-		share*100, before*100, change(c, f)), share > 0.5 && share > before+0.3 && f.Load.Bps < 0.7*c.Load.Bps
+	run, runBefore := sockMeanRun(f.sockSender(p), "swnd"), sockMeanRun(c.sockSender(p), "swnd")
+	return fmt.Sprintf("tcp_sendlim [swnd] %.0f%% of the sender's time (control %.0f%%), %v per wait (control %v); throughput %s",
+		share*100, before*100, run, runBefore, change(c, f)), share > 0.5 && run >= 10*runBefore && f.Load.Bps < 0.7*c.Load.Bps
 }
 
 // sockStalledReader is a receiving application that stops reading for
