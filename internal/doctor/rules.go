@@ -27,7 +27,6 @@ const (
 	bulkBps        = 100e6
 	minBulkBps     = 1e6  // a stream not paced by its application counts from here (streaming)
 	limitShare     = 0.3  // a send-limit reason holding the sender this share of the time
-	dominantShare  = 0.5  // ... and one that holds it most of the time
 	cpuBusy        = 0.9  // a CPU this busy is a bottleneck candidate
 	competingUser  = 0.4  // user time that is not the network path's: a stream's own sender and reader take up to about a quarter
 	otherWork      = 0.25 // user time on one CPU of the processes that made no socket call
@@ -44,10 +43,10 @@ const (
 	// readerCPUBusy is the busiest CPU's share below which no reader is
 	// CPU-bound (such readers leave it 80 % busy and more here).
 	readerCPUBusy = 0.7
-	// networkCPUBusy: a CPU this busy, 30 % of it or more in softirq,
-	// paces the stack's packets and ACKs (a healthy veth stream leaves its
-	// CPUs 85-95 % busy here; a buffer-capped one about half).
-	networkCPUBusy = 0.7
+	// standingQueueRTT: a round trip this many times its minimum is mostly
+	// queue. Buffer-capped senders keep 4-6x (veth, TCG guests); healthy
+	// veth streams that fill the receiver's backlog reach 27-89x.
+	standingQueueRTT = 12
 	// stoppedReaderShare is the least [swnd] share that convicts a reader
 	// that stops (10-45 % measured for one stopped 400 ms in every 450).
 	stoppedReaderShare = 0.1
@@ -420,21 +419,19 @@ func sndbufLimited(ev *Evidence) []finding.Finding {
 			fmt.Sprintf("the sender waited for send-buffer space %s of the time (%s)", pct(share), source),
 			fmt.Sprintf("throughput %s, srtt %d us", units.Bits(f.SendBps()), f.RTTus),
 		}
-		// A CPU saturated by network work paces the ACKs that free the
-		// buffer and starves the writer: a healthy stream's sender then waits
-		// for buffer space part of its time, beside waits for its own
-		// writer (up to a third here on CPUs 85-95 % busy, the writer's
-		// [app] larger). A sender the buffer holds most of its time is held
-		// by the buffer whatever the CPU (89 % in TCG guests, where every
-		// CPU reads busy; 96 % on veth with the CPUs half idle).
-		if c := networkCPUSaturated(ev); c != nil && share < dominantShare {
+		// A buffer caps a flow while the bytes it holds are in flight on
+		// the path. When the round trip is many times its minimum, they
+		// wait in a queue instead (here the receiver's backlog on a busy
+		// CPU): the path is full, and a larger buffer would only lengthen
+		// the queue.
+		if f.MinRTTus > 0 && f.RTTus >= standingQueueRTT*f.MinRTTus {
 			out = append(out, finding.Finding{ID: "sndbuf-limited", Severity: finding.Info,
-				Title:    fmt.Sprintf("%s -> %s waits for send-buffer space behind a busy CPU", f.Local, f.Peer),
-				Evidence: append(evidence, fmt.Sprintf("CPU %d was %s busy (%s)", c.CPU, pct(c.Busy()), cpuSplit(c))),
-				Explanation: "The send buffer was full of unacknowledged data, but the ACKs that empty it came at the pace of a CPU " +
-					"busy with network work: that CPU, not the buffer, sets the rate.",
+				Title:    fmt.Sprintf("%s -> %s waits for send-buffer space behind a queue", f.Local, f.Peer),
+				Evidence: append(evidence, fmt.Sprintf("srtt %d us is %.0f times the minimum %d us: the buffer's bytes wait in a queue, not on the path", f.RTTus, float64(f.RTTus)/float64(f.MinRTTus), f.MinRTTus)),
+				Explanation: "The send buffer was full of unacknowledged data, but most of its round trip was spent queued: " +
+					"the path was already full, and whatever drains that queue (a busy CPU, a link), not the buffer, sets the rate.",
 				Scope: flowScope(f), Impact: share / 4, ImpactText: "none that a larger buffer recovers", Confidence: measured(source),
-				Confirm: []string{"mpstat -P ALL 1: the CPU stays busy while the flow runs"}})
+				Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ss -ti dst %s   (rtt far above minrtt while the flow runs)", f.Peer)}})
 			continue
 		}
 		wmem := ev.sysctl(f.Netns, "net.ipv4.tcp_wmem")
@@ -1780,20 +1777,6 @@ func queueDropsOf(ev *Evidence, f *Flow) []Drop {
 		}
 	}
 	return out
-}
-
-// networkCPUSaturated is the busiest CPU at least networkCPUBusy busy with
-// 30 % of its time or more in softirq or NET_RX: a CPU that paces the
-// stack's packets, not merely one an unrelated program keeps busy.
-func networkCPUSaturated(ev *Evidence) *CPUUse {
-	var b *CPUUse
-	for i := range ev.CPUs {
-		c := &ev.CPUs[i]
-		if c.Busy() >= networkCPUBusy && max(c.Softirq, c.NetRx) >= 0.3 && (b == nil || c.Busy() > b.Busy()) {
-			b = c
-		}
-	}
-	return b
 }
 
 // receiverSaturated is a saturated CPU doing receive work where the flow's
