@@ -397,7 +397,8 @@ func TestAReaderThatStopsIsNotACPUBoundReader(t *testing.T) {
 // trip 27-89 times its minimum (544 us against 20 here): the buffer's bytes
 // queued at the busy receiver, and a larger buffer would only lengthen that
 // queue. No warning; the same waits with the round trip near its minimum
-// are one, and the buffer-capped fault (4-6x) stays one.
+// are one, and the buffer-capped fault stays one, at 4-6x and at 20x (a
+// loaded host) alike: its sender waits most of its time (73-99 %).
 func TestNoiseOfASecondFlowWithAStandingQueueIsNoSendBufferWarning(t *testing.T) {
 	ev := load(t, "lab/noise-second-slow-flow.json")
 	var stream *Flow
@@ -422,6 +423,15 @@ func TestNoiseOfASecondFlowWithAStandingQueueIsNoSendBufferWarning(t *testing.T)
 	capped := load(t, "lab/sndbuf-limited.json")
 	if got := top(Diagnose(capped)); got != "sndbuf-limited" {
 		t.Errorf("the buffer-capped fault: top %q, want sndbuf-limited", got)
+	}
+	// The same fault on a loaded host: held 95 %, srtt 471 us against 23.
+	for i := range capped.Flows {
+		if f := &capped.Flows[i]; f.LimitShares["sndbuf"] > 0.5 {
+			f.RTTus, f.MinRTTus = 471, 23
+		}
+	}
+	if got := top(Diagnose(capped)); got != "sndbuf-limited" {
+		t.Errorf("the buffer-capped fault behind a queue: top %q, want sndbuf-limited", got)
 	}
 }
 

@@ -44,9 +44,14 @@ const (
 	// CPU-bound (such readers leave it 80 % busy and more here).
 	readerCPUBusy = 0.7
 	// standingQueueRTT: a round trip this many times its minimum is mostly
-	// queue. Buffer-capped senders keep 4-6x (veth, TCG guests); healthy
-	// veth streams that fill the receiver's backlog reach 27-89x.
+	// queue. Buffer-capped senders keep 4-6x (veth, TCG guests) and reach
+	// 20x on a loaded host; healthy veth streams that fill the receiver's
+	// backlog reach 27-89x.
 	standingQueueRTT = 12
+	// heldShare: a sender its buffer holds this share of its time is held
+	// by the buffer, whatever the queue: buffer-capped senders wait 73-99 %,
+	// healthy streams behind a standing queue up to 46 % on a loaded host.
+	heldShare = 0.6
 	// stoppedReaderShare is the least [swnd] share that convicts a reader
 	// that stops (10-45 % measured for one stopped 400 ms in every 450).
 	stoppedReaderShare = 0.1
@@ -423,8 +428,8 @@ func sndbufLimited(ev *Evidence) []finding.Finding {
 		// the path. When the round trip is many times its minimum, they
 		// wait in a queue instead (here the receiver's backlog on a busy
 		// CPU): the path is full, and a larger buffer would only lengthen
-		// the queue.
-		if f.MinRTTus > 0 && f.RTTus >= standingQueueRTT*f.MinRTTus {
+		// the queue, unless the buffer holds the sender most of its time.
+		if f.MinRTTus > 0 && f.RTTus >= standingQueueRTT*f.MinRTTus && share < heldShare {
 			out = append(out, finding.Finding{ID: "sndbuf-limited", Severity: finding.Info,
 				Title:    fmt.Sprintf("%s -> %s waits for send-buffer space behind a queue", f.Local, f.Peer),
 				Evidence: append(evidence, fmt.Sprintf("srtt %d us is %.0f times the minimum %d us: the buffer's bytes wait in a queue, not on the path", f.RTTus, float64(f.RTTus)/float64(f.MinRTTus), f.MinRTTus)),
