@@ -44,8 +44,12 @@ func decoyTraffic(t *testing.T, pair *lab.Pair, d time.Duration) {
 		c := dialFrom(t, pair.Sender, &net.Dialer{}, "udp", udp.LocalAddr().String())
 		defer c.Close()
 		payload := make([]byte, 1000)
+		// Four at a time: a millisecond's sleep lasts about 20 in an
+		// emulated guest beside another (93 datagrams in 2 s, one at a time).
 		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Millisecond) {
-			c.Write(payload)
+			for range 4 {
+				c.Write(payload)
+			}
 		}
 	}()
 	if _, err := pair.Sender.Run("ping", "-c", "5", "-i", "0.2", receiver); err != nil {
