@@ -111,7 +111,7 @@ var NIC = []*Scenario{
 			return fmt.Sprintf("%s took %.0f%% of its interrupts on CPU 0 (control %.0f%%), CPU 0 busy %.0f%% (control %.0f%%), CPU 1 %.0f%% (control %.0f%%); throughput %s",
 					p.ReceiverDev, f.interruptShare(0)*100, c.interruptShare(0)*100, f.cpuBusy(0)*100, c.cpuBusy(0)*100,
 					f.cpuBusy(1)*100, c.cpuBusy(1)*100, change(c, f)),
-				f.interruptShare(0) >= 0.9 && c.interruptShare(0) <= 0.1 && f.cpuBusy(0) >= 0.9
+				f.interruptShare(0) >= 0.9 && c.interruptShare(0) <= 0.1 && f.cpuBusy(0) >= cpuSaturated
 		},
 	},
 	{

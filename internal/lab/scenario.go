@@ -104,6 +104,20 @@ func (m *Measurement) cpuBusy(cpu int) float64 {
 	return m.CPU[cpu].Busy()
 }
 
+// cpuSaturated is the busy share from which a CPU limits a run by itself.
+const cpuSaturated = 0.9
+
+// busiestCPU is the CPU busiest during the run, and its busy share.
+func (m *Measurement) busiestCPU() (int, float64) {
+	cpu, busy := 0, 0.0
+	for i, u := range m.CPU {
+		if u.Busy() > busy {
+			cpu, busy = i, u.Busy()
+		}
+	}
+	return cpu, busy
+}
+
 // RunOptions change how a scenario runs.
 type RunOptions struct {
 	// Keep leaves the namespaces in place to inspect them.

@@ -44,11 +44,7 @@ var Scenarios = []*Scenario{
 		Load:     bulk,
 		Inject:   func(p *Pair) error { return sysctl(p.Sender, "net.ipv4.tcp_wmem", "4096 8192 8192") },
 		Fix:      func(p *Pair) error { return sysctl(p.Sender, "net.ipv4.tcp_wmem", defaultWmem) },
-		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
-			share := f.limitShare("sndbuf")
-			return fmt.Sprintf("tcp_sendlim [sndbuf] %.0f%% of the sender's time (control %.0f%%); throughput %s",
-				share*100, c.limitShare("sndbuf")*100, change(c, f)), share > 0.5 && f.Load.Bps < 0.7*c.Load.Bps
-		},
+		Verdict:  sndbufVerdict,
 	},
 	{
 		Name:     "rwnd-limited",
@@ -198,7 +194,7 @@ var Scenarios = []*Scenario{
 			user, userBefore := f.sockCPUUser(1), c.sockCPUUser(1)
 			return fmt.Sprintf("the receiver's CPU 1 busy %.0f%% of the run, %.0f%% in user space (control %.0f%%, %.0f%%); throughput %s",
 					busy*100, user*100, before*100, userBefore*100, change(c, f)),
-				runtime.NumCPU() >= 2 && busy >= 0.9 && user > userBefore+0.15
+				runtime.NumCPU() >= 2 && busy >= cpuSaturated && user > userBefore+0.15
 		},
 	},
 	{

@@ -552,9 +552,7 @@ func (m *Measurement) sockCPUUser(cpu int) float64 {
 
 // sockSndbufVerdict is sndbufVerdict on this pair's sender.
 func sockSndbufVerdict(c, f *Measurement, p *Pair) (string, bool) {
-	share, before := sockShare(f.sockSender(p), "sndbuf"), sockShare(c.sockSender(p), "sndbuf")
-	return fmt.Sprintf("tcp_sendlim [sndbuf] %.0f%% of the sender's time (control %.0f%%); throughput %s",
-		share*100, before*100, change(c, f)), share > 0.5 && f.Load.Bps < 0.7*c.Load.Bps
+	return sndbufJudged(sockShare(f.sockSender(p), "sndbuf"), sockShare(c.sockSender(p), "sndbuf"), c, f)
 }
 
 // sockRwndVerdict: the sender waited for the peer's window most of its

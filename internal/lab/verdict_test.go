@@ -1,0 +1,37 @@
+package lab
+
+import (
+	"testing"
+
+	"github.com/skbtrace/skbtrace/internal/doctor"
+	"github.com/skbtrace/skbtrace/internal/load"
+)
+
+func TestSendBufferVerdictNeedsTheWaitsAndEitherALossOrASaturatedControl(t *testing.T) {
+	run := func(bps float64, idle ...float64) *Measurement {
+		m := &Measurement{Load: &load.Result{Bps: bps}}
+		for i, v := range idle {
+			m.CPU = append(m.CPU, doctor.CPUUse{CPU: i, Idle: v})
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name          string
+		share, before float64
+		c, f          *Measurement
+		want          bool
+	}{
+		// 5.10 TCG guest: 182 against 408 Mbit/s.
+		{"slower", 0.94, 0, run(408e6, 0.3, 0.4), run(182e6, 0.5, 0.5), true},
+		// 6.12 TCG guest: 238 against 272 Mbit/s, the control's CPU saturated.
+		{"cpu-bound control", 0.95, 0, run(272e6, 0.02, 0.4), run(238e6, 0.1, 0.5), true},
+		{"neither slower nor cpu-bound", 0.95, 0, run(272e6, 0.3, 0.4), run(238e6, 0.1, 0.5), false},
+		{"waits no longer than the control's", 0.6, 0.45, run(408e6, 0.3, 0.4), run(182e6, 0.5, 0.5), false},
+		{"waits under half the time", 0.4, 0, run(408e6, 0.3, 0.4), run(182e6, 0.5, 0.5), false},
+	} {
+		text, got := sndbufJudged(tc.share, tc.before, tc.c, tc.f)
+		if got != tc.want {
+			t.Errorf("%s: reproduced=%v, want %v (%s)", tc.name, got, tc.want, text)
+		}
+	}
+}
