@@ -121,7 +121,7 @@ func haveTracingSkStorage() (bool, error) {
 		},
 		License: "GPL",
 	}
-	prog, err := ebpf.NewProgram(spec)
+	prog, err := newProbeProgram(spec)
 	if err == nil {
 		prog.Close()
 		return true, nil
@@ -138,7 +138,7 @@ func haveTracingSkStorage() (bool, error) {
 }
 
 func probeLoad(spec *ebpf.ProgramSpec, what string) (bool, error) {
-	prog, err := ebpf.NewProgram(spec)
+	prog, err := newProbeProgram(spec)
 	switch {
 	case err == nil:
 		prog.Close()
@@ -176,7 +176,7 @@ func tracepointHasArgs(name string, n int) bool {
 // programs on this kernel, from its BTF prototype (btf_trace_<name>, whose
 // first parameter is the tracepoint's private data).
 func TracepointArgs(name string) (int, error) {
-	spec, err := btf.LoadKernelSpec()
+	spec, err := kernelTypes.Kernel()
 	if err != nil {
 		return 0, fmt.Errorf("reading kernel BTF: %w", err)
 	}
@@ -201,7 +201,7 @@ func TracepointArgs(name string) (int, error) {
 // FunctionArgs is how many arguments a kernel function takes, from BTF;
 // an error says it is not there to trace.
 func FunctionArgs(name string) (int, error) {
-	spec, err := btf.LoadKernelSpec()
+	spec, err := kernelTypes.Kernel()
 	if err != nil {
 		return 0, fmt.Errorf("reading kernel BTF: %w", err)
 	}
@@ -217,4 +217,16 @@ func FunctionArgs(name string) (int, error) {
 		return 0, fmt.Errorf("function %s has no prototype in kernel BTF", name)
 	}
 	return len(proto.Params), nil
+}
+
+// newProbeProgram loads a feature probe with the process's decoded kernel
+// BTF (ebpf.NewProgram would decode it afresh for a tracing program's target).
+func newProbeProgram(spec *ebpf.ProgramSpec) (*ebpf.Program, error) {
+	coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{"probe": spec}},
+		ebpf.CollectionOptions{Cache: kernelTypes})
+	if err != nil {
+		return nil, err
+	}
+	defer coll.Close()
+	return coll.DetachProgram("probe"), nil
 }

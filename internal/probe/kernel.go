@@ -12,6 +12,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// kernelTypes decodes the kernel's BTF once for the process: every program
+// load (CO-RE relocations, tp_btf targets) and every prototype lookup would
+// otherwise decode it again, about a tenth of a second each here and seconds
+// under emulation.
+var kernelTypes = btf.NewCache()
+
 var tracefsDirs = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
 
 var tracefsOnce struct {
@@ -83,7 +89,7 @@ func CheckHook(h Hook) error {
 // KernelEnum names the values of a kernel enum from its BTF, with prefix
 // removed (SKB_DROP_REASON_NETFILTER_DROP becomes NETFILTER_DROP).
 func KernelEnum(name, prefix string) (map[uint32]string, error) {
-	spec, err := btf.LoadKernelSpec()
+	spec, err := kernelTypes.Kernel()
 	if err != nil {
 		return nil, fmt.Errorf("reading kernel BTF: %w", err)
 	}

@@ -196,7 +196,7 @@ func Open(cfg Config) (*Session, error) {
 		return nil, err
 	}
 	maps := &ebpf.CollectionSpec{Maps: spec.Maps, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder}
-	coll, err := ebpf.NewCollection(maps)
+	coll, err := ebpf.NewCollectionWithOptions(maps, ebpf.CollectionOptions{Cache: kernelTypes})
 	if err != nil {
 		if errors.Is(err, unix.EPERM) {
 			return nil, fmt.Errorf("creating BPF maps: %w", ErrPermission)
@@ -391,7 +391,7 @@ func (s *Session) load(h Hook) (*ebpf.Program, error) {
 	}
 	one := &ebpf.CollectionSpec{Maps: s.spec.Maps, Variables: s.spec.Variables, Types: s.spec.Types,
 		ByteOrder: s.spec.ByteOrder, Programs: map[string]*ebpf.ProgramSpec{name: ps}}
-	c, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{MapReplacements: s.coll.Maps})
+	c, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{MapReplacements: s.coll.Maps, Cache: kernelTypes})
 	if err != nil {
 		var verr *ebpf.VerifierError
 		switch {

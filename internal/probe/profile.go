@@ -53,7 +53,7 @@ func OpenProfiler(cfg ProfilerConfig) (*Profiler, error) {
 		return nil, fmt.Errorf("raising the memlock limit: %w", err)
 	}
 	p := &Profiler{}
-	if err := LoadProfileObjects(&p.objs, nil); err != nil {
+	if err := LoadProfileObjects(&p.objs, &ebpf.CollectionOptions{Cache: kernelTypes}); err != nil {
 		if errors.Is(err, unix.EPERM) {
 			return nil, fmt.Errorf("loading the profiler: %w", ErrPermission)
 		}

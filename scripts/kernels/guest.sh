@@ -11,22 +11,7 @@
 #   OUT       directory for result files
 set -euo pipefail
 
-SKBTRACE=$(realpath "${SKBTRACE:-bin/skbtrace}")
-E2E=$(realpath "${E2E:-bin/e2e.test}")
-: "${OUT:?OUT must name the output directory}"
-mkdir -p "$OUT"
-OUT=$(realpath "$OUT")
-
-failed=()
-# step NAME COMMAND...: runs COMMAND, records NAME if it fails.
-step() {
-	local name=$1 rc=0
-	shift
-	echo "== $name"
-	"$@" || rc=$?
-	echo "== $name: exit $rc"
-	[ "$rc" = 0 ] || failed+=("$name")
-}
+source "$(dirname "$0")/guest-common.sh"
 
 release=$(uname -r)
 # What each kernel must run (issue 18's acceptance) and which lab scenarios
