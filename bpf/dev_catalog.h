@@ -221,8 +221,8 @@ int BPF_PROG(dev_recv, struct sk_buff *skb)
 
 /*
  * What GRO was handed, counted per packet: only where a packet filter must
- * judge each packet. Without one, dev_recv_polled counts the same from the
- * polls, and the receive path keeps one run per skb, not two per packet.
+ * judge each packet. Without one, the napi_poll program counts the same from
+ * the polls, and the receive path keeps one run per skb, not two per packet.
  */
 SEC("tp_btf/napi_gro_receive_entry")
 int BPF_PROG(dev_recv_gro, const struct sk_buff *skb)
@@ -231,24 +231,6 @@ int BPF_PROG(dev_recv_gro, const struct sk_buff *skb)
 
 	if (v && packet_passes(skb, skb->data))
 		v->gro_in++;
-	return 0;
-}
-
-/*
- * The packets a device's NAPI poll took off its ring: what the driver handed
- * GRO (or the stack), counted once per poll. The per-CPU backlog (no device)
- * is not a device's receive path.
- */
-SEC("tp_btf/napi_poll")
-int BPF_PROG(dev_recv_polled, struct napi_struct *napi, int work, int budget)
-{
-	struct dev_stats *v;
-
-	if (work <= 0 || !napi->dev)
-		return 0;
-	v = dev_stats_for(&dev_recv_slots, &dev_recv_stats, napi->dev, FAMILY_DEV_RECV);
-	if (v)
-		v->gro_in += work;
 	return 0;
 }
 
@@ -266,16 +248,40 @@ struct {
 	__type(value, struct napi_slot);
 } napi_slots SEC(".maps");
 
+/*
+ * The packets a device's NAPI poll took off its ring: what the driver handed
+ * GRO (or the stack), counted once per poll for dev_recv. The per-CPU
+ * backlog (no device) is not a device's receive path.
+ */
+static __always_inline void count_polled(struct napi_struct *napi, int work)
+{
+	struct dev_stats *v;
+
+	if (work <= 0 || !napi->dev)
+		return;
+	v = dev_stats_for(&dev_recv_slots, &dev_recv_stats, napi->dev, FAMILY_DEV_RECV);
+	if (v)
+		v->gro_in += work;
+}
+
+/* Which families the napi_poll program counts for: one run per poll serves
+ * both (on veth, where each skb has a poll of its own, a run per skb saved). */
+const volatile bool enable_napi_stats = false;
+const volatile bool enable_dev_recv_polled = false;
+
 SEC("tp_btf/napi_poll")
 int BPF_PROG(napi_poll, struct napi_struct *napi, int work, int budget)
 {
 	struct napi_stats zero = {}, *v;
 	__u64 key = (__u64)napi;
-	__u32 idx = slot_of(napi->napi_id);
+	__u32 idx;
 	struct napi_slot *slot;
 
-	if (!here_passes())
+	if (enable_dev_recv_polled)
+		count_polled(napi, work);
+	if (!enable_napi_stats || !here_passes())
 		return 0;
+	idx = slot_of(napi->napi_id);
 	slot = bpf_map_lookup_elem(&napi_slots, &idx);
 	if (slot && (slot->key == key || !slot->key)) {
 		slot->key = key;

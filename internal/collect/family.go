@@ -26,7 +26,8 @@ type Family struct {
 	PacketFiltered [][]probe.Hook
 	// Optional are attach points the family runs without, at the cost each names.
 	Optional []probe.OptionalSlot
-	// Consts are switches of programs the family shares with others.
+	// Consts are switches of programs the family shares with others, for
+	// its Hooks: PacketFiltered's hooks run without them.
 	Consts map[string]any
 	// Drain, for families that aggregate in kernel maps, turns what the
 	// maps counted since the previous drain into events.
@@ -146,10 +147,12 @@ var Families = []Family{
 		Name:        "dev_recv",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_DEV_RECV),
 		Description: "skbs, bytes and segments per skb received from each device (GRO at work), per interval",
-		// What GRO was handed comes from the device's NAPI polls, not from a
-		// second run per wire packet.
+		// What GRO was handed comes from the device's NAPI polls (the
+		// napi_poll family's program, run once for both), not from a second
+		// run per wire packet.
 		Hooks: slots(btf(probe.SkbtraceProgDevRecv, "netif_receive_skb"),
-			btf(probe.SkbtraceProgDevRecvPolled, "napi_poll")),
+			btf(probe.SkbtraceProgNapiPoll, "napi_poll")),
+		Consts: map[string]any{probe.SkbtraceVarEnableDevRecvPolled: true},
 		PacketFiltered: slots(btf(probe.SkbtraceProgDevRecv, "netif_receive_skb"),
 			btf(probe.SkbtraceProgDevRecvGro, "napi_gro_receive_entry")),
 		Drain:     drainDevRecv,
@@ -160,6 +163,7 @@ var Families = []Family{
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_NAPI_POLL),
 		Description: "NAPI polls per device and CPU: work against budget, per interval",
 		Hooks:       slots(btf(probe.SkbtraceProgNapiPoll, "napi_poll")),
+		Consts:      map[string]any{probe.SkbtraceVarEnableNapiStats: true},
 		Drain:       drainNapi,
 		PerPacket:   true,
 	},

@@ -94,12 +94,12 @@ func Start(opts Options) (*Recording, error) {
 	consts := map[string]any{}
 	units := make([]probe.Unit, len(opts.Families))
 	for i, f := range opts.Families {
-		hooks := f.Hooks
+		hooks, fconsts := f.Hooks, f.Consts
 		if opts.Filter.Packets != nil && f.PacketFiltered != nil {
-			hooks = f.PacketFiltered
+			hooks, fconsts = f.PacketFiltered, nil
 		}
 		units[i] = probe.Unit{Name: f.Name, Slots: hooks, Optional: f.Optional, Required: opts.Required}
-		for k, v := range f.Consts {
+		for k, v := range fconsts {
 			consts[k] = v
 		}
 	}

@@ -562,7 +562,6 @@ const (
 	SkbtraceProgContextSoftirqExit   = "context_softirq_exit"
 	SkbtraceProgDevRecv              = "dev_recv"
 	SkbtraceProgDevRecvGro           = "dev_recv_gro"
-	SkbtraceProgDevRecvPolled        = "dev_recv_polled"
 	SkbtraceProgDevXmit              = "dev_xmit"
 	SkbtraceProgNapiPoll             = "napi_poll"
 	SkbtraceProgQdiscDequeue         = "qdisc_dequeue"
@@ -623,6 +622,8 @@ const (
 	SkbtraceVarDrainGen              = "drain_gen"
 	SkbtraceVarDropHasReason         = "drop_has_reason"
 	SkbtraceVarDropHasRxSk           = "drop_has_rx_sk"
+	SkbtraceVarEnableDevRecvPolled   = "enable_dev_recv_polled"
+	SkbtraceVarEnableNapiStats       = "enable_napi_stats"
 	SkbtraceVarEnableRtt             = "enable_rtt"
 	SkbtraceVarEnableSendlim         = "enable_sendlim"
 	SkbtraceVarEnableSendlimWrite    = "enable_sendlim_write"
@@ -699,7 +700,6 @@ type SkbtraceProgramSpecs struct {
 	ContextSoftirqExit   *ebpf.ProgramSpec `ebpf:"context_softirq_exit"`
 	DevRecv              *ebpf.ProgramSpec `ebpf:"dev_recv"`
 	DevRecvGro           *ebpf.ProgramSpec `ebpf:"dev_recv_gro"`
-	DevRecvPolled        *ebpf.ProgramSpec `ebpf:"dev_recv_polled"`
 	DevXmit              *ebpf.ProgramSpec `ebpf:"dev_xmit"`
 	NapiPoll             *ebpf.ProgramSpec `ebpf:"napi_poll"`
 	QdiscDequeue         *ebpf.ProgramSpec `ebpf:"qdisc_dequeue"`
@@ -767,58 +767,60 @@ type SkbtraceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SkbtraceVariableSpecs struct {
-	ContextFilter      *ebpf.VariableSpec `ebpf:"_context_filter"`
-	DevEvent           *ebpf.VariableSpec `ebpf:"_dev_event"`
-	EventContext       *ebpf.VariableSpec `ebpf:"_event_context"`
-	EventFamily        *ebpf.VariableSpec `ebpf:"_event_family"`
-	EventType          *ebpf.VariableSpec `ebpf:"_event_type"`
-	HistogramBuckets   *ebpf.VariableSpec `ebpf:"_histogram_buckets"`
-	NapiEvent          *ebpf.VariableSpec `ebpf:"_napi_event"`
-	QdiscEvent         *ebpf.VariableSpec `ebpf:"_qdisc_event"`
-	ResetDir           *ebpf.VariableSpec `ebpf:"_reset_dir"`
-	ResetPath          *ebpf.VariableSpec `ebpf:"_reset_path"`
-	SendlimReason      *ebpf.VariableSpec `ebpf:"_sendlim_reason"`
-	SkLimitEvent       *ebpf.VariableSpec `ebpf:"_sk_limit_event"`
-	SkLimitKind        *ebpf.VariableSpec `ebpf:"_sk_limit_kind"`
-	SkbDropEvent       *ebpf.VariableSpec `ebpf:"_skb_drop_event"`
-	SockIoDir          *ebpf.VariableSpec `ebpf:"_sock_io_dir"`
-	SockIoEvent        *ebpf.VariableSpec `ebpf:"_sock_io_event"`
-	SoftirqEvent       *ebpf.VariableSpec `ebpf:"_softirq_event"`
-	TcpCongEvent       *ebpf.VariableSpec `ebpf:"_tcp_cong_event"`
-	TcpConnEvent       *ebpf.VariableSpec `ebpf:"_tcp_conn_event"`
-	TcpRcvbufEvent     *ebpf.VariableSpec `ebpf:"_tcp_rcvbuf_event"`
-	TcpResetEvent      *ebpf.VariableSpec `ebpf:"_tcp_reset_event"`
-	TcpRetransEvent    *ebpf.VariableSpec `ebpf:"_tcp_retrans_event"`
-	TcpRttEvent        *ebpf.VariableSpec `ebpf:"_tcp_rtt_event"`
-	DrainGen           *ebpf.VariableSpec `ebpf:"drain_gen"`
-	DropHasReason      *ebpf.VariableSpec `ebpf:"drop_has_reason"`
-	DropHasRxSk        *ebpf.VariableSpec `ebpf:"drop_has_rx_sk"`
-	EnableRtt          *ebpf.VariableSpec `ebpf:"enable_rtt"`
-	EnableSendlim      *ebpf.VariableSpec `ebpf:"enable_sendlim"`
-	EnableSendlimWrite *ebpf.VariableSpec `ebpf:"enable_sendlim_write"`
-	EnableSockIoSend   *ebpf.VariableSpec `ebpf:"enable_sock_io_send"`
-	FilterAddr         *ebpf.VariableSpec `ebpf:"filter_addr"`
-	FilterContexts     *ebpf.VariableSpec `ebpf:"filter_contexts"`
-	FilterCpus         *ebpf.VariableSpec `ebpf:"filter_cpus"`
-	FilterCpusOn       *ebpf.VariableSpec `ebpf:"filter_cpus_on"`
-	FilterDev          *ebpf.VariableSpec `ebpf:"filter_dev"`
-	FilterFamily       *ebpf.VariableSpec `ebpf:"filter_family"`
-	FilterNetns        *ebpf.VariableSpec `ebpf:"filter_netns"`
-	FilterNetnsAddrs   *ebpf.VariableSpec `ebpf:"filter_netns_addrs"`
-	FilterNetnsNaddrs  *ebpf.VariableSpec `ebpf:"filter_netns_naddrs"`
-	FilterPackets      *ebpf.VariableSpec `ebpf:"filter_packets"`
-	FilterPid          *ebpf.VariableSpec `ebpf:"filter_pid"`
-	FilterPort         *ebpf.VariableSpec `ebpf:"filter_port"`
-	IntervalJiffies    *ebpf.VariableSpec `ebpf:"interval_jiffies"`
-	JiffiesPerSec      *ebpf.VariableSpec `ebpf:"jiffies_per_sec"`
-	ResetHasReason     *ebpf.VariableSpec `ebpf:"reset_has_reason"`
-	RetransHasErr      *ebpf.VariableSpec `ebpf:"retrans_has_err"`
-	RttIntervalJiffies *ebpf.VariableSpec `ebpf:"rtt_interval_jiffies"`
-	SeqCounter         *ebpf.VariableSpec `ebpf:"seq_counter"`
-	SockIoSendPaused   *ebpf.VariableSpec `ebpf:"sock_io_send_paused"`
-	ThreadSize         *ebpf.VariableSpec `ebpf:"thread_size"`
-	UseSkStorage       *ebpf.VariableSpec `ebpf:"use_sk_storage"`
-	WakeupBytes        *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	ContextFilter       *ebpf.VariableSpec `ebpf:"_context_filter"`
+	DevEvent            *ebpf.VariableSpec `ebpf:"_dev_event"`
+	EventContext        *ebpf.VariableSpec `ebpf:"_event_context"`
+	EventFamily         *ebpf.VariableSpec `ebpf:"_event_family"`
+	EventType           *ebpf.VariableSpec `ebpf:"_event_type"`
+	HistogramBuckets    *ebpf.VariableSpec `ebpf:"_histogram_buckets"`
+	NapiEvent           *ebpf.VariableSpec `ebpf:"_napi_event"`
+	QdiscEvent          *ebpf.VariableSpec `ebpf:"_qdisc_event"`
+	ResetDir            *ebpf.VariableSpec `ebpf:"_reset_dir"`
+	ResetPath           *ebpf.VariableSpec `ebpf:"_reset_path"`
+	SendlimReason       *ebpf.VariableSpec `ebpf:"_sendlim_reason"`
+	SkLimitEvent        *ebpf.VariableSpec `ebpf:"_sk_limit_event"`
+	SkLimitKind         *ebpf.VariableSpec `ebpf:"_sk_limit_kind"`
+	SkbDropEvent        *ebpf.VariableSpec `ebpf:"_skb_drop_event"`
+	SockIoDir           *ebpf.VariableSpec `ebpf:"_sock_io_dir"`
+	SockIoEvent         *ebpf.VariableSpec `ebpf:"_sock_io_event"`
+	SoftirqEvent        *ebpf.VariableSpec `ebpf:"_softirq_event"`
+	TcpCongEvent        *ebpf.VariableSpec `ebpf:"_tcp_cong_event"`
+	TcpConnEvent        *ebpf.VariableSpec `ebpf:"_tcp_conn_event"`
+	TcpRcvbufEvent      *ebpf.VariableSpec `ebpf:"_tcp_rcvbuf_event"`
+	TcpResetEvent       *ebpf.VariableSpec `ebpf:"_tcp_reset_event"`
+	TcpRetransEvent     *ebpf.VariableSpec `ebpf:"_tcp_retrans_event"`
+	TcpRttEvent         *ebpf.VariableSpec `ebpf:"_tcp_rtt_event"`
+	DrainGen            *ebpf.VariableSpec `ebpf:"drain_gen"`
+	DropHasReason       *ebpf.VariableSpec `ebpf:"drop_has_reason"`
+	DropHasRxSk         *ebpf.VariableSpec `ebpf:"drop_has_rx_sk"`
+	EnableDevRecvPolled *ebpf.VariableSpec `ebpf:"enable_dev_recv_polled"`
+	EnableNapiStats     *ebpf.VariableSpec `ebpf:"enable_napi_stats"`
+	EnableRtt           *ebpf.VariableSpec `ebpf:"enable_rtt"`
+	EnableSendlim       *ebpf.VariableSpec `ebpf:"enable_sendlim"`
+	EnableSendlimWrite  *ebpf.VariableSpec `ebpf:"enable_sendlim_write"`
+	EnableSockIoSend    *ebpf.VariableSpec `ebpf:"enable_sock_io_send"`
+	FilterAddr          *ebpf.VariableSpec `ebpf:"filter_addr"`
+	FilterContexts      *ebpf.VariableSpec `ebpf:"filter_contexts"`
+	FilterCpus          *ebpf.VariableSpec `ebpf:"filter_cpus"`
+	FilterCpusOn        *ebpf.VariableSpec `ebpf:"filter_cpus_on"`
+	FilterDev           *ebpf.VariableSpec `ebpf:"filter_dev"`
+	FilterFamily        *ebpf.VariableSpec `ebpf:"filter_family"`
+	FilterNetns         *ebpf.VariableSpec `ebpf:"filter_netns"`
+	FilterNetnsAddrs    *ebpf.VariableSpec `ebpf:"filter_netns_addrs"`
+	FilterNetnsNaddrs   *ebpf.VariableSpec `ebpf:"filter_netns_naddrs"`
+	FilterPackets       *ebpf.VariableSpec `ebpf:"filter_packets"`
+	FilterPid           *ebpf.VariableSpec `ebpf:"filter_pid"`
+	FilterPort          *ebpf.VariableSpec `ebpf:"filter_port"`
+	IntervalJiffies     *ebpf.VariableSpec `ebpf:"interval_jiffies"`
+	JiffiesPerSec       *ebpf.VariableSpec `ebpf:"jiffies_per_sec"`
+	ResetHasReason      *ebpf.VariableSpec `ebpf:"reset_has_reason"`
+	RetransHasErr       *ebpf.VariableSpec `ebpf:"retrans_has_err"`
+	RttIntervalJiffies  *ebpf.VariableSpec `ebpf:"rtt_interval_jiffies"`
+	SeqCounter          *ebpf.VariableSpec `ebpf:"seq_counter"`
+	SockIoSendPaused    *ebpf.VariableSpec `ebpf:"sock_io_send_paused"`
+	ThreadSize          *ebpf.VariableSpec `ebpf:"thread_size"`
+	UseSkStorage        *ebpf.VariableSpec `ebpf:"use_sk_storage"`
+	WakeupBytes         *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // SkbtraceObjects contains all objects after they have been loaded into the kernel.
@@ -894,58 +896,60 @@ func (m *SkbtraceMaps) Close() error {
 //
 // It can be passed to LoadSkbtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SkbtraceVariables struct {
-	ContextFilter      *ebpf.Variable `ebpf:"_context_filter"`
-	DevEvent           *ebpf.Variable `ebpf:"_dev_event"`
-	EventContext       *ebpf.Variable `ebpf:"_event_context"`
-	EventFamily        *ebpf.Variable `ebpf:"_event_family"`
-	EventType          *ebpf.Variable `ebpf:"_event_type"`
-	HistogramBuckets   *ebpf.Variable `ebpf:"_histogram_buckets"`
-	NapiEvent          *ebpf.Variable `ebpf:"_napi_event"`
-	QdiscEvent         *ebpf.Variable `ebpf:"_qdisc_event"`
-	ResetDir           *ebpf.Variable `ebpf:"_reset_dir"`
-	ResetPath          *ebpf.Variable `ebpf:"_reset_path"`
-	SendlimReason      *ebpf.Variable `ebpf:"_sendlim_reason"`
-	SkLimitEvent       *ebpf.Variable `ebpf:"_sk_limit_event"`
-	SkLimitKind        *ebpf.Variable `ebpf:"_sk_limit_kind"`
-	SkbDropEvent       *ebpf.Variable `ebpf:"_skb_drop_event"`
-	SockIoDir          *ebpf.Variable `ebpf:"_sock_io_dir"`
-	SockIoEvent        *ebpf.Variable `ebpf:"_sock_io_event"`
-	SoftirqEvent       *ebpf.Variable `ebpf:"_softirq_event"`
-	TcpCongEvent       *ebpf.Variable `ebpf:"_tcp_cong_event"`
-	TcpConnEvent       *ebpf.Variable `ebpf:"_tcp_conn_event"`
-	TcpRcvbufEvent     *ebpf.Variable `ebpf:"_tcp_rcvbuf_event"`
-	TcpResetEvent      *ebpf.Variable `ebpf:"_tcp_reset_event"`
-	TcpRetransEvent    *ebpf.Variable `ebpf:"_tcp_retrans_event"`
-	TcpRttEvent        *ebpf.Variable `ebpf:"_tcp_rtt_event"`
-	DrainGen           *ebpf.Variable `ebpf:"drain_gen"`
-	DropHasReason      *ebpf.Variable `ebpf:"drop_has_reason"`
-	DropHasRxSk        *ebpf.Variable `ebpf:"drop_has_rx_sk"`
-	EnableRtt          *ebpf.Variable `ebpf:"enable_rtt"`
-	EnableSendlim      *ebpf.Variable `ebpf:"enable_sendlim"`
-	EnableSendlimWrite *ebpf.Variable `ebpf:"enable_sendlim_write"`
-	EnableSockIoSend   *ebpf.Variable `ebpf:"enable_sock_io_send"`
-	FilterAddr         *ebpf.Variable `ebpf:"filter_addr"`
-	FilterContexts     *ebpf.Variable `ebpf:"filter_contexts"`
-	FilterCpus         *ebpf.Variable `ebpf:"filter_cpus"`
-	FilterCpusOn       *ebpf.Variable `ebpf:"filter_cpus_on"`
-	FilterDev          *ebpf.Variable `ebpf:"filter_dev"`
-	FilterFamily       *ebpf.Variable `ebpf:"filter_family"`
-	FilterNetns        *ebpf.Variable `ebpf:"filter_netns"`
-	FilterNetnsAddrs   *ebpf.Variable `ebpf:"filter_netns_addrs"`
-	FilterNetnsNaddrs  *ebpf.Variable `ebpf:"filter_netns_naddrs"`
-	FilterPackets      *ebpf.Variable `ebpf:"filter_packets"`
-	FilterPid          *ebpf.Variable `ebpf:"filter_pid"`
-	FilterPort         *ebpf.Variable `ebpf:"filter_port"`
-	IntervalJiffies    *ebpf.Variable `ebpf:"interval_jiffies"`
-	JiffiesPerSec      *ebpf.Variable `ebpf:"jiffies_per_sec"`
-	ResetHasReason     *ebpf.Variable `ebpf:"reset_has_reason"`
-	RetransHasErr      *ebpf.Variable `ebpf:"retrans_has_err"`
-	RttIntervalJiffies *ebpf.Variable `ebpf:"rtt_interval_jiffies"`
-	SeqCounter         *ebpf.Variable `ebpf:"seq_counter"`
-	SockIoSendPaused   *ebpf.Variable `ebpf:"sock_io_send_paused"`
-	ThreadSize         *ebpf.Variable `ebpf:"thread_size"`
-	UseSkStorage       *ebpf.Variable `ebpf:"use_sk_storage"`
-	WakeupBytes        *ebpf.Variable `ebpf:"wakeup_bytes"`
+	ContextFilter       *ebpf.Variable `ebpf:"_context_filter"`
+	DevEvent            *ebpf.Variable `ebpf:"_dev_event"`
+	EventContext        *ebpf.Variable `ebpf:"_event_context"`
+	EventFamily         *ebpf.Variable `ebpf:"_event_family"`
+	EventType           *ebpf.Variable `ebpf:"_event_type"`
+	HistogramBuckets    *ebpf.Variable `ebpf:"_histogram_buckets"`
+	NapiEvent           *ebpf.Variable `ebpf:"_napi_event"`
+	QdiscEvent          *ebpf.Variable `ebpf:"_qdisc_event"`
+	ResetDir            *ebpf.Variable `ebpf:"_reset_dir"`
+	ResetPath           *ebpf.Variable `ebpf:"_reset_path"`
+	SendlimReason       *ebpf.Variable `ebpf:"_sendlim_reason"`
+	SkLimitEvent        *ebpf.Variable `ebpf:"_sk_limit_event"`
+	SkLimitKind         *ebpf.Variable `ebpf:"_sk_limit_kind"`
+	SkbDropEvent        *ebpf.Variable `ebpf:"_skb_drop_event"`
+	SockIoDir           *ebpf.Variable `ebpf:"_sock_io_dir"`
+	SockIoEvent         *ebpf.Variable `ebpf:"_sock_io_event"`
+	SoftirqEvent        *ebpf.Variable `ebpf:"_softirq_event"`
+	TcpCongEvent        *ebpf.Variable `ebpf:"_tcp_cong_event"`
+	TcpConnEvent        *ebpf.Variable `ebpf:"_tcp_conn_event"`
+	TcpRcvbufEvent      *ebpf.Variable `ebpf:"_tcp_rcvbuf_event"`
+	TcpResetEvent       *ebpf.Variable `ebpf:"_tcp_reset_event"`
+	TcpRetransEvent     *ebpf.Variable `ebpf:"_tcp_retrans_event"`
+	TcpRttEvent         *ebpf.Variable `ebpf:"_tcp_rtt_event"`
+	DrainGen            *ebpf.Variable `ebpf:"drain_gen"`
+	DropHasReason       *ebpf.Variable `ebpf:"drop_has_reason"`
+	DropHasRxSk         *ebpf.Variable `ebpf:"drop_has_rx_sk"`
+	EnableDevRecvPolled *ebpf.Variable `ebpf:"enable_dev_recv_polled"`
+	EnableNapiStats     *ebpf.Variable `ebpf:"enable_napi_stats"`
+	EnableRtt           *ebpf.Variable `ebpf:"enable_rtt"`
+	EnableSendlim       *ebpf.Variable `ebpf:"enable_sendlim"`
+	EnableSendlimWrite  *ebpf.Variable `ebpf:"enable_sendlim_write"`
+	EnableSockIoSend    *ebpf.Variable `ebpf:"enable_sock_io_send"`
+	FilterAddr          *ebpf.Variable `ebpf:"filter_addr"`
+	FilterContexts      *ebpf.Variable `ebpf:"filter_contexts"`
+	FilterCpus          *ebpf.Variable `ebpf:"filter_cpus"`
+	FilterCpusOn        *ebpf.Variable `ebpf:"filter_cpus_on"`
+	FilterDev           *ebpf.Variable `ebpf:"filter_dev"`
+	FilterFamily        *ebpf.Variable `ebpf:"filter_family"`
+	FilterNetns         *ebpf.Variable `ebpf:"filter_netns"`
+	FilterNetnsAddrs    *ebpf.Variable `ebpf:"filter_netns_addrs"`
+	FilterNetnsNaddrs   *ebpf.Variable `ebpf:"filter_netns_naddrs"`
+	FilterPackets       *ebpf.Variable `ebpf:"filter_packets"`
+	FilterPid           *ebpf.Variable `ebpf:"filter_pid"`
+	FilterPort          *ebpf.Variable `ebpf:"filter_port"`
+	IntervalJiffies     *ebpf.Variable `ebpf:"interval_jiffies"`
+	JiffiesPerSec       *ebpf.Variable `ebpf:"jiffies_per_sec"`
+	ResetHasReason      *ebpf.Variable `ebpf:"reset_has_reason"`
+	RetransHasErr       *ebpf.Variable `ebpf:"retrans_has_err"`
+	RttIntervalJiffies  *ebpf.Variable `ebpf:"rtt_interval_jiffies"`
+	SeqCounter          *ebpf.Variable `ebpf:"seq_counter"`
+	SockIoSendPaused    *ebpf.Variable `ebpf:"sock_io_send_paused"`
+	ThreadSize          *ebpf.Variable `ebpf:"thread_size"`
+	UseSkStorage        *ebpf.Variable `ebpf:"use_sk_storage"`
+	WakeupBytes         *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // SkbtracePrograms contains all programs after they have been loaded into the kernel.
@@ -958,7 +962,6 @@ type SkbtracePrograms struct {
 	ContextSoftirqExit   *ebpf.Program `ebpf:"context_softirq_exit"`
 	DevRecv              *ebpf.Program `ebpf:"dev_recv"`
 	DevRecvGro           *ebpf.Program `ebpf:"dev_recv_gro"`
-	DevRecvPolled        *ebpf.Program `ebpf:"dev_recv_polled"`
 	DevXmit              *ebpf.Program `ebpf:"dev_xmit"`
 	NapiPoll             *ebpf.Program `ebpf:"napi_poll"`
 	QdiscDequeue         *ebpf.Program `ebpf:"qdisc_dequeue"`
@@ -1003,7 +1006,6 @@ func (p *SkbtracePrograms) Close() error {
 		p.ContextSoftirqExit,
 		p.DevRecv,
 		p.DevRecvGro,
-		p.DevRecvPolled,
 		p.DevXmit,
 		p.NapiPoll,
 		p.QdiscDequeue,
