@@ -3,6 +3,7 @@ package doctor
 import (
 	"bytes"
 	"encoding/json"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -634,5 +635,126 @@ func TestReceiveOffloadJudgedOnTheCPUTakingTheInterrupts(t *testing.T) {
 	}
 	if f := judge(0.7, 0.2); f.Severity != finding.Info || !strings.Contains(f.Explanation, "did not set the rate") {
 		t.Errorf("CPU with time to spare: want info, got %s: %s", f.Severity, f.Explanation)
+	}
+}
+
+// QEMU's e1000 (make nics, 6.12) counts thousands of frames in
+// rx_missed_errors and rx_no_buffer_count in runs whose TCP flows lose
+// nothing; vmxnet3 frees every completed transmission as a drop.
+func TestNICCountersTheFlowsDidNotSuffer(t *testing.T) {
+	missed := func(n uint64, retrans int64, flows bool) *Evidence {
+		ev := load(t, "nic/e1000e-hub.json")
+		for i := range ev.Namespaces {
+			ns := &ev.Namespaces[i]
+			ns.Counters["Tcp.RetransSegs"] = 0
+			if ns.Name == "snd" {
+				ns.Counters["Tcp.RetransSegs"] = retrans
+			}
+			for j := range ns.Devices {
+				if d := &ns.Devices[j]; d.Name == "eth1" {
+					d.ErrorStats["rx_missed_errors"], d.ErrorStats["rx_no_buffer_count"] = n, n
+				}
+			}
+		}
+		if !flows {
+			ev.Flows = nil
+		}
+		return ev
+	}
+	lossOf := func(ev *Evidence) *finding.Finding {
+		for _, f := range packetLoss(ev) {
+			return &f
+		}
+		return nil
+	}
+	// The paced baseline on e1000: 7,791 missed, one retransmission.
+	if f := lossOf(missed(7791, 1, true)); f == nil || f.Severity != finding.Info || !strings.Contains(f.Title, "not theirs") {
+		t.Errorf("misses the flows did not retransmit: want packet-loss at info, got %+v", f)
+	}
+	// A real overflow: the flows sent most of the misses again.
+	if f := lossOf(missed(7791, 6000, true)); f == nil || f.Severity != finding.Warning || !strings.Contains(f.Title, "ring overflows") {
+		t.Errorf("misses the flows retransmitted: want packet-loss at warning naming the ring, got %+v", f)
+	}
+	// Few misses, few retransmissions, below the rule's bars together.
+	if f := lossOf(missed(300, 5, true)); f == nil || f.Severity != finding.Warning {
+		t.Errorf("300 misses, 5 retransmissions: want packet-loss at warning, got %+v", f)
+	}
+	// No TCP flow to show it: datagrams lost in the ring are simply gone.
+	if f := lossOf(missed(7791, 0, false)); f == nil || f.Severity != finding.Warning {
+		t.Errorf("misses without TCP flows: want packet-loss at warning, got %+v", f)
+	}
+
+	ev := load(t, "nic/e1000e-hub.json")
+	ev.Drops = append(ev.Drops, Drop{Reason: "NOT_SPECIFIED", Location: "vmxnet3_tq_tx_complete.isra.0+0x17f", Dev: "eth0",
+		Protocol: "ipv4/tcp", Count: 5000, Src: netip.MustParseAddrPort("10.200.0.1:48924"), Dst: netip.MustParseAddrPort("10.200.0.2:5201")})
+	if f := lossOf(ev); f != nil {
+		t.Errorf("vmxnet3's frees of sent skbs: want no packet-loss, got %+v", f)
+	}
+	ev.Drops[len(ev.Drops)-1].Location = "ip_rcv_core+0x1a0"
+	if f := lossOf(ev); f == nil || f.Severity != finding.Warning {
+		t.Errorf("5000 unexplained drops of the flow: want packet-loss at warning, got %+v", f)
+	}
+}
+
+// e1000 in QEMU with receive checksums off (nic-rx-csum-off): both CPUs
+// saturated, most of it in system time (the checksum summed in the copy to
+// the reader), the sender held by its window behind the receiver's ring.
+// The queue is the receiver's, not a hop's: the offload comes first.
+func TestSaturatedReceiverInSystemTimeIsNoPathHop(t *testing.T) {
+	ev := load(t, "nic/e1000e-rx-csum-off.json")
+	ev.CPUs[0].User, ev.CPUs[0].System, ev.CPUs[0].Softirq, ev.CPUs[0].NetRx, ev.CPUs[0].Idle = 0.11, 0.68, 0.18, 0.08, 0.03
+	ev.CPUs[1].User, ev.CPUs[1].System, ev.CPUs[1].Softirq, ev.CPUs[1].NetRx, ev.CPUs[1].Idle = 0.18, 0.52, 0.23, 0.23, 0.08
+	for i := range ev.Flows {
+		if f := &ev.Flows[i]; f.Netns == "skbtrace-195-1-snd" {
+			f.RTTus, f.MinRTTus = 11313, 876
+			f.LimitShares = map[string]float64{"cwnd": 0.53, "app": 0.2, "tsq": 0.2, "ok": 0.07}
+		}
+	}
+	rep := Diagnose(ev)
+	for _, f := range rep.Findings {
+		if f.ID == "rate-shaped" && f.Severity >= finding.Warning {
+			t.Errorf("a saturated receiver's queue blamed on a hop: %s", f.Title)
+		}
+	}
+	if top := rep.Top(finding.Warning); top == nil || top.ID != "offload-disabled" {
+		t.Errorf("want offload-disabled first, got %+v; all %v", top, ids(rep.Findings))
+	}
+	// The same queue with the receiver's CPUs idle half the time is a hop's.
+	for i := range ev.CPUs {
+		ev.CPUs[i].Idle, ev.CPUs[i].System = 0.5, 0.1
+	}
+	rep = Diagnose(ev)
+	if top := rep.Top(finding.Warning); top == nil || top.ID != "rate-shaped" {
+		t.Errorf("idle receiver CPUs: want rate-shaped first, got %+v; all %v", top, ids(rep.Findings))
+	}
+}
+
+// vmxnet3 under QEMU: LRO on (its default), so the driver hands packets past
+// GRO, and the device merged none: one segment per skb with GRO on.
+func TestLROOnThatMergesNothingIsNamedWithTheSwitchThatFixesIt(t *testing.T) {
+	lro := func(fixed bool) *finding.Finding {
+		ev := withGROOn(load(t, "lab/gro-off.json"))
+		for i := range ev.Namespaces {
+			for j := range ev.Namespaces[i].Devices {
+				if d := &ev.Namespaces[i].Devices[j]; d.Features != nil {
+					d.Features[featLRO] = true
+					if fixed {
+						d.Fixed = append(d.Fixed, featLRO)
+					}
+				}
+			}
+		}
+		for _, f := range groBlocked(ev) {
+			return &f
+		}
+		return nil
+	}
+	f := lro(false)
+	if f == nil || !strings.Contains(f.Title, "LRO") || !strings.Contains(strings.Join(f.Remedy, "\n"), "lro off") ||
+		strings.Contains(strings.Join(f.Remedy, "\n"), "df set") {
+		t.Errorf("LRO on, merging nothing: want gro-blocked naming LRO with lro off, got %+v", f)
+	}
+	if f := lro(true); f == nil || strings.Contains(strings.Join(f.Remedy, "\n"), "ethtool -K") {
+		t.Errorf("LRO [fixed] on: want no ethtool -K remedy, got %+v", f)
 	}
 }
