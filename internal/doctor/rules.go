@@ -760,9 +760,12 @@ func packetLoss(ev *Evidence) []finding.Finding {
 	// rx_missed_errors by 7,000-9,000 in runs (a paced 10 Mbit/s stream among
 	// them) whose flows retransmitted at most a segment. Datagrams have no
 	// retransmission to show it: without TCP senders the misses stand.
-	severity := finding.Warning
-	if !lost && ring != nil && float64(retrans) < 0.01*float64(ring.missed) && len(ev.senders()) > 0 {
-		severity = finding.Info
+	severity, ringTheirs := finding.Warning, true
+	if ring != nil && float64(retrans) < 0.01*float64(ring.missed) && len(ev.senders()) > 0 {
+		ringTheirs = false
+		if !lost {
+			severity = finding.Info
+		}
 	}
 	sort.Slice(drops, func(i, j int) bool { return drops[i].Count > drops[j].Count })
 	evidence := where
@@ -796,10 +799,10 @@ func packetLoss(ev *Evidence) []finding.Finding {
 			}
 		}
 	}
-	if ring != nil {
+	if ring != nil && ringTheirs {
 		remedy = append(ring.remedy, remedy...)
 	}
-	if len(drops) == 0 && ring == nil {
+	if len(drops) == 0 && (ring == nil || !ringTheirs) {
 		remedy = append(remedy, "record where packets die: skbtrace record -e skb_drop,tcp_retrans -d 10s, then skbtrace stat")
 	}
 	impact := math.Min(0.9, math.Max(dropRatio, 5*math.Sqrt(ratio)))
@@ -819,7 +822,7 @@ func packetLoss(ev *Evidence) []finding.Finding {
 	if len(drops) > 0 {
 		title = fmt.Sprintf("packets are dropped: %s at %s", drops[0].Reason, drops[0].Location)
 	}
-	if ring != nil && (len(drops) == 0 || ring.missed > drops[0].Count) {
+	if ring != nil && ringTheirs && (len(drops) == 0 || ring.missed > drops[0].Count) {
 		// The NIC drops before any skb exists: no skb_drop sees it.
 		title = fmt.Sprintf("%s's receive ring overflows: %d packets missed (ethtool -S), none of them an skb", ring.dev, ring.missed)
 		lossConfidence = finding.Strong
