@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -22,6 +23,12 @@ import (
 const (
 	// runTolerance is how far a run's ends may be from the scripted stall's.
 	runTolerance = 5 * time.Millisecond
+	// emulatedRunTolerance stands for it in the kernel matrix's guests: a
+	// TCG guest beside another handed the peer its packets 8.6-9.0 ms after
+	// the kernel's decision (a 5.10 rto run began 9.0 ms before the peer
+	// saw the retransmission). Still far under lateACK, so an end at the
+	// ACK after the send stays told apart from one at the send.
+	emulatedRunTolerance = 15 * time.Millisecond
 	// jiffy is a step of the kernel's chrono counters at Debian's HZ=250.
 	jiffy = 4 * time.Millisecond
 	// lateACK is how long the peers wait before acknowledging the send
@@ -45,7 +52,11 @@ type heldSpan struct{ begin, end, beginBy, endFrom int64 }
 // total length.
 func requireRunsAt(t *testing.T, runs []sendlimRun, reason string, spans []heldSpan) time.Duration {
 	t.Helper()
-	tol := int64(runTolerance)
+	tolerance := runTolerance
+	if os.Getenv("SKBTRACE_KERNEL_MATRIX") == "1" {
+		tolerance = emulatedRunTolerance
+	}
+	tol := int64(tolerance)
 	var total int64
 	for _, sp := range spans {
 		begin, end := int64(0), int64(0)
@@ -70,7 +81,7 @@ func requireRunsAt(t *testing.T, runs []sendlimRun, reason string, spans []heldS
 		}
 		if begin < sp.begin-tol || begin > max(sp.begin, sp.beginBy)+tol || end < endFrom-tol || end > sp.end+tol {
 			t.Errorf("[%s] run of %.1f ms against a stall of %.1f ms: ends off by %.1f and %.1f ms (at most %v)",
-				reason, ms(end-begin), ms(sp.end-sp.begin), ms(begin-sp.begin), ms(end-sp.end), runTolerance)
+				reason, ms(end-begin), ms(sp.end-sp.begin), ms(begin-sp.begin), ms(end-sp.end), tolerance)
 		}
 		total += end - begin
 	}
