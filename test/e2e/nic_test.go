@@ -975,7 +975,7 @@ func TestNICWirePcapExplainsEveryFrame(t *testing.T) {
 		switch {
 		case f.Fragments != nil:
 			judged(t, fmt.Sprintf("pcap at the %s: the stream's IP fragments put back into segments", c.end),
-				fmt.Sprintf("%d datagrams, %.1f fragments each, %d incomplete", f.Fragments.Datagrams, f.Fragments.PerDatagram, f.Fragments.Incomplete),
+				fmt.Sprintf("%d datagrams, %.1f fragments each, %d incomplete, %d cut by the capture's end", f.Fragments.Datagrams, f.Fragments.PerDatagram, f.Fragments.Incomplete, f.Fragments.CutAtEnd),
 				f.Fragments.Datagrams > 0 && f.Fragments.Incomplete == 0 && slices.ContainsFunc(r.Findings, func(x finding.Finding) bool { return x.ID == "ip-fragmented" }),
 				"want whole datagrams and ip-fragmented among the findings")
 		case f.OverMTU != nil:

@@ -149,7 +149,7 @@ func tcpFindings(f *FlowReport, t *TCPReport, scope string) []finding.Finding {
 func ipFragmented(f *FlowReport, fr *FragReport, scope string) finding.Finding {
 	tso := fr.SegmentLimit > 0 && fr.MaxPayload > fr.SegmentLimit
 	ev := []string{fmt.Sprintf("%d of %d data segments (%.0f%%) came as IP fragments, %.1f fragments per datagram (at most %d)",
-		fr.Datagrams, f.DataPackets+fr.Incomplete, fr.Share*100, fr.PerDatagram, fr.MaxPerDatagram)}
+		fr.Datagrams, f.DataPackets+fr.Incomplete+fr.CutAtEnd, fr.Share*100, fr.PerDatagram, fr.MaxPerDatagram)}
 	switch fr.DF {
 	case fr.Datagrams:
 		ev = append(ev, fmt.Sprintf("DF set on all %d first fragments: a router never fragments such a packet (it drops it and answers "+
@@ -173,6 +173,13 @@ func ipFragmented(f *FlowReport, fr *FragReport, scope string) finding.Finding {
 			noun = "datagram"
 		}
 		ev = append(ev, fmt.Sprintf("%d %s incomplete in the capture: a fragment missing", fr.Incomplete, noun))
+	}
+	if fr.CutAtEnd > 0 {
+		noun := "datagrams"
+		if fr.CutAtEnd == 1 {
+			noun = "datagram"
+		}
+		ev = append(ev, fmt.Sprintf("%d %s cut by the capture's end, its last fragments after it", fr.CutAtEnd, noun))
 	}
 	title := fmt.Sprintf("%.0f%% of the data segments of %s came as IP fragments", fr.Share*100, scope)
 	var remedy []string

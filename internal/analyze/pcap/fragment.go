@@ -58,6 +58,11 @@ type early struct {
 // segments.
 type fragStats struct {
 	Datagrams, Whole uint64
+	// CutAtEnd are datagrams still open when the capture ended that took
+	// fragments after the direction's last whole one: the capture stopped
+	// inside them.
+	CutAtEnd  uint64
+	LastWhole int64 // ns, when the latest whole datagram's last fragment came
 	DF               uint64 // first fragments with DF set
 	Frames           uint64 // fragments of the whole datagrams
 	MaxFrames        uint32
@@ -151,6 +156,7 @@ func (a *Analyzer) whole(i int) {
 	if d := g.dir; d != nil && fullLength(&g.pkt, g.total) {
 		fs := &d.Frag
 		fs.Whole++
+		fs.LastWhole = max(fs.LastWhole, g.last)
 		fs.Frames += uint64(g.frames)
 		fs.MaxFrames = max(fs.MaxFrames, g.frames)
 		payload := uint32(max(int(g.pkt.UDP.Len)-8, 0))
@@ -230,6 +236,23 @@ func (a *Analyzer) closeDatagram(i int) {
 	last := len(a.frags) - 1
 	a.frags[i] = a.frags[last]
 	a.frags = a.frags[:last]
+}
+
+// markCutAtEnd counts, in their flows, the datagrams still open at the end
+// of the capture that took fragments after their direction's last whole
+// datagram: cut by the capture's end, not missing a fragment. One missing
+// a fragment mid-capture stays open too, but whole ones follow it.
+func (a *Analyzer) markCutAtEnd() {
+	for _, d := range a.dirs {
+		d.Frag.CutAtEnd = 0 // a report may be asked for again
+	}
+	for i := range a.frags {
+		// Without a whole datagram in its direction, none tells a cut one
+		// from one missing a fragment.
+		if g := &a.frags[i]; g.dir != nil && g.dir.Frag.Whole > 0 && g.last >= g.dir.Frag.LastWhole {
+			g.dir.Frag.CutAtEnd++
+		}
+	}
 }
 
 // openOrphans counts the fragments of the datagrams still open that no

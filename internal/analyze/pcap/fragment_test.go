@@ -135,7 +135,7 @@ func TestFragmentedSegmentsCountWhole(t *testing.T) {
 		t.Fatalf("%s: %d payload bytes, the segments and whole datagrams carry %d", f.Src, f.PayloadBytes, truth.payload)
 	}
 	fr := f.Fragments
-	if fr == nil || fr.Datagrams != truth.datagrams || fr.Incomplete != truth.datagrams-truth.whole || fr.Incomplete != 1 || fr.DF != truth.df ||
+	if fr == nil || fr.Datagrams != truth.datagrams || fr.Incomplete+fr.CutAtEnd != truth.datagrams-truth.whole || fr.CutAtEnd != 1 || fr.Incomplete != 0 || fr.DF != truth.df ||
 		fr.MaxPayload <= 1460 || fr.SegmentLimit != 1460 || !fr.MSSFromSYN || f.OverMTU != nil || f.TCP.Retransmissions != 0 {
 		t.Fatalf("fragments %+v (want %d datagrams, %d whole), over MTU %+v, tcp %+v", fr, truth.datagrams, truth.whole, f.OverMTU, f.TCP)
 	}
@@ -144,10 +144,10 @@ func TestFragmentedSegmentsCountWhole(t *testing.T) {
 	}
 	ev := strings.Join(r.Findings[0].Evidence, "\n")
 	for _, want := range []string{
-		fmt.Sprintf("%d of %d data segments (%.0f%%) came as IP fragments, %.1f fragments per datagram", fr.Datagrams, f.DataPackets+fr.Incomplete, fr.Share*100, fr.PerDatagram),
+		fmt.Sprintf("%d of %d data segments (%.0f%%) came as IP fragments, %.1f fragments per datagram", fr.Datagrams, f.DataPackets+fr.Incomplete+fr.CutAtEnd, fr.Share*100, fr.PerDatagram),
 		fmt.Sprintf("DF set on all %d first fragments", fr.DF),
 		fmt.Sprintf("at most %d: %.1f times the MSS of 1460 the receiver announced", fr.MaxPayload, fr.AvgPayload/1460),
-		"1 datagram incomplete",
+		"1 datagram cut by the capture's end",
 	} {
 		if !strings.Contains(ev, want) {
 			t.Errorf("evidence lacks %q:\n%s", want, ev)
@@ -365,5 +365,33 @@ func TestFragmentedTunnelPacketsGoToTheInnerFlow(t *testing.T) {
 	}
 	if got := ids(r); len(got) != 1 || got[0] != "ip-fragmented" || !strings.Contains(strings.Join(r.Findings[0].Remedy, " "), "tunnel") {
 		t.Fatalf("findings %v %+v", got, r.Findings)
+	}
+}
+
+// A datagram missing a fragment mid-capture is incomplete; one still coming
+// in when the capture ends, after the last whole one, was cut by the end.
+func TestDatagramsCutByTheCapturesEndAreNotIncomplete(t *testing.T) {
+	a := New(Options{})
+	pkt := ipPacket(t, false, false, 3000)
+	n := uint64(0)
+	add := func(id uint16, parts ...int) {
+		for _, k := range parts {
+			d := fragments(t, pkt, 1480)[k]
+			binary.BigEndian.PutUint16(d[14+4:], id)
+			n++
+			a.Add(capture.Frame{Number: n, TimeNs: 1e18 + int64(n)*1000, LinkType: 1, WireLen: len(d), Data: d})
+		}
+	}
+	parts := len(fragments(t, pkt, 1480))
+	add(1, 0) // its later fragments lost
+	for k := range parts {
+		add(2, k) // whole
+	}
+	add(3, 0) // the capture ends before its second
+	r := a.Report("synthetic", "pcap", nil)
+	accounted(t, a, r)
+	fr := r.Flows[0].Fragments
+	if fr == nil || fr.Datagrams != 3 || fr.Incomplete != 1 || fr.CutAtEnd != 1 {
+		t.Fatalf("fragments %+v: want 3 datagrams, 1 incomplete, 1 cut by the end", fr)
 	}
 }

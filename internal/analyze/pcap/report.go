@@ -73,6 +73,8 @@ type FlowReport struct {
 type FragReport struct {
 	Datagrams  uint64 `json:"datagrams"`
 	Incomplete uint64 `json:"incomplete"`
+	// CutAtEnd were still coming in when the capture ended.
+	CutAtEnd uint64 `json:"cut_at_capture_end,omitempty"`
 	// Share is of the data segments: the datagrams over the data packets
 	// and the incomplete datagrams.
 	Share          float64 `json:"share_of_data_segments"`
@@ -154,7 +156,9 @@ type TunnelReport struct {
 func (a *Analyzer) Report(file, format string, readErr error) *Report {
 	r := &Report{Capture: CaptureInfo{File: file, Format: format, Frames: a.Frames, NonIP: a.NonIP, Truncated: a.Truncated,
 		Filtered: a.Filtered, ICMPTooBig: a.ICMPTooBig, Fragments: a.Fragments, FragDatagrams: a.FragDatagrams}}
-	// Datagrams still open at the end are as incomplete as those given up.
+	// Datagrams still open at the end are as incomplete as those given up,
+	// unless the capture's end cut them.
+	a.markCutAtEnd()
 	frames, datagrams := a.openOrphans()
 	r.Capture.FragOrphans, r.Capture.FragOrphanDatagrams = a.FragOrphans+frames, a.FragOrphanDatagrams+datagrams
 	if a.Last > a.First {
@@ -255,9 +259,9 @@ func (a *Analyzer) flowReport(d *Dir) FlowReport {
 
 func (a *Analyzer) fragReport(d *Dir) *FragReport {
 	fs := &d.Frag
-	r := &FragReport{Datagrams: fs.Datagrams, Incomplete: fs.Datagrams - fs.Whole, Fragments: fs.Frames, MaxPerDatagram: fs.MaxFrames,
-		DF: fs.DF, MaxPayload: fs.MaxPayload}
-	if segs := d.DataPackets + r.Incomplete; segs > 0 {
+	r := &FragReport{Datagrams: fs.Datagrams, Incomplete: fs.Datagrams - fs.Whole - fs.CutAtEnd, CutAtEnd: fs.CutAtEnd,
+		Fragments: fs.Frames, MaxPerDatagram: fs.MaxFrames, DF: fs.DF, MaxPayload: fs.MaxPayload}
+	if segs := d.DataPackets + r.Incomplete + r.CutAtEnd; segs > 0 {
 		r.Share = min(1, float64(fs.Datagrams)/float64(segs))
 	}
 	if fs.Whole > 0 {
@@ -371,13 +375,16 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		if fr := f.Fragments; fr != nil {
 			fmt.Fprintf(&b, "  IP fragments: %d of %d data segments (%.0f%%) came as fragments, %.1f per datagram (at most %d); DF set on %d of %d first fragments\n",
-				fr.Datagrams, f.DataPackets+fr.Incomplete, fr.Share*100, fr.PerDatagram, fr.MaxPerDatagram, fr.DF, fr.Datagrams)
+				fr.Datagrams, f.DataPackets+fr.Incomplete+fr.CutAtEnd, fr.Share*100, fr.PerDatagram, fr.MaxPerDatagram, fr.DF, fr.Datagrams)
 			fmt.Fprintf(&b, "  fragmented datagrams: %.0f bytes of payload on average, at most %d", fr.AvgPayload, fr.MaxPayload)
 			if fr.SegmentLimit > 0 {
 				fmt.Fprintf(&b, ", against %s", segmentLimit(fr))
 			}
 			if fr.Incomplete > 0 {
 				fmt.Fprintf(&b, "; %d incomplete in the capture (a fragment missing: not analyzed as segments)", fr.Incomplete)
+			}
+			if fr.CutAtEnd > 0 {
+				fmt.Fprintf(&b, "; %d cut by the capture's end", fr.CutAtEnd)
 			}
 			b.WriteString("\n")
 		}
