@@ -61,13 +61,13 @@ type fragStats struct {
 	// CutAtEnd are datagrams still open when the capture ended that took
 	// fragments after the direction's last whole one: the capture stopped
 	// inside them.
-	CutAtEnd  uint64
-	LastWhole int64 // ns, when the latest whole datagram's last fragment came
-	DF               uint64 // first fragments with DF set
-	Frames           uint64 // fragments of the whole datagrams
-	MaxFrames        uint32
-	Payload          uint64 // transport payload of the whole datagrams
-	MaxPayload       uint32
+	CutAtEnd   uint64
+	LastWhole  int64  // ns, when the latest whole datagram's last fragment came
+	DF         uint64 // first fragments with DF set
+	Frames     uint64 // fragments of the whole datagrams
+	MaxFrames  uint32
+	Payload    uint64 // transport payload of the whole datagrams
+	MaxPayload uint32
 }
 
 // fragment takes a fragment of a TCP or UDP datagram; ip is its fragmented
