@@ -149,7 +149,7 @@ func tcpFindings(f *FlowReport, t *TCPReport, scope string) []finding.Finding {
 func ipFragmented(f *FlowReport, fr *FragReport, scope string) finding.Finding {
 	tso := fr.SegmentLimit > 0 && fr.MaxPayload > fr.SegmentLimit
 	ev := []string{fmt.Sprintf("%d of %d data segments (%.0f%%) came as IP fragments, %.1f fragments per datagram (at most %d)",
-		fr.Datagrams, f.DataPackets+fr.Incomplete+fr.CutAtEnd, fr.Share*100, fr.PerDatagram, fr.MaxPerDatagram)}
+		fr.Datagrams, f.DataPackets+fr.Incomplete+fr.CutAtEnd+fr.Unterminated, fr.Share*100, fr.PerDatagram, fr.MaxPerDatagram)}
 	switch fr.DF {
 	case fr.Datagrams:
 		ev = append(ev, fmt.Sprintf("DF set on all %d first fragments: a router never fragments such a packet (it drops it and answers "+
@@ -180,6 +180,11 @@ func ipFragmented(f *FlowReport, fr *FragReport, scope string) finding.Finding {
 			noun = "datagram"
 		}
 		ev = append(ev, fmt.Sprintf("%d %s cut by the capture's end, its last fragments after it", fr.CutAtEnd, noun))
+	}
+	if fr.Unterminated > 0 {
+		ev = append(ev, fmt.Sprintf("%d never ended: fragments from the start without a gap, each marked more-to-come, and no last one: "+
+			"the fragmenting side did not end them (QEMU's vmxnet3 so cuts a TSO packet of a whole number of fragments), or their last "+
+			"fragments were lost; no receiver reassembles them, so TCP sends their data again", fr.Unterminated))
 	}
 	title := fmt.Sprintf("%.0f%% of the data segments of %s came as IP fragments", fr.Share*100, scope)
 	var remedy []string

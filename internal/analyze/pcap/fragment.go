@@ -40,7 +40,9 @@ type datagram struct {
 	total    uint32
 	bytes    uint32 // of the datagram's payload, in the fragments so far
 	frames   uint32
-	last     int64 // ns, the latest fragment
+	next     uint32 // the offset that continues the fragments so far
+	gap      bool   // a fragment came out of that order
+	last     int64  // ns, the latest fragment
 	early    early
 	pkt      packet.Packet // the first fragment's headers, for the segment analysis
 }
@@ -61,13 +63,19 @@ type fragStats struct {
 	// CutAtEnd are datagrams still open when the capture ended that took
 	// fragments after the direction's last whole one: the capture stopped
 	// inside them.
-	CutAtEnd   uint64
-	LastWhole  int64  // ns, when the latest whole datagram's last fragment came
-	DF         uint64 // first fragments with DF set
-	Frames     uint64 // fragments of the whole datagrams
-	MaxFrames  uint32
-	Payload    uint64 // transport payload of the whole datagrams
-	MaxPayload uint32
+	CutAtEnd uint64
+	// Unterminated are datagrams whose fragments ran on from the start
+	// without a gap, every one marked more-to-come, and no last one came:
+	// the fragmenting side never ended them (QEMU 7.2's vmxnet3 so cuts a
+	// TSO packet whose payload is a whole number of fragments: 10, 26 and
+	// 30 of 1448 bytes), or their last fragments were lost.
+	Unterminated, unterminatedOpen uint64
+	LastWhole                      int64  // ns, when the latest whole datagram's last fragment came
+	DF                             uint64 // first fragments with DF set
+	Frames                         uint64 // fragments of the whole datagrams
+	MaxFrames                      uint32
+	Payload                        uint64 // transport payload of the whole datagrams
+	MaxPayload                     uint32
 }
 
 // fragment takes a fragment of a TCP or UDP datagram; ip is its fragmented
@@ -83,6 +91,10 @@ func (a *Analyzer) fragment(f *capture.Frame, p *packet.Packet, ip *packet.IP) {
 	g.frames++
 	g.bytes += ip.FragLen
 	g.last = f.TimeNs
+	if uint32(ip.FragOffset) != g.next {
+		g.gap = true
+	}
+	g.next = uint32(ip.FragOffset) + ip.FragLen
 	if !ip.MoreFrags {
 		g.haveEnd, g.total = true, uint32(ip.FragOffset)+ip.FragLen
 	}
@@ -229,6 +241,9 @@ func (a *Analyzer) datagram(k fragKey, ts int64, first bool) int {
 // closeDatagram forgets an open datagram; its fragments stay counted where
 // they went, and those no flow took are counted as such.
 func (a *Analyzer) closeDatagram(i int) {
+	if g := &a.frags[i]; g.dir != nil && g.unterminated() {
+		g.dir.Frag.Unterminated++
+	}
 	if g := &a.frags[i]; g.dir == nil && !g.filtered {
 		a.FragOrphans += uint64(g.frames)
 		a.FragOrphanDatagrams++
@@ -244,13 +259,18 @@ func (a *Analyzer) closeDatagram(i int) {
 // a fragment mid-capture stays open too, but whole ones follow it.
 func (a *Analyzer) markCutAtEnd() {
 	for _, d := range a.dirs {
-		d.Frag.CutAtEnd = 0 // a report may be asked for again
+		d.Frag.CutAtEnd, d.Frag.unterminatedOpen = 0, 0 // a report may be asked for again
 	}
 	for i := range a.frags {
 		// Without a whole datagram in its direction, none tells a cut one
 		// from one missing a fragment.
-		if g := &a.frags[i]; g.dir != nil && g.dir.Frag.Whole > 0 && g.last >= g.dir.Frag.LastWhole {
+		g := &a.frags[i]
+		switch {
+		case g.dir == nil:
+		case g.dir.Frag.Whole > 0 && g.last >= g.dir.Frag.LastWhole:
 			g.dir.Frag.CutAtEnd++
+		case g.unterminated():
+			g.dir.Frag.unterminatedOpen++
 		}
 	}
 }
@@ -265,4 +285,10 @@ func (a *Analyzer) openOrphans() (frames, datagrams uint64) {
 		}
 	}
 	return frames, datagrams
+}
+
+// unterminated says an incomplete datagram's fragments ran on from its
+// start without a gap and none said it was the last.
+func (g *datagram) unterminated() bool {
+	return g.first && !g.haveEnd && !g.gap
 }

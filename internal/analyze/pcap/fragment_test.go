@@ -314,7 +314,7 @@ func TestOpenDatagramsStayBounded(t *testing.T) {
 	r := a.Report("synthetic", "pcap", nil)
 	accounted(t, a, r)
 	f := r.Flows[0]
-	if f.Fragments.Datagrams != 500 || f.Fragments.Incomplete != 500 || f.DataPackets != 0 || f.Packets != 500 ||
+	if f.Fragments.Datagrams != 500 || f.Fragments.Incomplete+f.Fragments.Unterminated != 500 || f.DataPackets != 0 || f.Packets != 500 ||
 		r.Capture.FragOrphans != 500 || r.Capture.FragOrphanDatagrams != 500 || r.Capture.FragDatagrams != 1000 {
 		t.Fatalf("fragments %+v, capture %+v", f.Fragments, r.Capture)
 	}
@@ -368,8 +368,9 @@ func TestFragmentedTunnelPacketsGoToTheInnerFlow(t *testing.T) {
 	}
 }
 
-// A datagram missing a fragment mid-capture is incomplete; one still coming
-// in when the capture ends, after the last whole one, was cut by the end.
+// A datagram missing a fragment mid-capture is incomplete; one whose
+// fragments run on from its start without an end never ended; one still
+// coming in when the capture ends, after the last whole one, was cut by the end.
 func TestDatagramsCutByTheCapturesEndAreNotIncomplete(t *testing.T) {
 	a := New(Options{})
 	pkt := ipPacket(t, false, false, 3000)
@@ -383,7 +384,11 @@ func TestDatagramsCutByTheCapturesEndAreNotIncomplete(t *testing.T) {
 		}
 	}
 	parts := len(fragments(t, pkt, 1480))
-	add(1, 0) // its later fragments lost
+	if parts < 3 {
+		t.Fatalf("%d fragments: the test wants a middle one", parts)
+	}
+	add(1, 0, parts-1) // a middle fragment lost
+	add(4, 0, 1)       // its last fragments lost, or never sent
 	for k := range parts {
 		add(2, k) // whole
 	}
@@ -391,7 +396,7 @@ func TestDatagramsCutByTheCapturesEndAreNotIncomplete(t *testing.T) {
 	r := a.Report("synthetic", "pcap", nil)
 	accounted(t, a, r)
 	fr := r.Flows[0].Fragments
-	if fr == nil || fr.Datagrams != 3 || fr.Incomplete != 1 || fr.CutAtEnd != 1 {
-		t.Fatalf("fragments %+v: want 3 datagrams, 1 incomplete, 1 cut by the end", fr)
+	if fr == nil || fr.Datagrams != 4 || fr.Incomplete != 1 || fr.Unterminated != 1 || fr.CutAtEnd != 1 {
+		t.Fatalf("fragments %+v: want 4 datagrams, 1 incomplete, 1 never ended, 1 cut by the end", fr)
 	}
 }

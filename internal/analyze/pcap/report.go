@@ -75,6 +75,9 @@ type FragReport struct {
 	Incomplete uint64 `json:"incomplete"`
 	// CutAtEnd were still coming in when the capture ended.
 	CutAtEnd uint64 `json:"cut_at_capture_end,omitempty"`
+	// Unterminated never had a last fragment: every one said more was to
+	// come, without a gap from the start. No receiver reassembles them.
+	Unterminated uint64 `json:"unterminated,omitempty"`
 	// Share is of the data segments: the datagrams over the data packets
 	// and the incomplete datagrams.
 	Share          float64 `json:"share_of_data_segments"`
@@ -259,9 +262,10 @@ func (a *Analyzer) flowReport(d *Dir) FlowReport {
 
 func (a *Analyzer) fragReport(d *Dir) *FragReport {
 	fs := &d.Frag
-	r := &FragReport{Datagrams: fs.Datagrams, Incomplete: fs.Datagrams - fs.Whole - fs.CutAtEnd, CutAtEnd: fs.CutAtEnd,
+	unterminated := fs.Unterminated + fs.unterminatedOpen
+	r := &FragReport{Datagrams: fs.Datagrams, Incomplete: fs.Datagrams - fs.Whole - fs.CutAtEnd - unterminated, CutAtEnd: fs.CutAtEnd, Unterminated: unterminated,
 		Fragments: fs.Frames, MaxPerDatagram: fs.MaxFrames, DF: fs.DF, MaxPayload: fs.MaxPayload}
-	if segs := d.DataPackets + r.Incomplete + r.CutAtEnd; segs > 0 {
+	if segs := d.DataPackets + r.Incomplete + r.CutAtEnd + r.Unterminated; segs > 0 {
 		r.Share = min(1, float64(fs.Datagrams)/float64(segs))
 	}
 	if fs.Whole > 0 {
@@ -375,7 +379,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		if fr := f.Fragments; fr != nil {
 			fmt.Fprintf(&b, "  IP fragments: %d of %d data segments (%.0f%%) came as fragments, %.1f per datagram (at most %d); DF set on %d of %d first fragments\n",
-				fr.Datagrams, f.DataPackets+fr.Incomplete+fr.CutAtEnd, fr.Share*100, fr.PerDatagram, fr.MaxPerDatagram, fr.DF, fr.Datagrams)
+				fr.Datagrams, f.DataPackets+fr.Incomplete+fr.CutAtEnd+fr.Unterminated, fr.Share*100, fr.PerDatagram, fr.MaxPerDatagram, fr.DF, fr.Datagrams)
 			fmt.Fprintf(&b, "  fragmented datagrams: %.0f bytes of payload on average, at most %d", fr.AvgPayload, fr.MaxPayload)
 			if fr.SegmentLimit > 0 {
 				fmt.Fprintf(&b, ", against %s", segmentLimit(fr))
@@ -385,6 +389,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			}
 			if fr.CutAtEnd > 0 {
 				fmt.Fprintf(&b, "; %d cut by the capture's end", fr.CutAtEnd)
+			}
+			if fr.Unterminated > 0 {
+				fmt.Fprintf(&b, "; %d never ended (fragments from the start, no last one: not ended by the fragmenting side, or their end lost)", fr.Unterminated)
 			}
 			b.WriteString("\n")
 		}
