@@ -441,6 +441,24 @@ func sndbufLimited(ev *Evidence) []finding.Finding {
 			continue
 		}
 		wmem := ev.sysctl(f.Netns, "net.ipv4.tcp_wmem")
+		// A limit many times what the flow keeps in flight (rate x srtt)
+		// is not what holds a sender waiting part of its time: the buffer
+		// could still grow, and raising the limit changes nothing (a noisy
+		// host's healthy 15 Gbit/s stream waited 39 % under a 4 MB limit,
+		// 16 times its 256 KB in flight). Held most of its time, a socket's
+		// own SO_SNDBUF may cap it whatever the sysctl says.
+		inFlight := f.SendBps() / 8 * float64(f.RTTus) / 1e6
+		if limit := maxOf(wmem); share < heldShare && inFlight > 0 && float64(limit) >= 4*inFlight {
+			out = append(out, finding.Finding{ID: "sndbuf-limited", Severity: finding.Info,
+				Title: fmt.Sprintf("%s -> %s waits for send-buffer space well below its limit", f.Local, f.Peer),
+				Evidence: append(evidence, fmt.Sprintf("net.ipv4.tcp_wmem = %s in netns %s: a limit of %d bytes, %.0f times the %.0f bytes in flight (rate x srtt)",
+					wmem, f.Netns, limit, float64(limit)/inFlight, inFlight)),
+				Explanation: "The send buffer filled part of the time, but the limit it grows to is far above what the flow keeps in flight: " +
+					"the bytes waited locally (the qdisc, the device, the socket's own growth), and a larger limit would not raise the rate.",
+				Scope: flowScope(f), Impact: share / 4, ImpactText: "none that a larger limit recovers", Confidence: measured(source),
+				Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ss -tim dst %s   (skmem tb: the buffer, below net.ipv4.tcp_wmem's maximum)", f.Peer)}})
+			continue
+		}
 		want := bufferTarget(ev, f, wmem)
 		if wmem != "" {
 			evidence = append(evidence, fmt.Sprintf("net.ipv4.tcp_wmem = %s in netns %s", wmem, f.Netns))
