@@ -110,7 +110,11 @@ if [ "$bad" != 0 ]; then
 		[ -f "$log" ] || continue
 		# A failed test's own lines (go test -v prints them between its
 		# === RUN and its --- FAIL), its last 30, and the guest's verdicts.
-		awk '/^=== RUN/ { n = 0; next }
+		# A guest that died (run.sh's "ended without an exit status" and the
+		# console's last lines) is named with the test it was running.
+		awk '/^=== RUN/ { n = 0; running = $0; next }
+			/^run: / { print; if (running != "") print "  while: " running; console = 1; next }
+			console && /^  console: / { print; next }
 			/^[ \t]/ { buf[n++ % 30] = $0; next }
 			/^--- FAIL/ { print; for (i = (n > 30 ? n - 30 : 0); i < n; i++) print buf[i % 30]; n = 0; next }
 			/^(FAIL|panic:|guest: failed|guest: .* does not run)/ { print }' "$log" | sed "s|^|${log%/guest.log}: |" || true

@@ -112,7 +112,11 @@ if [ "$bad" != 0 ]; then
 		# A failed test's own lines (go test -v prints them between its
 		# === RUN and its --- FAIL), its last 30, and the guest's verdicts.
 		# The lab's scenarios not reproduced or judged otherwise by the doctor.
-		awk '/^=== RUN/ { n = 0; next }
+		# A guest that died (run.sh's "ended without an exit status" and the
+		# console's last lines) is named with the test it was running.
+		awk '/^=== RUN/ { n = 0; running = $0; next }
+			/^run: / { print; if (running != "") print "  while: " running; console = 1; next }
+			console && /^  console: / { print; next }
 			/^[a-z0-9-]+: (reproduced|NOT reproduced)/ { scenario = $0 }
 			/^[a-z0-9-]+: NOT reproduced/ { print; next }
 			/DISAGREES/ { print scenario; print; next }
