@@ -12,14 +12,12 @@ git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | t
 (cd "$tmp/internal/lab" && go generate ./...)
 
 status=0
-for f in internal/probe/skbtrace_bpfel.o internal/probe/skbtrace_bpfeb.o \
-	internal/probe/skbtrace_bpfel.go internal/probe/skbtrace_bpfeb.go \
-	internal/probe/profile_bpfel.o internal/probe/profile_bpfeb.o \
-	internal/probe/profile_bpfel.go internal/probe/profile_bpfeb.go \
-	internal/lab/outeripid_bpfel.o internal/lab/outeripid_bpfeb.o \
-	internal/lab/outeripid_bpfel.go internal/lab/outeripid_bpfeb.go; do
-	if ! cmp -s "$f" "$tmp/$f"; then
-		echo "check-generated: $f is stale; run 'make generate' and commit the result" >&2
+# Every object and binding the generators write, so that a new program's
+# are checked without a list to keep.
+for t in "$tmp"/internal/probe/*_bpfe[lb].{o,go} "$tmp"/internal/lab/*_bpfe[lb].{o,go}; do
+	f=${t#"$tmp"/}
+	if ! cmp -s "$f" "$t"; then
+		echo "check-generated: $f is stale or missing; run 'make generate' and commit the result" >&2
 		status=1
 	fi
 done

@@ -45,6 +45,9 @@ type Scenario struct {
 	Mechanism string
 	// Families are recorded during both runs.
 	Families []string
+	// CountRxChecksums counts, on a wire, the packets the receiving NIC's
+	// driver hands GRO by their checksum state (Measurement.RxChecksums).
+	CountRxChecksums bool
 	// Load is the traffic of both runs; FaultLoad, if set, changes it for the fault run.
 	Load      load.Options
 	FaultLoad func(*load.Options)
@@ -94,6 +97,9 @@ type Measurement struct {
 	// (/proc/interrupts), on a wire.
 	RingMissed uint64
 	Interrupts []uint64
+	// RxChecksums are the receiving NIC's packets by checksum state, with
+	// Scenario.CountRxChecksums.
+	RxChecksums RxChecksums
 }
 
 // cpuBusy is the share of a CPU's time it was busy during the run.
@@ -401,6 +407,13 @@ func (s *Scenario) measure(ctx context.Context, p *Pair, o load.Options, opts Ru
 		if err != nil {
 			return nil, err
 		}
+		var csums *rxCsumCounter
+		if s.CountRxChecksums {
+			if csums, err = countRxChecksums(); err != nil {
+				return nil, err
+			}
+			defer csums.Close()
+		}
 		m, err := s.measureOn(ctx, p, o, opts)
 		if err != nil {
 			return nil, err
@@ -408,6 +421,15 @@ func (s *Scenario) measure(ctx context.Context, p *Pair, o load.Options, opts Ru
 		after, err := readDevice(p.Receiver, p.ReceiverDev)
 		if err != nil {
 			return nil, err
+		}
+		if csums != nil {
+			inode, err := p.Receiver.Inode()
+			if err != nil {
+				return nil, err
+			}
+			if m.RxChecksums, err = csums.device(inode, uint32(after.Index)); err != nil {
+				return nil, err
+			}
 		}
 		m.RingMissed = ringMissed(after) - ringMissed(before)
 		for cpu, n := range after.Interrupts {

@@ -35,3 +35,35 @@ func TestSendBufferVerdictNeedsTheWaitsAndEitherALossOrASaturatedControl(t *test
 		}
 	}
 }
+
+// QEMU 7.2's e1000e hands every packet unverified with rx off and none
+// with rx on; its e1000 and vmxnet3 hand every one unverified either way,
+// which no setting changes: not a fault they can build.
+func TestReceiveChecksumsProvedByThePacketsTheDriverLeftUnverified(t *testing.T) {
+	s, ok := ByName("nic-rx-csum-off")
+	if !ok {
+		t.Fatal("no nic-rx-csum-off scenario")
+	}
+	run := func(none, verified uint64) *Measurement {
+		return &Measurement{Load: &load.Result{Bps: 100e6}, RxChecksums: RxChecksums{None: none, Verified: verified}}
+	}
+	p := &Pair{ReceiverDev: "eth1"}
+	for _, tc := range []struct {
+		name       string
+		c, f       *Measurement
+		unbuilt    bool
+		reproduced bool
+	}{
+		{"e1000e", run(0, 32566), run(19937, 0), false, true},
+		{"e1000: unverified with rx on too", run(26814, 0), run(26000, 0), true, false},
+		{"the setting did not take", run(3, 30000), run(2, 30000), false, false},
+		{"too few packets to tell", run(0, 500), run(400, 0), false, false},
+	} {
+		if why := s.Unbuilt(tc.c, tc.f, p); (why != "") != tc.unbuilt {
+			t.Errorf("%s: unbuilt %q, want %v", tc.name, why, tc.unbuilt)
+		}
+		if text, got := s.Verdict(tc.c, tc.f, p); got != tc.reproduced {
+			t.Errorf("%s: reproduced=%v, want %v (%s)", tc.name, got, tc.reproduced, text)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 )
@@ -102,4 +103,10 @@ func KernelEnum(name, prefix string) (map[uint32]string, error) {
 		names[uint32(v.Value)] = strings.TrimPrefix(v.Name, prefix)
 	}
 	return names, nil
+}
+
+// LoadOptions are the options for loading other packages' BPF objects (the
+// lab's): the process's decoded kernel BTF serves their loads too.
+func LoadOptions() *ebpf.CollectionOptions {
+	return &ebpf.CollectionOptions{Cache: kernelTypes}
 }
