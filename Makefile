@@ -3,13 +3,18 @@
 #   make test   every test: unit, fuzz seeds, generated-code check, kernel (root),
 #               the kernel matrix (make kernels) and the NIC wires (make nics)
 #   make bench  performance targets, as ratios measured side by side
+#   make release  static linux/amd64 and arm64 binaries, tarballs, .debs in dist/
 
 GO ?= go
 BIN := bin/skbtrace
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/skbtrace/skbtrace/internal/collect.Version=$(VERSION)
+COMMIT := $(shell git rev-parse HEAD 2>/dev/null)
+# The commit's time, not now: builds of one commit stay identical.
+DATE := $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null)
+PKG := github.com/skbtrace/skbtrace/internal/version
+LDFLAGS := -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT) -X $(PKG).Date=$(DATE)
 
-.PHONY: all deps build generate check-generate test bench demo fuzz clean kernels nics e2e-binary kernel-cache
+.PHONY: all deps build generate check-generate test bench demo fuzz clean kernels nics e2e-binary kernel-cache release
 
 all: build
 
@@ -45,6 +50,11 @@ bench: build
 
 demo: build
 	scripts/demo.sh $(BIN)
+
+# Installs nothing: needs Go, git, file and dpkg-deb, and names any that is
+# missing. Two runs on one commit write byte-identical files.
+release:
+	GO=$(GO) scripts/release.sh
 
 # Boots each of Debian's KERNELS under QEMU over this machine's root and runs
 # scripts/kernels/guest.sh there; results in out/kernels/<version>/.
@@ -102,4 +112,4 @@ fuzz:
 	$(GO) test ./internal/collect/pktfilter -run '^$$' -fuzz FuzzCompile -fuzztime $(FUZZTIME)
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -12,9 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/skbtrace/skbtrace/internal/collect"
 	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/profile"
+	"github.com/skbtrace/skbtrace/internal/version"
 )
 
 func doctorCmd(e *env) *cobra.Command {
@@ -171,7 +171,7 @@ func runDoctor(opts doctor.Options, d time.Duration, argv []string, format strin
 		opts.Workload = func(ctx context.Context) error {
 			ran := false
 			var workErr error
-			prof, profErr = profile.Collect(ctx, profile.Options{Hz: 99, Version: collect.Version,
+			prof, profErr = profile.Collect(ctx, profile.Options{Hz: 99, Version: version.Version,
 				Workload: func(ctx context.Context) error {
 					ran = true
 					workErr = workload(ctx)
@@ -210,7 +210,7 @@ func runDoctor(opts doctor.Options, d time.Duration, argv []string, format strin
 	case "json":
 		return rep.WriteJSON(out)
 	case "html":
-		return rep.WriteHTML(out, obs.Timeline, "skbtrace "+collect.Version)
+		return rep.WriteHTML(out, obs.Timeline, "skbtrace "+version.Version)
 	}
 	return rep.WriteText(out)
 }

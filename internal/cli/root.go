@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/skbtrace/skbtrace/internal/version"
 )
 
 // usageHint follows a usage error's one line.
@@ -28,22 +30,8 @@ type env struct {
 
 // Main runs skbtrace with args and returns the exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
-	root := &cobra.Command{
-		Use:   "skbtrace",
-		Short: "trace why the network stack moves fewer bytes than the link allows",
-		Long: `skbtrace traces the Linux network stack with eBPF tracepoints, like blktrace
-does for block I/O: record writes a compact binary trace, parse prints it.`,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
+	root := newRoot(&env{stdin: stdin, stdout: stdout, stderr: stderr})
 	root.SetArgs(args)
-	root.SetIn(stdin)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(recordCmd(e), parseCmd(e), liveCmd(e), statCmd(e), eventsCmd(e), loadCmd(e), labCmd(e), doctorCmd(e), pcapCmd(e), profileCmd(e), compareCmd(e), agentCmd(e), exportCmd(e))
-
 	err := root.Execute()
 	if err == nil {
 		return 0
@@ -55,6 +43,32 @@ does for block I/O: record writes a compact binary trace, parse prints it.`,
 		return 2
 	}
 	return 1
+}
+
+// newRoot builds the command tree, which the man pages are generated from too.
+func newRoot(e *env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "skbtrace",
+		Short: "trace why the network stack moves fewer bytes than the link allows",
+		Long: `skbtrace traces the Linux network stack with eBPF tracepoints, like blktrace
+does for block I/O: record writes a compact binary trace, parse prints it.`,
+		// --version prints cobra's "skbtrace version X", as `version` does:
+		// a template of our own would link text/template, 4 MB more.
+		Version:       version.Get().Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// The release packages install completion scripts where the shells
+		// find them (gendocs writes them); the scripts call the hidden
+		// __complete command, which stays.
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+	}
+	root.SetIn(e.stdin)
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(recordCmd(e), parseCmd(e), liveCmd(e), statCmd(e), eventsCmd(e), loadCmd(e), labCmd(e), doctorCmd(e), pcapCmd(e), profileCmd(e), compareCmd(e), agentCmd(e), exportCmd(e),
+		versionCmd(e), gendocsCmd())
+	return root
 }
 
 // Cobra reports unknown commands and argument-count errors as plain errors.

@@ -17,6 +17,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/probe"
 	"github.com/skbtrace/skbtrace/internal/trace"
+	"github.com/skbtrace/skbtrace/internal/version"
 )
 
 const (
@@ -268,7 +269,7 @@ func Header(command string) trace.Header {
 		Hostname:     id.Hostname,
 		Kernel:       id.Kernel,
 		Machine:      id.Machine,
-		Tool:         Version,
+		Tool:         version.Version,
 		Command:      command,
 	}
 }
@@ -276,9 +277,6 @@ func Header(command string) trace.Header {
 // NoReason names the reason of drops and resets on kernels whose
 // tracepoints do not give one.
 const NoReason = "NO_REASON"
-
-// Version is skbtrace's version, set at build time.
-var Version = "dev"
 
 // Run copies events into w until stop is closed, then detaches, drains what
 // is queued, writes the runs still open in the kernel and the end record.
