@@ -232,7 +232,7 @@ func cpuSaturated(ev *Evidence) []finding.Finding {
 		for i := range ev.Flows {
 			f := &ev.Flows[i]
 			d := ev.device(f.Netns, f.Dev)
-			if !d.physical() {
+			if !d.physical() || rateSetByApps(ev, f) {
 				continue
 			}
 			speed := float64(d.SpeedMbps) * 1e6
@@ -299,6 +299,21 @@ func cpuSaturated(ev *Evidence) []finding.Finding {
 			Confirm: []string{fmt.Sprintf("mpstat -P %d 1 during the transfer (is it 100%% busy throughout?), then perf top -C %d: what runs there", c.CPU, c.CPU)}})
 	}
 	return out
+}
+
+// rateSetByApps says whether a flow carried, both ways, only what its
+// applications offered (request/response): its sender mostly app-limited,
+// and its peer's too, or, without the peer, no more received than sent. Its
+// rate then says nothing of what the link or a busy CPU allowed (an e1000e
+// wire's 61 transactions/s beside two CPUs 91 % busy under QEMU).
+func rateSetByApps(ev *Evidence, f *Flow) bool {
+	if f.LimitShares["app"] < 0.5 {
+		return false
+	}
+	if p := ev.peerFlow(f); p != nil {
+		return p.LimitShares["app"] >= 0.5
+	}
+	return f.RecvBps() <= f.SendBps()
 }
 
 // misplacedScope says whether a cpu-saturated finding's CPU ("cpu N") is
