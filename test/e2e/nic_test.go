@@ -939,7 +939,12 @@ func TestNICWireReceiveDropShowsTheDevice(t *testing.T) {
 // TCP or UDP, a fragment whose first never came, malformed: none of those
 // here), frames above the MTU are put down to the sender's TSO or the
 // receiver's GRO by where the capture was taken, and IP fragments (QEMU's
-// e1000e and vmxnet3 on a hub) are put back into their segments.
+// e1000e and vmxnet3 on a hub) are put back into their segments. The
+// receiver's capture is a cooked one (-i any in its namespace, where the NIC
+// is the only device with traffic): its records say which frames came in.
+// On the NIC itself the capture's timing alone must place it, and under a
+// CI guest's load it could not: data-to-ACK 2.0 ms against ACK-to-data
+// 1.4 ms at virtio-net's receiver, "at an unknown end", which is honest.
 func TestNICWirePcapExplainsEveryFrame(t *testing.T) {
 	w := newNICWire(t)
 	dir := t.TempDir()
@@ -955,7 +960,7 @@ func TestNICWirePcapExplainsEveryFrame(t *testing.T) {
 		}
 	})
 	stopSnd := tcpdumpIn(t, w.Sender, w.SenderDev, sndFile, 0, "")
-	stopRcv := tcpdumpIn(t, w.Receiver, w.ReceiverDev, rcvFile, 0, "")
+	stopRcv := tcpdumpIn(t, w.Receiver, "any", rcvFile, 0, "")
 	w.iperf3(t, 2, 1)
 	stopSnd()
 	stopRcv()
