@@ -63,8 +63,10 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-rm -rf dist
-mkdir -p dist
+# Built in the work directory and moved to dist/ at the end: a failed run
+# leaves an earlier release as it was.
+out=$work/dist
+mkdir -p "$out"
 
 pkg=github.com/skbtrace/skbtrace/internal/version
 ldflags="-s -w -buildid= -X $pkg.Version=$version -X $pkg.Commit=$commit -X $pkg.Date=$builddate"
@@ -107,7 +109,7 @@ for arch in "${ARCHES[@]}"; do
 	cp "$work"/completions/* "$t/completions/"
 	fix "$work/tar" "$t/skbtrace"
 	tar --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner --format=gnu \
-		-C "$work/tar" -cf - "$name" | gzip -n -9 >"dist/$name.tar.gz"
+		-C "$work/tar" -cf - "$name" | gzip -n -9 >"$out/$name.tar.gz"
 	rm -rf "$work/tar"
 
 	d=$work/deb
@@ -148,10 +150,12 @@ for arch in "${ARCHES[@]}"; do
 	fix "$d" "$d/usr/bin/skbtrace"
 	# One xz thread whatever the CPUs: its multi-threaded output is not its
 	# single-threaded one.
-	DPKG_DEB_THREADS_MAX=1 dpkg-deb --root-owner-group -Zxz --build "$d" "dist/skbtrace_${version}_$arch.deb" >/dev/null
+	DPKG_DEB_THREADS_MAX=1 dpkg-deb --root-owner-group -Zxz --build "$d" "$out/skbtrace_${version}_$arch.deb" >/dev/null
 	rm -rf "$d"
 done
 
-(cd dist && LC_ALL=C sha256sum -- *.tar.gz *.deb >SHA256SUMS)
+(cd "$out" && LC_ALL=C sha256sum -- *.tar.gz *.deb >SHA256SUMS)
+rm -rf dist
+mv "$out" dist
 echo "release: skbtrace $version in dist/:" >&2
 ls -l dist >&2

@@ -72,11 +72,27 @@ func writeManPages(root *cobra.Command, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("writing man pages: %w", err)
 	}
+	// Generated beside the pages and moved in only when all were written:
+	// a failed run leaves the earlier pages as they were.
+	tmp, err := os.MkdirTemp(dir, ".gendocs-")
+	if err != nil {
+		return fmt.Errorf("writing man pages: %w", err)
+	}
+	defer os.RemoveAll(tmp)
 	// Without it every page ends in a HISTORY section crediting the generator.
 	root.DisableAutoGenTag = true
 	header := &doc.GenManHeader{Section: manSection, Source: "skbtrace " + v.Version, Date: &date}
-	if err := doc.GenManTree(root, header, dir); err != nil {
+	if err := doc.GenManTree(root, header, tmp); err != nil {
 		return fmt.Errorf("writing man pages into %s: %w", dir, err)
+	}
+	pages, err := os.ReadDir(tmp)
+	if err != nil {
+		return fmt.Errorf("writing man pages: %w", err)
+	}
+	for _, p := range pages {
+		if err := os.Rename(filepath.Join(tmp, p.Name()), filepath.Join(dir, p.Name())); err != nil {
+			return fmt.Errorf("writing man pages: %w", err)
+		}
 	}
 	return nil
 }
@@ -85,12 +101,23 @@ func writeCompletions(root *cobra.Command, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("writing completion scripts: %w", err)
 	}
-	for _, f := range completionFiles {
+	// All generated before any is written, each written beside its place
+	// and renamed: a failed run leaves the earlier scripts as they were.
+	scripts := make([][]byte, len(completionFiles))
+	for i, f := range completionFiles {
 		var b bytes.Buffer
 		if err := f.gen(root, &b); err != nil {
 			return fmt.Errorf("generating %s: %w", f.name, err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, f.name), b.Bytes(), 0o644); err != nil {
+		scripts[i] = b.Bytes()
+	}
+	for i, f := range completionFiles {
+		path := filepath.Join(dir, f.name)
+		if err := os.WriteFile(path+".tmp", scripts[i], 0o644); err != nil {
+			os.Remove(path + ".tmp")
+			return fmt.Errorf("writing completion scripts: %w", err)
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
 			return fmt.Errorf("writing completion scripts: %w", err)
 		}
 	}
