@@ -126,11 +126,23 @@ for arch in "${ARCHES[@]}"; do
 	cp "$work/completions/skbtrace.fish" "$d/usr/share/fish/vendor_completions.d/skbtrace.fish"
 	gzip -n -9 <README.md >"$doc/README.md.gz" # Debian compresses documentation over 4 kB
 	[ -z "$license" ] || cp "$license" "$doc/copyright"
+	# Debian policy 12.7: a native package's changelog; dated with the
+	# commit, so it stays reproducible.
+	{
+		echo "skbtrace ($version) unstable; urgency=medium"
+		echo
+		echo "  * Release $version, built from commit $commit."
+		echo
+		echo " -- $maintainer  $(LC_ALL=C date -u -R -d "@$SOURCE_DATE_EPOCH")"
+	} | gzip -n -9 >"$doc/changelog.gz"
+	# Static on purpose: one binary for every host.
+	mkdir -p "$d/usr/share/lintian/overrides"
+	echo "skbtrace: statically-linked-binary [usr/bin/skbtrace]" >"$d/usr/share/lintian/overrides/skbtrace"
 	(cd "$d" && find usr -type f | LC_ALL=C sort | xargs md5sum) >"$d/DEBIAN/md5sums"
 	# Installed-Size as dpkg counts it: KiB per file, rounded up.
 	installed=$(find "$d/usr" -type f -printf '%s\n' | awk '{k += int(($1 + 1023) / 1024)} END {print k}')
 	# Suggests: what `skbtrace lab` runs (ip, tc, ss, ethtool, nft, iperf3,
-	# ping; sysctl, sh and cat are on every Debian); the rest of skbtrace
+	# python3, ping; sysctl, taskset, sh and cat are on every Debian); the rest of skbtrace
 	# runs no program but the user's.
 	cat >"$d/DEBIAN/control" <<-EOF
 		Package: skbtrace
@@ -138,7 +150,7 @@ for arch in "${ARCHES[@]}"; do
 		Architecture: $arch
 		Maintainer: $maintainer
 		Installed-Size: $installed
-		Suggests: iproute2, ethtool, iperf3, nftables, iputils-ping
+		Suggests: iproute2, ethtool, iperf3, nftables, python3, iputils-ping
 		Section: net
 		Priority: optional
 		Description: trace why the network stack moves fewer bytes than the link allows

@@ -1,11 +1,13 @@
 #!/bin/bash
-# Usage: scripts/kernels/fetch.sh VERSION     (VERSION: 5.10, 6.1 or 6.12)
+# Usage: scripts/kernels/fetch.sh VERSION [ARCH]
+#        (VERSION: 5.10, 6.1 or 6.12; ARCH: amd64, the default, or arm64)
 #
-# Downloads the newest Debian linux-image-<VERSION>*-amd64-unsigned package of
-# the suite that ships VERSION and unpacks it into the kernel cache:
+# Downloads the newest Debian linux-image-<VERSION>*-<ARCH>-unsigned package
+# of the suite that ships VERSION and unpacks it into the kernel cache:
 #   ${SKBTRACE_KERNEL_CACHE:-$HOME/.cache/skbtrace/kernels}/<VERSION>/
-# with boot/vmlinuz-<release> and lib/modules/<release>/. apt runs with a
-# configuration of its own under the cache, so /etc/apt is never touched.
+# (arm64's under arm64-<VERSION>/) with boot/vmlinuz-<release> and
+# lib/modules/<release>/. apt runs with a configuration of its own under the
+# cache (debian-apt.sh), so /etc/apt is never touched.
 # A second call only prints the result. On stdout, in shell syntax:
 #   KERNEL_VERSION=6.1
 #   KERNEL_RELEASE=6.1.0-40-amd64
@@ -16,9 +18,24 @@
 # vmlinux is the uncompressed ELF kernel: QEMU boots it through its PVH entry
 # without the bzImage's self-decompression, which takes 8 s of emulated CPU
 # for Debian's xz-compressed 5.10 and 6.1 images under TCG.
+# For arm64 a line KERNEL_ARCH=arm64 comes first, and KERNEL_VMLINUX is
+# boot/Image-<release>, the raw arm64 Image that qemu-system-aarch64's
+# -kernel loads without firmware (Debian's vmlinuz is a compressed Image, or
+# an EFI zboot image that only EFI firmware would unpack).
 set -euo pipefail
 
-ver=${1:-}
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=debian-apt.sh
+. "$here/debian-apt.sh"
+
+ver=${1:-} arch=${2:-amd64}
+case "$arch" in
+amd64 | arm64) ;;
+*)
+	echo "fetch: unknown architecture '$arch' (want amd64 or arm64)" >&2
+	exit 2
+	;;
+esac
 case "$ver" in
 5.10) suite=bullseye ;;
 6.1) suite=bookworm ;;
@@ -31,6 +48,7 @@ esac
 
 cache=${SKBTRACE_KERNEL_CACHE:-$HOME/.cache/skbtrace/kernels}
 dir=$cache/$ver
+[ "$arch" = amd64 ] || dir=$cache/$arch-$ver
 
 # extract_vmlinux REL: decompresses the bzImage's payload into boot/vmlinux-REL
 # (like the kernel's scripts/extract-vmlinux), if it has a PVH entry note.
@@ -53,11 +71,62 @@ extract_vmlinux() {
 	echo "fetch: no PVH-bootable vmlinux in $img; booting the bzImage" >&2
 }
 
+# extract_image REL: unpacks the arm64 vmlinuz into boot/Image-REL, the raw
+# Image (magic "ARM\x64" at byte 56). vmlinuz is either the Image gzipped
+# (bookworm) or an EFI zboot image: a PE header with "zimg" at byte 4, the
+# payload's offset and size (little-endian) at 8 and 12, and the name of its
+# compression at 24.
+extract_image() {
+	local img=$dir/boot/vmlinuz-$1 out=$dir/boot/Image-$1 off size comp
+	if [ "$(od -An -tx1 -N2 "$img" | tr -d ' ')" = 1f8b ]; then
+		gzip -dc "$img" >"$out.tmp"
+	elif [ "$(dd if="$img" bs=1 skip=4 count=4 2>/dev/null)" = zimg ]; then
+		off=$(od -An -tu4 -j8 -N4 "$img" | tr -d ' ')
+		size=$(od -An -tu4 -j12 -N4 "$img" | tr -d ' ')
+		comp=$(dd if="$img" bs=1 skip=24 count=16 2>/dev/null | tr -d '\0')
+		case "$comp" in
+		gzip | zstd | xz) ;;
+		lzma) comp=xz ;;
+		*)
+			echo "fetch: $img is a zboot image compressed with '$comp', which this cannot unpack" >&2
+			exit 1
+			;;
+		esac
+		tail -c "+$((off + 1))" "$img" | head -c "$size" | "$comp" -dc >"$out.tmp"
+	else
+		# Already raw: a hard link costs no space.
+		ln -f "$img" "$out.tmp" 2>/dev/null || cp "$img" "$out.tmp"
+	fi
+	if [ "$(dd if="$out.tmp" bs=1 skip=56 count=4 2>/dev/null | od -An -tx1 | tr -d ' ')" != 41524d64 ]; then
+		rm -f "$out.tmp"
+		echo "fetch: no arm64 Image in $img" >&2
+		exit 1
+	fi
+	mv "$out.tmp" "$out"
+}
+
+# extract REL: the uncompressed kernel QEMU boots fastest.
+extract() {
+	case "$arch" in
+	amd64) extract_vmlinux "$1" ;;
+	arm64) extract_image "$1" ;;
+	esac
+}
+
+# uncompressed REL: where extract leaves the kernel.
+uncompressed() {
+	case "$arch" in
+	amd64) echo "$dir/boot/vmlinux-$1" ;;
+	arm64) echo "$dir/boot/Image-$1" ;;
+	esac
+}
+
 report() {
 	local rel vmlinux
 	rel=$(cat "$dir/release")
-	vmlinux=$dir/boot/vmlinux-$rel
+	vmlinux=$(uncompressed "$rel")
 	[ -f "$vmlinux" ] || vmlinux=
+	[ "$arch" = amd64 ] || echo "KERNEL_ARCH=$arch"
 	echo "KERNEL_VERSION=$ver"
 	echo "KERNEL_RELEASE=$rel"
 	echo "KERNEL_DIR=$dir"
@@ -84,52 +153,18 @@ fi
 
 # The release file is written last, so its presence means a complete unpack.
 if [ -f "$dir/release" ]; then
-	[ -f "$dir/boot/vmlinux-$(cat "$dir/release")" ] || extract_vmlinux "$(cat "$dir/release")"
+	[ -f "$(uncompressed "$(cat "$dir/release")")" ] || extract "$(cat "$dir/release")"
 	report
 	exit 0
 fi
 
-# Same mirror as the system's sources, if it names one.
-mirror=$(sed -n 's/^URIs: *\(http[^ ]*\/debian\)$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n1)
-mirror=${mirror:-http://deb.debian.org/debian}
-keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+aptopts=() # set by debian_apt
+debian_apt fetch "$suite" "$arch"
+mkdir -p "$cache/debs"
+debian_apt_update || exit 1
 
-# apt's own tree: sources, lists, cache and an empty dpkg status, per suite.
-apt=$cache/apt/$suite
-mkdir -p "$apt/lists/partial" "$apt/archives/partial" "$apt/etc/preferences.d" "$apt/etc/trusted.gpg.d" "$cache/debs"
-touch "$apt/status"
-cat >"$apt/sources.list" <<EOF
-deb [signed-by=$keyring] $mirror $suite main
-deb [signed-by=$keyring] $mirror $suite-updates main
-deb [signed-by=$keyring] ${mirror}-security $suite-security main
-EOF
-aptopts=(
-	-o Dir::Etc::sourcelist="$apt/sources.list"
-	-o Dir::Etc::sourceparts=-
-	-o Dir::Etc::preferences="$apt/etc/preferences"
-	-o Dir::Etc::preferencesparts="$apt/etc/preferences.d"
-	-o Dir::Etc::trusted="$apt/etc/trusted.gpg"
-	-o Dir::Etc::trustedparts="$apt/etc/trusted.gpg.d"
-	-o Dir::State="$apt"
-	-o Dir::State::lists="$apt/lists"
-	-o Dir::State::status="$apt/status"
-	-o Dir::Cache="$apt"
-	-o Dir::Cache::archives="$apt/archives"
-	-o APT::Architecture=amd64
-	-o APT::Architectures=amd64
-	-o Acquire::Languages=none
-	# the cache lives under $HOME, which apt's _apt user cannot enter
-	-o APT::Sandbox::User=root
-)
-
-echo "fetch: updating the $suite package index" >&2
-apt-get "${aptopts[@]}" -qq update >&2 || {
-	echo "fetch: apt-get update of $suite failed" >&2
-	exit 1
-}
-
-# Plain amd64 flavour only (not -rt- or -cloud-), newest version wins.
-re="^linux-image-${ver//./\\.}[.+-][^a-z]*(\+deb[0-9]+)?-amd64-unsigned\$"
+# Plain flavour only (not -rt-, -cloud- or arm64's -16k), newest version wins.
+re="^linux-image-${ver//./\\.}[.+-][^a-z]*(\+deb[0-9]+)?-$arch-unsigned\$"
 best='' bestv=''
 for p in $(apt-cache "${aptopts[@]}" pkgnames linux-image- | grep -E "$re" || true); do
 	v=$(apt-cache "${aptopts[@]}" show --no-all-versions "$p" | sed -n 's/^Version: //p' | head -n1)
@@ -173,5 +208,5 @@ echo "$rel" >"$tmp/release"
 rm -rf "$dir"
 mv "$tmp" "$dir"
 rm -f "$deb" # the unpacked tree is the cache
-extract_vmlinux "$rel"
+extract "$rel"
 report
