@@ -1,16 +1,12 @@
 package host
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 
 	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 )
 
 // Netns is a named network namespace. Close or Delete releases it.
@@ -101,73 +97,12 @@ func (n *Netns) Delete() error {
 	return nil
 }
 
-// Start starts cmd inside the namespace, as `ip netns exec` would but
-// without iproute2: the child is forked from a thread that has entered the
-// namespace and a mount namespace of its own, where /sys is mounted afresh,
-// because sysfs shows the devices of the namespace that mounted it
-// (/sys/class/net/DEV/...). Wait for cmd from any goroutine.
-func (n *Netns) Start(cmd *exec.Cmd) error {
-	errc := make(chan error, 1)
-	go func() {
-		// The thread keeps the namespaces it entered, so it is never handed
-		// back to the runtime: it ends with this goroutine.
-		runtime.LockOSThread()
-		errc <- n.startHere(cmd)
-	}()
-	return <-errc
-}
-
-func (n *Netns) startHere(cmd *exec.Cmd) error {
-	name := filepath.Base(cmd.Path)
-	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-		return fmt.Errorf("starting %s in %s: unsharing the mount namespace: %w", name, n.Name, err)
-	}
-	// Slave, so that the mounts below never propagate to the host.
-	if err := unix.Mount("", "/", "", unix.MS_SLAVE|unix.MS_REC, ""); err != nil {
-		return fmt.Errorf("starting %s in %s: making / a slave mount: %w", name, n.Name, err)
-	}
-	if err := netns.Set(n.handle); err != nil {
-		return fmt.Errorf("starting %s in %s: entering the network namespace: %w", name, n.Name, err)
-	}
-	if err := unix.Unmount("/sys", unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-		return fmt.Errorf("starting %s in %s: unmounting the host's /sys: %w", name, n.Name, err)
-	}
-	if err := unix.Mount(n.Name, "/sys", "sysfs", 0, ""); err != nil {
-		return fmt.Errorf("starting %s in %s: mounting the namespace's /sys: %w", name, n.Name, err)
-	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s in %s: %w", name, n.Name, err)
-	}
-	return nil
-}
-
-// Output runs cmd inside the namespace and returns its standard output; on
-// failure the error carries what it wrote to standard error.
-func (n *Netns) Output(cmd *exec.Cmd) ([]byte, error) {
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := n.Start(cmd)
-	if err == nil {
-		err = cmd.Wait()
-	}
-	if err != nil {
-		return stdout.Bytes(), fmt.Errorf("%s in %s: %w: %s", strings.Join(cmd.Args, " "), n.Name, err, bytes.TrimSpace(stderr.Bytes()))
-	}
-	return stdout.Bytes(), nil
-}
-
 // Run runs a command (tc, ethtool, nft, ...) inside the namespace and
 // returns its combined output.
 func (n *Netns) Run(name string, args ...string) (string, error) {
-	var out bytes.Buffer
-	cmd := exec.Command(name, args...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := n.Start(cmd)
-	if err == nil {
-		err = cmd.Wait()
-	}
+	out, err := exec.Command("ip", append([]string{"netns", "exec", n.Name, name}, args...)...).CombinedOutput()
 	if err != nil {
-		return out.String(), fmt.Errorf("%s %s in %s: %w: %s", name, strings.Join(args, " "), n.Name, err, out.String())
+		return string(out), fmt.Errorf("%s %s in %s: %w: %s", name, strings.Join(args, " "), n.Name, err, out)
 	}
-	return out.String(), nil
+	return string(out), nil
 }
