@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/skbtrace/skbtrace/internal/host"
 )
@@ -123,7 +122,7 @@ func handBack(ns *host.Netns, dev string) error {
 		return fmt.Errorf("opening this namespace to hand %s back: %w", dev, err)
 	}
 	defer self.Close()
-	h, err := netlink.NewHandleAt(ns.Handle(), unix.NETLINK_ROUTE)
+	h, err := netlink.NewHandleAt(ns.Handle())
 	if err != nil {
 		return fmt.Errorf("opening netlink in %s: %w", ns.Name, err)
 	}
@@ -194,7 +193,7 @@ func short(id string) string {
 }
 
 func configure(ns *host.Netns, dev string, addr netip.Prefix) error {
-	h, err := netlink.NewHandleAt(ns.Handle(), unix.NETLINK_ROUTE)
+	h, err := netlink.NewHandleAt(ns.Handle())
 	if err != nil {
 		return fmt.Errorf("opening netlink in %s: %w", ns.Name, err)
 	}
@@ -225,7 +224,7 @@ func (p *Pair) BigTCP(size int) error {
 		ns  *host.Netns
 		dev string
 	}{{p.Sender, p.SenderDev}, {p.Receiver, p.ReceiverDev}} {
-		h, err := netlink.NewHandleAt(side.ns.Handle(), unix.NETLINK_ROUTE)
+		h, err := netlink.NewHandleAt(side.ns.Handle())
 		if err != nil {
 			return fmt.Errorf("opening netlink in %s: %w", side.ns.Name, err)
 		}
