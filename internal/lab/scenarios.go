@@ -208,10 +208,7 @@ var Scenarios = []*Scenario{
 		},
 		FixLoad: func(o *load.Options) { o.Size = 1400 },
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
-			calls := f.sendCalls()
-			return fmt.Sprintf("%.0f send calls/s of 64 bytes against %.0f of 1400; %.0f against %.0f Mbit/s: the cost is per packet",
-					calls, c.sendCalls(), f.Load.Bps/1e6, c.Load.Bps/1e6),
-				calls > 0.5*c.sendCalls() && f.Load.Bps < 0.2*c.Load.Bps
+			return sockSmallVerdict(c, f, c.sendCalls(), f.sendCalls())
 		},
 	},
 	groOff(),

@@ -67,3 +67,24 @@ func TestReceiveChecksumsProvedByThePacketsTheDriverLeftUnverified(t *testing.T)
 		}
 	}
 }
+
+// CI's small-packet runs, watched by the doctor, read 0.46 and 0.21 of the
+// control's send calls: still per-packet cost. A sender that hardly sent,
+// or 64-byte writes that kept the bits, is not.
+func TestSmallPacketVerdictAllowsTheDoctorsPerCallCost(t *testing.T) {
+	m := func(bps float64) *Measurement { return &Measurement{Load: &load.Result{Bps: bps}} }
+	for _, tc := range []struct {
+		control, fault, controlCalls, faultCalls float64
+		want                                     bool
+	}{
+		{1900e6, 70e6, 169631, 77387, true},
+		{732e6, 34.7e6, 95754, 20265, true},
+		{732e6, 34.7e6, 95754, 9000, false},  // under the doctor's 20 000
+		{1900e6, 70e6, 400000, 40000, false}, // a tenth of the control's calls: stalled, not per packet
+		{1900e6, 900e6, 169631, 1.7e6, false},
+	} {
+		if _, got := sockSmallVerdict(m(tc.control), m(tc.fault), tc.controlCalls, tc.faultCalls); got != tc.want {
+			t.Errorf("%+v: reproduced %v, want %v", tc, got, tc.want)
+		}
+	}
+}
