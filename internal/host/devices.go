@@ -10,6 +10,7 @@ import (
 
 	"github.com/safchain/ethtool"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // Device is a network device's settings and counters, as netlink and the
@@ -113,7 +114,7 @@ var offloadFeatures = []string{
 // ReadDevices lists the devices of the calling thread's namespace (run it in
 // Netns.Do for another), with ethtool details where the driver supports them.
 func ReadDevices() ([]Device, error) {
-	h, err := netlink.NewHandle()
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("opening netlink: %w", err)
 	}

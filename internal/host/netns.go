@@ -10,6 +10,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // NetnsDirs are where iproute2 keeps named namespaces.
@@ -111,7 +112,7 @@ func DeviceExists(name string) bool {
 			if err != nil {
 				continue
 			}
-			h, err := netlink.NewHandleAt(ns.Handle())
+			h, err := netlink.NewHandleAt(ns.Handle(), unix.NETLINK_ROUTE)
 			if err == nil {
 				_, lerr := h.LinkByName(name)
 				h.Close()
@@ -181,7 +182,7 @@ func NetnsAddrs(s string) ([]netip.Addr, error) {
 		return nil, fmt.Errorf("opening network namespace %s: %w", s, err)
 	}
 	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("netlink in namespace %s: %w", s, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/skbtrace/skbtrace/internal/host"
 )
@@ -122,7 +123,7 @@ func handBack(ns *host.Netns, dev string) error {
 		return fmt.Errorf("opening this namespace to hand %s back: %w", dev, err)
 	}
 	defer self.Close()
-	h, err := netlink.NewHandleAt(ns.Handle())
+	h, err := netlink.NewHandleAt(ns.Handle(), unix.NETLINK_ROUTE)
 	if err != nil {
 		return fmt.Errorf("opening netlink in %s: %w", ns.Name, err)
 	}
@@ -193,7 +194,7 @@ func short(id string) string {
 }
 
 func configure(ns *host.Netns, dev string, addr netip.Prefix) error {
-	h, err := netlink.NewHandleAt(ns.Handle())
+	h, err := netlink.NewHandleAt(ns.Handle(), unix.NETLINK_ROUTE)
 	if err != nil {
 		return fmt.Errorf("opening netlink in %s: %w", ns.Name, err)
 	}
@@ -224,7 +225,7 @@ func (p *Pair) BigTCP(size int) error {
 		ns  *host.Netns
 		dev string
 	}{{p.Sender, p.SenderDev}, {p.Receiver, p.ReceiverDev}} {
-		h, err := netlink.NewHandleAt(side.ns.Handle())
+		h, err := netlink.NewHandleAt(side.ns.Handle(), unix.NETLINK_ROUTE)
 		if err != nil {
 			return fmt.Errorf("opening netlink in %s: %w", side.ns.Name, err)
 		}

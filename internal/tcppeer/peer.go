@@ -191,7 +191,7 @@ func (p *Peer) openTun() error {
 }
 
 func (p *Peer) configure(mtu int) error {
-	h, err := netlink.NewHandleAt(p.ns.Handle())
+	h, err := netlink.NewHandleAt(p.ns.Handle(), unix.NETLINK_ROUTE)
 	if err != nil {
 		return fmt.Errorf("opening netlink: %w", err)
 	}
