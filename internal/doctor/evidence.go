@@ -139,8 +139,11 @@ type Flow struct {
 	Local netip.AddrPort `json:"local"`
 	Peer  netip.AddrPort `json:"peer"`
 	// Dev is the device that holds the local address.
-	Dev     string  `json:"dev,omitempty"`
-	Seconds float64 `json:"seconds"`
+	Dev string `json:"dev,omitempty"`
+	// FromRecording says the flow was built from the recording because
+	// tcp_info could not be read: the tcp_info-only fields are zero.
+	FromRecording bool    `json:"from_recording,omitempty"`
+	Seconds       float64 `json:"seconds"`
 	// Bytes acknowledged by the peer and received from it during the observation.
 	BytesAcked    uint64 `json:"bytes_acked"`
 	BytesReceived uint64 `json:"bytes_received"`

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/netip"
 	"os"
 	"slices"
@@ -85,6 +86,9 @@ type watched struct {
 	ns    *host.Netns
 	inode uint32
 	gone  bool
+	// noTCPInfo is why tcp_info could not be read at the start (sock_diag's
+	// modules missing): the namespace's flows then come from the recording.
+	noTCPInfo error
 }
 
 func (w *watched) do(fn func() error) error {
@@ -127,6 +131,9 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 			continue
 		}
 		before[w.name] = s
+	}
+	if probeTCPInfo(spaces) && !slices.Contains(opts.Extra, "tcp_rtt") {
+		opts.Extra = append(slices.Clip(opts.Extra), "tcp_rtt")
 	}
 	rec, notes := startRecording(opts, notes)
 	if rec != nil && !opts.Deep {
@@ -224,10 +231,21 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 	netnsIDs(spaces, ev)
 	ev.Flows = poller.flows(seconds, ev, &notes)
 	poller.notes(&notes)
+	for _, w := range spaces {
+		if w.noTCPInfo == nil {
+			continue
+		}
+		if rec == nil {
+			notes = append(notes, fmt.Sprintf("netns %s: %v; without kernel events none of its flows is measured", w.name, w.noTCPInfo))
+		} else {
+			notes = append(notes, fmt.Sprintf("netns %s: %v; its flows come from the recording (tcp_rtt samples, tcp_sendlim runs): "+
+				"rates, RTT and send limits are measured there, windows, MSS and path MTU are not", w.name, w.noTCPInfo))
+		}
+	}
 
 	obs := &Observation{Evidence: ev, WorkloadErr: workErr}
 	if rec != nil {
-		if err := joinRecording(obs, &traceBuf, spaces, series); err != nil {
+		if err := joinRecording(obs, &traceBuf, spaces, series, &notes); err != nil {
 			notes = append(notes, "reading back the recording: "+err.Error())
 		}
 	}
@@ -500,7 +518,7 @@ func namespaceEvidence(w *watched, before, after *snapshot) Namespace {
 }
 
 // joinRecording reads the recording back and adds what it saw to the evidence.
-func joinRecording(obs *Observation, recording io.Reader, spaces []*watched, series *timeline.Builder) error {
+func joinRecording(obs *Observation, recording io.Reader, spaces []*watched, series *timeline.Builder, notes *[]string) error {
 	r, err := trace.NewReader(recording)
 	if err != nil {
 		return err
@@ -524,6 +542,9 @@ func joinRecording(obs *Observation, recording io.Reader, spaces []*watched, ser
 	nsName := map[uint32]string{}
 	for _, w := range spaces {
 		nsName[w.inode] = w.name
+	}
+	if recorded := recordedFlows(obs.Stat, spaces, ev); len(recorded) > 0 {
+		ev.Flows = busiestFlows(append(ev.Flows, recorded...), notes)
 	}
 	// A connection can have several records: its socket and, after close,
 	// its TIME_WAIT socket; their events add up.
@@ -675,7 +696,7 @@ func (p *poller) poll() {
 		p.sampleCPUs(now)
 	}
 	for _, w := range p.spaces {
-		if w.gone {
+		if w.gone || w.noTCPInfo != nil {
 			continue
 		}
 		var socks []host.TCPSocket
@@ -758,6 +779,88 @@ func socketFlow(netns string, b, s host.TCPSocket, span float64, maxWnd uint32) 
 		SegsOut: s.SegsOut - b.SegsOut, Retrans: s.TotalRetrans - b.TotalRetrans,
 		BusyUs: s.BusyUs - b.BusyUs, RwndLimitedUs: s.RwndLimitedUs - b.RwndLimitedUs, SndbufLimitedUs: s.SndbufLimitedUs - b.SndbufLimitedUs}
 	return f, f.BytesAcked != 0 || f.BytesReceived != 0 || f.Retrans != 0
+}
+
+// probeTCPInfo reads tcp_info once in every namespace and keeps why it
+// could not; it says whether any namespace needs its flows recorded.
+func probeTCPInfo(spaces []*watched) bool {
+	unread := false
+	for _, w := range spaces {
+		if w.gone {
+			continue
+		}
+		if err := w.do(func() error { _, err := host.ReadTCPSockets(); return err }); err != nil {
+			w.noTCPInfo, unread = err, true
+		}
+	}
+	return unread
+}
+
+// recordedFlows builds the flows of the namespaces whose tcp_info could not
+// be read from the recording's connections: bytes, RTT and the kernel's
+// busy and limited time from tcp_rtt and tcp_sendlim; a connection's
+// records (its socket, then its TIME_WAIT socket) add up. What only tcp_info
+// has (windows, MSS, path MTU, delivery rate) stays zero: not measured.
+func recordedFlows(stat *analyze.Stat, spaces []*watched, ev *Evidence) []Flow {
+	unread := map[uint32]string{}
+	for _, w := range spaces {
+		if w.noTCPInfo != nil {
+			unread[w.inode] = w.name
+		}
+	}
+	if len(unread) == 0 {
+		return nil
+	}
+	type key struct{ netns, local, peer string }
+	flows := map[key]*Flow{}
+	var order []key
+	for _, c := range stat.Connections {
+		name, ok := unread[c.Netns]
+		if !ok || c.Samples == 0 {
+			continue
+		}
+		local, lerr := netip.ParseAddrPort(c.Local)
+		peer, perr := netip.ParseAddrPort(c.Peer)
+		if lerr != nil || perr != nil {
+			continue
+		}
+		k := key{name, c.Local, c.Peer}
+		f := flows[k]
+		if f == nil {
+			f = &Flow{Netns: name, Local: local, Peer: peer, FromRecording: true, MinRTTus: math.MaxUint32}
+			flows[k] = f
+			order = append(order, k)
+		}
+		f.Seconds += c.Duration()
+		// The close hook's sample counts the SYN and FIN, a sequence number
+		// each: a record with no more carried no data that way.
+		if c.BytesAcked > 2 {
+			f.BytesAcked += c.BytesAcked
+		}
+		if c.BytesReceived > 2 {
+			f.BytesReceived += c.BytesReceived
+		}
+		f.RTTus = max(f.RTTus, uint32(c.AvgSRTTus()+0.5))
+		if c.MinRTTus > 0 {
+			f.MinRTTus = min(f.MinRTTus, c.MinRTTus)
+		}
+		f.BusyUs += c.KernelBusyUs
+		f.RwndLimitedUs += c.KernelRwndUs
+		f.SndbufLimitedUs += c.KernelSndbufUs
+	}
+	var out []Flow
+	for _, k := range order {
+		f := flows[k]
+		if f.MinRTTus == math.MaxUint32 {
+			f.MinRTTus = 0
+		}
+		if f.BytesAcked == 0 && f.BytesReceived == 0 {
+			continue
+		}
+		f.Dev = ev.deviceWithAddr(f.Netns, f.Local)
+		out = append(out, *f)
+	}
+	return out
 }
 
 // busiestFlows keeps the maxFlows flows that moved the most, busiest first.

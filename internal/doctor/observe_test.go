@@ -1,11 +1,17 @@
 package doctor
 
 import (
+	"errors"
 	"math"
+	"net/netip"
 	"sort"
 	"testing"
+	"time"
 
+	"github.com/skbtrace/skbtrace/internal/analyze"
+	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/host"
+	"github.com/skbtrace/skbtrace/internal/probe"
 )
 
 func TestProcessSharesSumThreadsByTheCPUTheyLastRanOn(t *testing.T) {
@@ -46,5 +52,46 @@ func TestProcessSharesSumThreadsByTheCPUTheyLastRanOn(t *testing.T) {
 	}
 	if ProcessShares(before, after, 0) != nil {
 		t.Error("no time, yet shares")
+	}
+}
+
+// Where tcp_info cannot be read (sock_diag's modules missing), a namespace's
+// flows come from the recording: a connection's records add up, a socket
+// without tcp_rtt samples or bytes is no flow, other namespaces keep theirs.
+func TestRecordedFlowsStandInWhereTCPInfoCannotBeRead(t *testing.T) {
+	local, peer := netip.MustParseAddrPort("127.0.0.1:40000"), netip.MustParseAddrPort("127.0.0.1:5201")
+	sock := func(s uint64, netns uint32) event.Socket {
+		return event.Socket{Sock: s, Local: local, Peer: peer, Netns: netns}
+	}
+	rtt := func(t int64, s event.Socket, acked uint64, srtt uint32) *event.Event {
+		return &event.Event{Type: event.TypeTCPRTT, Time: t, Socket: s,
+			RTT: probe.SkbtraceTcpRttEvent{SrttUs: srtt, MinRttUs: 40, Cwnd: 10, BytesAcked: acked}}
+	}
+	const sec = int64(time.Second)
+	st := analyze.NewStat()
+	bare, other := sock(0xa, 1), sock(0xb, 2)
+	st.Add(&event.Event{Type: event.TypeTCPConn, Time: 0, Conn: event.TCPConn{Socket: bare, New: event.TCPEstablished}})
+	st.Add(rtt(sec, bare, 1000, 300))
+	st.Add(rtt(4*sec, bare, 3_001_000, 500))
+	st.Add(&event.Event{Type: event.TypeTCPSendlim, Time: 4 * sec, Begin: sec, Sendlim: event.TCPSendlim{Socket: bare,
+		Reason: event.SendlimSndbuf, Begin: sec, Cnt: 9, BusyUs: 1_000_000, SndbufLimitedUs: 3_000_000}})
+	// The server's side of it only saw its FIN acknowledged.
+	server := event.Socket{Sock: 0xc, Local: peer, Peer: local, Netns: 1}
+	st.Add(rtt(sec, server, 0, 300))
+	st.Add(rtt(4*sec, server, 1, 300))
+	st.Add(rtt(sec, other, 1000, 300))
+	st.Add(rtt(2*sec, other, 9_001_000, 300))
+	spaces := []*watched{{name: "host", inode: 1, noTCPInfo: errors.New("reading tcp_info over sock_diag: no such file or directory")}, {name: "b", inode: 2}}
+	flows := recordedFlows(st, spaces, &Evidence{})
+	if len(flows) != 1 {
+		t.Fatalf("flows %+v, want the client's of netns host", flows)
+	}
+	f := flows[0]
+	if f.Netns != "host" || f.Local != local || f.Peer != peer || !f.FromRecording || f.BytesAcked != 3_000_000 ||
+		f.RTTus != 400 || f.MinRTTus != 40 || f.BusyUs != 1_000_000 || f.SndbufLimitedUs != 3_000_000 || f.Seconds != 4 {
+		t.Fatalf("flow %+v, want 3 MB acknowledged in 4 s, srtt 400 us, busy 1 s and sndbuf-limited 3 s", f)
+	}
+	if f.SndWnd != 0 || f.SndMSS != 0 || f.DeliveryRate != 0 {
+		t.Fatalf("flow %+v carries tcp_info-only figures the recording does not have", f)
 	}
 }

@@ -512,15 +512,21 @@ func rwndLimited(ev *Evidence) []finding.Finding {
 			out = append(out, acksHeldByReader(ev, f)...)
 			continue
 		}
+		window := fmt.Sprintf(", peer's advertised window %d bytes", f.SndWnd)
+		if f.FromRecording {
+			window = ""
+		}
 		evidence := []string{
 			fmt.Sprintf("the sender waited for the receiver's window %s of the time (%s)", pct(share), source),
-			fmt.Sprintf("throughput %s, peer's advertised window %d bytes, srtt %d us", units.Bits(f.SendBps()), f.SndWnd, f.RTTus),
+			fmt.Sprintf("throughput %s%s, srtt %d us", units.Bits(f.SendBps()), window, f.RTTus),
 		}
 		remedy := []string{}
 		rmemNs := ""
 		if p := ev.peerFlow(f); p != nil {
 			rmemNs = p.Netns
-			evidence = append(evidence, fmt.Sprintf("the receiver (%s in netns %s) sized its buffer to %d bytes (tcp_info rcv_space)", p.Local, p.Netns, p.RcvSpace))
+			if !p.FromRecording {
+				evidence = append(evidence, fmt.Sprintf("the receiver (%s in netns %s) sized its buffer to %d bytes (tcp_info rcv_space)", p.Local, p.Netns, p.RcvSpace))
+			}
 		}
 		rmem := ev.sysctl(rmemNs, "net.ipv4.tcp_rmem")
 		if rmemNs != "" && rmem != "" {
@@ -1536,8 +1542,12 @@ func pathMTUHoles(ev *Evidence, already []finding.Finding) []finding.Finding {
 		if rto < limitShare && icmp == 0 {
 			continue
 		}
-		evidence := append([]string{fmt.Sprintf("%s sends %d-byte packets (tcp_info snd_mss %d, path MTU %d): the sender never learned of the smaller link",
-			f.Local, int(f.SndMSS)+headerBytes(f), f.SndMSS, f.PMTU)}, h.drops...)
+		sends := fmt.Sprintf("%s sends %d-byte packets (tcp_info snd_mss %d, path MTU %d): the sender never learned of the smaller link",
+			f.Local, int(f.SndMSS)+headerBytes(f), f.SndMSS, f.PMTU)
+		if f.FromRecording {
+			sends = fmt.Sprintf("%s sends packets too big for a link on the path: the sender never learned of the smaller link", f.Local)
+		}
+		evidence := append([]string{sends}, h.drops...)
 		if icmp > 0 {
 			evidence = append(evidence, fmt.Sprintf("%d ICMP packets to %s dropped on the way back: the \"fragmentation needed\" replies", icmp, f.Local.Addr()))
 		}
@@ -1559,7 +1569,7 @@ func pathMTUHoles(ev *Evidence, already []finding.Finding) []finding.Finding {
 				nsPrefix(f.Netns) + fmt.Sprintf("ip route change %s/%d ... advmss LOWER-MSS   (or clamp the MSS on the router)", f.Peer.Addr(), f.Peer.Addr().BitLen()),
 			},
 			Scope: flowScope(f), Impact: impact, ImpactText: "bulk data stalls in timeouts", Confidence: finding.Strong,
-			Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ping -M do -s %d -c 3 %s   (a full-size packet with DF: no reply, no error)", int(f.SndMSS)+headerBytes(f)-28, f.Peer.Addr())}})
+			Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ping -M do -s %d -c 3 %s   (a full-size packet with DF: no reply, no error)", fullSizePing(f), f.Peer.Addr())}})
 	}
 	return out
 }
@@ -1797,7 +1807,7 @@ func pathQueues(ev *Evidence) []finding.Finding {
 			fmt.Sprintf("the sender waited for its congestion window %s of the time (tcp_sendlim [cwnd])", pct(share)),
 			fmt.Sprintf("srtt %s against a minimum of %s: %s of queue in front of a slower hop",
 				time.Duration(f.RTTus)*time.Microsecond, time.Duration(f.MinRTTus)*time.Microsecond, queued.Round(time.Millisecond/10)),
-			fmt.Sprintf("throughput %s (delivery rate %s): the hop's rate", units.Bits(f.SendBps()), units.Bits(float64(f.DeliveryRate)*8)),
+			fmt.Sprintf("throughput %s%s: the hop's rate", units.Bits(f.SendBps()), deliveryRate(f)),
 		}
 		for _, d := range queueDrops {
 			evidence = append(evidence, fmt.Sprintf("%d of its packets dropped by a full queue: skb_drop [%s] at %s on %s%s", d.Count, d.Reason, d.Location, orNone(d.Dev), unobserved(ev, d.Dev)))
@@ -1991,6 +2001,27 @@ func limitEvidence(f *Flow, reason string, limitedUs uint64) (float64, string) {
 		return float64(limitedUs) / float64(f.BusyUs+limitedUs), "tcp_info"
 	}
 	return 0, ""
+}
+
+// deliveryRate is tcp_info's delivery rate for evidence, or nothing when
+// the flow was not read from tcp_info.
+func deliveryRate(f *Flow) string {
+	if f.FromRecording {
+		return ""
+	}
+	return fmt.Sprintf(" (delivery rate %s)", units.Bits(float64(f.DeliveryRate)*8))
+}
+
+// fullSizePing is ping's payload size for one of the flow's full-size
+// packets: its MSS where tcp_info gave it, else an Ethernet-MTU packet.
+func fullSizePing(f *Flow) int {
+	if f.SndMSS == 0 {
+		if f.Peer.Addr().Unmap().Is4() {
+			return 1500 - 28
+		}
+		return 1500 - 48
+	}
+	return int(f.SndMSS) + headerBytes(f) - 28
 }
 
 func topLimit(f *Flow) (string, float64) {

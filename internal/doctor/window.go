@@ -184,7 +184,7 @@ func (w *Watch) Evidence(span []*Sample, recording io.Reader) *Evidence {
 	ev.Flows = busiestFlows(flows, &notes)
 	if recording != nil {
 		obs := &Observation{Evidence: ev}
-		if err := joinRecording(obs, recording, spaces, nil); err != nil {
+		if err := joinRecording(obs, recording, spaces, nil, &notes); err != nil {
 			notes = append(notes, "reading back the recording: "+err.Error())
 		}
 	}

@@ -51,6 +51,10 @@ func ReadTCPSockets() ([]TCPSocket, error) {
 	for _, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
 		resps, err := h.SocketDiagTCPInfo(family)
 		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+			if errors.Is(err, unix.ENOENT) {
+				// sock_diag answers so when no handler for TCP is registered.
+				err = fmt.Errorf("%w (the kernel has no tcp_diag: load the inet_diag and tcp_diag modules)", err)
+			}
 			return nil, fmt.Errorf("reading tcp_info over sock_diag: %w", err)
 		}
 		for _, r := range resps {
