@@ -14,7 +14,7 @@ DATE := $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%
 PKG := github.com/skbtrace/skbtrace/internal/version
 LDFLAGS := -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT) -X $(PKG).Date=$(DATE)
 
-.PHONY: all deps build generate check-generate test bench demo fuzz clean kernels nics e2e-binary kernel-cache release
+.PHONY: all deps build generate check-generate test bench demo fuzz clean kernels nics e2e-binary kernel-cache bare-cache release
 
 all: build
 
@@ -33,7 +33,8 @@ check-generate: deps
 
 # The guests come after the host's tests (a guest beside the host's lab
 # would be competing work there), two at a time in two lanes, the kernels
-# and the NIC wires (scripts/kernels/lanes.sh): each guest is one TCG thread and the
+# then the release on bare hosts and its package, and the NIC wires
+# (scripts/kernels/lanes.sh): each guest is one TCG thread and the
 # machine has two cores. Two NIC guests side by side while the host's tests
 # still ran read their CPUs busier and flipped CPU-judged verdicts (GRO off
 # at info, a paced baseline's offload finding at warning); a NIC guest
@@ -41,7 +42,7 @@ check-generate: deps
 test: deps check-generate
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
-	$(MAKE) build e2e-binary kernel-cache
+	$(MAKE) build e2e-binary kernel-cache bare-cache release
 	scripts/kernels/lanes.sh $(NICS_TEST)
 
 # -p 1: one package at a time, so that no benchmark shares the CPUs with another.
@@ -70,6 +71,13 @@ e2e-binary: deps
 # of one kernel would unpack into the same cache.
 kernel-cache:
 	for v in $(sort $(KERNELS) $(foreach c,$(NICS),$(word 1,$(subst :, ,$(c))))); do scripts/kernels/fetch.sh $$v >/dev/null || exit 1; done
+
+# What the bare hosts of make test boot (scripts/kernels/bare.sh): Debian's
+# arm64 kernels and the static busybox of both architectures.
+BARE_ARM64 ?= 6.1 6.12
+bare-cache:
+	for v in $(BARE_ARM64); do scripts/kernels/fetch.sh $$v arm64 >/dev/null || exit 1; done
+	for a in amd64 arm64; do scripts/kernels/busybox.sh $$a >/dev/null || exit 1; done
 
 # Boots each NICS configuration (KERNEL:MODEL:BACKEND[:LAB]) under QEMU with
 # two NICs of that model cabled to each other and runs

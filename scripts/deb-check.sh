@@ -146,7 +146,7 @@ apt_install() {
 		apt_updated=1
 	fi
 	local out
-	out=$(apt-get install -y -qq --no-install-recommends "$@" 2>&1) || {
+	out=$(apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends "$@" 2>&1) || {
 		echo "$out" >&2
 		die "installing $* failed"
 	}
