@@ -24,7 +24,12 @@ func labCmd(e *env) *cobra.Command {
 		Long: `lab builds two network namespaces joined by a veth pair, runs traffic through
 them as a control and with a fault, records both with skbtrace, and shows
 the kernel signal that proves the fault. Everything it creates is removed
-when it ends, also on errors and Ctrl-C.`,
+when it ends, also on errors and Ctrl-C.
+
+Unlike the rest of skbtrace, the lab runs other programs in its namespaces:
+ip, tc and ss (iproute2), ethtool, nft, sysctl, taskset, sh and cat, and
+iperf3, python3 and ping as workloads. A scenario whose program is missing
+is reported skipped, naming it; the others still run.`,
 	}
 	c.AddCommand(labListCmd(e), labRunCmd(e), labDemoCmd(e), labCompareCmd(e))
 	return c

@@ -1,12 +1,18 @@
 package host
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Netns is a named network namespace. Close or Delete releases it.
@@ -97,12 +103,66 @@ func (n *Netns) Delete() error {
 	return nil
 }
 
+// Start starts cmd inside the namespace, as `ip netns exec` would but
+// without iproute2: this binary is started again (nsexec.go), enters the
+// namespace and a mount namespace of its own where /sys is mounted afresh
+// (sysfs shows the devices of the namespace that mounted it), and execs
+// cmd's program, which keeps cmd's PID. Namespaces are entered in that
+// child only: no thread of this process changes its own, so nothing here
+// can hold the namespace alive after cmd ends. Wait for cmd as usual.
+func (n *Netns) Start(cmd *exec.Cmd) error {
+	name := filepath.Base(cmd.Path)
+	if cmd.Err != nil {
+		return fmt.Errorf("starting %s in %s: %w", name, n.Name, cmd.Err)
+	}
+	fd, err := unix.Dup(int(n.handle))
+	if err != nil {
+		return fmt.Errorf("starting %s in %s: duplicating the namespace's handle: %w", name, n.Name, err)
+	}
+	nsFile := os.NewFile(uintptr(fd), "netns:"+n.Name)
+	defer nsFile.Close()
+	// The child finds the namespace at the descriptor after cmd's own.
+	path, args, extra := cmd.Path, cmd.Args, cmd.ExtraFiles
+	cmd.ExtraFiles = append(slices.Clip(extra), nsFile)
+	childFd := 2 + len(cmd.ExtraFiles)
+	cmd.Path = "/proc/self/exe"
+	cmd.Args = append([]string{nsExecArg0, nsExecMarker, strconv.Itoa(childFd), n.Name, path}, args...)
+	err = cmd.Start()
+	// cmd reads as the caller made it again (String, error messages).
+	cmd.Path, cmd.Args, cmd.ExtraFiles = path, args, extra
+	if err != nil {
+		return fmt.Errorf("starting %s in %s: %w", name, n.Name, err)
+	}
+	return nil
+}
+
+// Output runs cmd inside the namespace and returns its standard output; on
+// failure the error carries what it wrote to standard error.
+func (n *Netns) Output(cmd *exec.Cmd) ([]byte, error) {
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := n.Start(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	if err != nil {
+		return stdout.Bytes(), fmt.Errorf("%s in %s: %w: %s", strings.Join(cmd.Args, " "), n.Name, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return stdout.Bytes(), nil
+}
+
 // Run runs a command (tc, ethtool, nft, ...) inside the namespace and
 // returns its combined output.
 func (n *Netns) Run(name string, args ...string) (string, error) {
-	out, err := exec.Command("ip", append([]string{"netns", "exec", n.Name, name}, args...)...).CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("%s %s in %s: %w: %s", name, strings.Join(args, " "), n.Name, err, out)
+	var out bytes.Buffer
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := n.Start(cmd)
+	if err == nil {
+		err = cmd.Wait()
 	}
-	return string(out), nil
+	if err != nil {
+		return out.String(), fmt.Errorf("%s %s in %s: %w: %s", name, strings.Join(args, " "), n.Name, err, out.String())
+	}
+	return out.String(), nil
 }

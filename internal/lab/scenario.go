@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -210,9 +211,20 @@ func verdictOf(s *Scenario, rep *doctor.Report, p *Pair) *DoctorVerdict {
 }
 
 // Run performs the scenario. The namespaces are removed when it returns,
-// whatever happens, unless keep is set (to inspect them).
-func (s *Scenario) Run(ctx context.Context, opts RunOptions) (rep *Report, err error) {
+// whatever happens, unless keep is set (to inspect them). A scenario that
+// needs a program this host lacks (tc, ethtool, nft, iperf3, python3, ping)
+// is reported skipped with the program's name.
+func (s *Scenario) Run(ctx context.Context, opts RunOptions) (*Report, error) {
 	start := time.Now()
+	rep, err := s.perform(ctx, opts, start)
+	if ee := (*exec.Error)(nil); errors.As(err, &ee) && errors.Is(ee.Err, exec.ErrNotFound) {
+		return &Report{Name: s.Name, Fault: s.Fault, Expect: s.Expect, Seconds: time.Since(start).Seconds(),
+			Skipped: fmt.Sprintf("needs %s, which is not installed here", ee.Name)}, nil
+	}
+	return rep, err
+}
+
+func (s *Scenario) perform(ctx context.Context, opts RunOptions, start time.Time) (rep *Report, err error) {
 	pair, done, err := setUp(ctx, opts.Wire)
 	if err != nil {
 		return nil, err

@@ -3,7 +3,6 @@ package lab
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -437,12 +436,8 @@ func sockClient(script string, args func(o load.Options) []string) func(ctx cont
 		host, _, _ := strings.Cut(o.Addr, ":")
 		name, cargs := sockOnCPU(0, "python3", append([]string{"-c", script, host, fmt.Sprint(sockPort),
 			fmt.Sprint(o.Duration.Seconds())}, args(o)...)...)
-		out, err := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", p.Sender.Name, name}, cargs...)...).Output()
+		out, err := p.Sender.Output(exec.CommandContext(ctx, name, cargs...))
 		if err != nil {
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				return nil, fmt.Errorf("python3 client: %w: %s", err, ee.Stderr)
-			}
 			return nil, fmt.Errorf("python3 client: %w", err)
 		}
 		var r struct {

@@ -20,11 +20,11 @@ import (
 // the pair is closed, whichever comes first; stop ends it by its PID and
 // returns what it printed.
 func (p *Pair) Background(ns *host.Netns, name string, args ...string) (stop func() string, err error) {
-	cmd := exec.Command("ip", append([]string{"netns", "exec", ns.Name, name}, args...)...)
+	cmd := exec.Command(name, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s in %s: %w", name, ns.Name, err)
+	if err := ns.Start(cmd); err != nil {
+		return nil, err
 	}
 	var once sync.Once
 	stop = func() string {
@@ -90,7 +90,7 @@ func iperf3(args ...string) func(ctx context.Context, p *Pair, o load.Options) (
 			return nil, err
 		}
 		host, _, _ := strings.Cut(o.Addr, ":")
-		cargs := []string{"netns", "exec", p.Sender.Name, "iperf3", "-c", host, "-p", fmt.Sprint(iperf3Port),
+		cargs := []string{"-c", host, "-p", fmt.Sprint(iperf3Port),
 			"-t", fmt.Sprint(max(1, int(o.Duration.Seconds()))), "-J"}
 		if !slices.Contains(args, "-u") {
 			cargs = append(cargs, "-C", "cubic")
@@ -98,9 +98,10 @@ func iperf3(args ...string) func(ctx context.Context, p *Pair, o load.Options) (
 		if runtime.NumCPU() >= 2 {
 			cargs = append(cargs, "-A", "0,1")
 		}
-		out, err := exec.CommandContext(ctx, "ip", append(cargs, args...)...).Output()
+		out, err := p.Sender.Output(exec.CommandContext(ctx, "iperf3", append(cargs, args...)...))
 		if err != nil {
-			return nil, fmt.Errorf("iperf3 %s: %w: %s", strings.Join(args, " "), err, out)
+			// iperf3 -J reports its errors on standard output.
+			return nil, fmt.Errorf("%w: %s", err, out)
 		}
 		return parseIperf3(out)
 	}

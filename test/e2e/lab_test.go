@@ -147,6 +147,30 @@ func TestLabCleansUpAfterAFailedRun(t *testing.T) {
 	}
 }
 
+// A bare host may lack a program a scenario runs: the scenario is skipped
+// and says which, and nothing is left behind.
+func TestLabSkipsAScenarioWhoseProgramIsMissing(t *testing.T) {
+	requireRoot(t)
+	s := &lab.Scenario{
+		Name:     "needs-a-tool",
+		Families: []string{"tcp_conn"},
+		Prepare: func(p *lab.Pair) error {
+			_, err := p.Sender.Run("skbtrace-no-such-tool", "-V")
+			return err
+		},
+	}
+	rep, err := s.Run(context.Background(), lab.RunOptions{})
+	if err != nil {
+		t.Fatalf("a missing program failed the run: %v", err)
+	}
+	if want := "needs skbtrace-no-such-tool, which is not installed here"; rep.Skipped != want || rep.Reproduced {
+		t.Errorf("skipped %q (reproduced %v), want %q", rep.Skipped, rep.Reproduced, want)
+	}
+	if left := leftovers(t, os.Getpid()); len(left) > 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+}
+
 func TestLabCleansUpWhenInterrupted(t *testing.T) {
 	requireRoot(t)
 	before := skbtracePrograms(t)
