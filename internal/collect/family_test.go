@@ -1,13 +1,13 @@
 package collect
 
 import (
-	"os"
 	"strings"
 	"testing"
 
 	"golang.org/x/net/bpf"
 
 	"github.com/skbtrace/skbtrace/internal/probe"
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 // withFamilies replaces the family list for one test.
@@ -58,24 +58,12 @@ func TestEveryFamilyHookIsInTheObject(t *testing.T) {
 	}
 }
 
-// requireRoot skips without the privileges to load programs, except under CI=true.
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("this test needs root and CI=true forbids skipping it")
-	}
-	t.Skip("needs root")
-}
-
 func missing(name string) Family {
 	return Family{Name: name, Hooks: [][]probe.Hook{{btf(probe.SkbtraceProgTcpCong, "skbtrace_no_such_tracepoint")}}}
 }
 
 func TestStartSkipsWhatCannotRunAndSaysWhy(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "loading BPF programs")
 	conn, _ := ByName("tcp_conn")
 	rec, err := Start(Options{Families: []Family{conn, missing("absent")}})
 	if err != nil {
@@ -92,7 +80,7 @@ func TestStartSkipsWhatCannotRunAndSaysWhy(t *testing.T) {
 }
 
 func TestStartFailsWhenARequiredFamilyCannotRun(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "loading BPF programs")
 	conn, _ := ByName("tcp_conn")
 	_, err := Start(Options{Families: []Family{conn, missing("absent")}, Required: true})
 	if err == nil || !strings.Contains(err.Error(), "event family absent cannot run: tp_btf/skbtrace_no_such_tracepoint") {
@@ -104,7 +92,7 @@ func TestStartFailsWhenARequiredFamilyCannotRun(t *testing.T) {
 }
 
 func TestStartTakesTheFirstAlternativeThatWorks(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "loading BPF programs")
 	f := Family{Name: "alt", Hooks: [][]probe.Hook{{
 		btf(probe.SkbtraceProgTcpRcvbuf, "skbtrace_no_such_tracepoint"),
 		btf(probe.SkbtraceProgTcpRcvbufAdjust, "tcp_rcv_space_adjust"),
@@ -123,7 +111,7 @@ func TestStartTakesTheFirstAlternativeThatWorks(t *testing.T) {
 // every family that runs without them must still load (Required makes
 // Start fail otherwise).
 func TestEveryFamilyLoadsWithTheKernelFilters(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "loading BPF programs")
 	// tcpdump -ddd -y RAW 'tcp port 5201': loads at constant and computed offsets.
 	tcpPort := []bpf.Instruction{
 		bpf.LoadAbsolute{Off: 0, Size: 1}, bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xf0},

@@ -12,6 +12,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"golang.org/x/net/bpf"
+
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 // libpcapProgram compiles expr with tcpdump for packets that start at their
@@ -121,7 +123,7 @@ func ipv6UDP(src, dst byte, sport, dport uint16, payload int) []byte {
 // constant and computed offsets, reads past the end, arithmetic, scratch
 // memory and the packet length.
 func TestPacketFilterTranslationAgreesWithLibpcap(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "loading BPF programs")
 	exprs := []string{
 		"tcp port 5201 and host 10.200.0.2",
 		"tcp[tcpflags] & (tcp-syn|tcp-ack) == tcp-syn",
@@ -246,15 +248,4 @@ func TestTranslateRejectsWhatTheKernelCannotRun(t *testing.T) {
 			t.Errorf("%v translated", prog)
 		}
 	}
-}
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("this test needs root and CI=true forbids skipping it")
-	}
-	t.Skip("needs root")
 }

@@ -13,26 +13,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/skbtrace/skbtrace/internal/host"
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
-
-// requireRoot skips without root, but fails under CI=true: there the kernel
-// tests must run.
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("needs root, and CI=true forbids skipping")
-	}
-	t.Skip("needs root (network namespaces, tun devices)")
-}
 
 // openPeer opens a peer closed at the end of the test, whose packets are
 // logged if the test failed.
 func openPeer(t *testing.T, opts Options) *Peer {
 	t.Helper()
-	requireRoot(t)
+	testenv.RequireRoot(t, "network namespaces, tun devices")
 	p, err := Open(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -347,7 +335,7 @@ func TestTCPInfo(t *testing.T) {
 
 // TestCloseRemovesEverything: no namespace or socket survives Close.
 func TestCloseRemovesEverything(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "network namespaces, tun devices")
 	p, err := Open(Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/skbtrace/skbtrace/internal/lab"
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 // procCPUSeconds is a process's user+system time so far.
@@ -60,7 +61,7 @@ func startBenchAgent(b *testing.B, pair *lab.Pair, window string) (*exec.Cmd, st
 // over the stream's CPU time, which this VM's drift does not blur), and
 // idle it takes under 1 % of one CPU.
 func BenchmarkAgentOverhead(b *testing.B) {
-	requireRoot(b)
+	testenv.RequireRoot(b, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	pair, err := lab.NewPair()
 	if err != nil {
 		b.Fatal(err)
@@ -97,7 +98,7 @@ func BenchmarkAgentOverhead(b *testing.B) {
 // /v1/evidence are asked every second; it reports the peak RSS at each
 // minute, which must level off once the window is full.
 func BenchmarkAgentMemoryUnderChurn(b *testing.B) {
-	requireRoot(b)
+	testenv.RequireRoot(b, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	minutes := 10
 	if v, err := strconv.Atoi(os.Getenv("AGENT_CHURN_MINUTES")); err == nil && v > 0 {
 		minutes = v

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/skbtrace/skbtrace/internal/lab"
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 // TestDoctorPeerNamesReceiverFaults: the doctor in the sender's namespace
@@ -23,7 +24,7 @@ import (
 // from the receiver's namespace it names the receiver-side faults (a small
 // receive buffer, GRO blocked by the sender's outer headers).
 func TestDoctorPeerNamesReceiverFaults(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	out, err := exec.Command(binary, "lab", "run", "rwnd-limited", "gro-blocked", "--doctor", "--peer", "--json").Output()
 	if err != nil {
 		t.Fatalf("skbtrace lab run --doctor --peer: %v\n%s", err, out)
@@ -75,7 +76,7 @@ func TestDoctorPeerNamesReceiverFaults(t *testing.T) {
 
 // TestDoctorPeerDownIsANote: an unreachable peer costs a note, not the report.
 func TestDoctorPeerDownIsANote(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	dir := t.TempDir()
 	report := filepath.Join(dir, "report.json")
 	out, err := exec.Command(binary, "doctor", "-d", "1", "--json", "-o", report, "--peer", fmt.Sprintf("http://127.0.0.1:%d", freePort(t))).CombinedOutput()
@@ -111,7 +112,7 @@ func startAgent(t *testing.T, netns, tokenFile string) string {
 // agent per namespace of a lab pair while a flow is held by a 16 KB send
 // buffer; PromQL gives that flow's sndbuf share of the sender's time.
 func TestPrometheusScrapesTwoAgents(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	prom := requireTool(t, "prometheus")
 	pair := newPair(t)
 	dir := t.TempDir()
@@ -231,7 +232,7 @@ func promQuery(t *testing.T, addr, q string) map[string]float64 {
 // namespace picks up one created after it started, names its flows in the
 // evidence, and keeps serving once it is deleted.
 func TestAgentFollowsNamespacesThatComeAndGo(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cmd := exec.Command(binary, "agent", "--listen", addr, "--window", "1m")
 	stderr := &syncBuffer{}

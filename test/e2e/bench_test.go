@@ -18,6 +18,7 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/lab"
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 var (
@@ -34,7 +35,7 @@ var (
 // veth it suffers backlog drops and cwnd collapses that make single runs
 // vary more than the effect measured.)
 func overhead(b *testing.B, pairs int, length time.Duration, args ...string) {
-	requireRoot(b)
+	testenv.RequireRoot(b, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	pair, err := lab.NewPair()
 	if err != nil {
 		b.Fatal(err)
@@ -112,7 +113,7 @@ func BenchmarkRecordOverheadDefaultSet(b *testing.B) {
 // recording everything (armed/default within 1 %, median of alternating
 // runs), and the ring stays within --ring.
 func BenchmarkFlightRecorderArmed(b *testing.B) {
-	requireRoot(b)
+	testenv.RequireRoot(b, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	pair, err := lab.NewPair()
 	if err != nil {
 		b.Fatal(err)
@@ -159,7 +160,7 @@ func benchRecordArgs(families string) []string {
 // comes within 1 s after the observed workload ends (here: SIGINT at the end
 // of the stream, the same path as a wrapped command exiting).
 func BenchmarkDoctorOverhead(b *testing.B) {
-	requireRoot(b)
+	testenv.RequireRoot(b, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	pair, err := lab.NewPair()
 	if err != nil {
 		b.Fatal(err)
@@ -216,7 +217,7 @@ func BenchmarkDoctorOverhead(b *testing.B) {
 // time does not drift with this VM's load: it compares builds and kernels.
 // SKBTRACE_BIN names another build to compare.
 func BenchmarkBPFRunTimePerProgram(b *testing.B) {
-	requireRoot(b)
+	testenv.RequireRoot(b, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	defer enableBPFStats(b)()
 	pair, err := lab.NewPair()
 	if err != nil {
@@ -313,7 +314,7 @@ func programIDs() map[ebpf.ProgramID]bool {
 // profiled and plain runs (median of pairs: this VM drifts). Targets: 1 %
 // at 99 Hz, 3 % at 999 Hz.
 func BenchmarkProfileOverhead(b *testing.B) {
-	requireRoot(b)
+	testenv.RequireRoot(b, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	defer enableBPFStats(b)()
 	pair, err := lab.NewPair()
 	if err != nil {
@@ -372,7 +373,7 @@ func BenchmarkProfileOverhead(b *testing.B) {
 // whole benchmark, gives that floor, and the share net of it (runs times
 // the floor) is reported too, and the recorder process's own CPU time.
 func BenchmarkPerPacketExact(b *testing.B) {
-	requireRoot(b)
+	testenv.RequireRoot(b, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	defer enableBPFStats(b)()
 	noop := attachNoop(b, "net_dev_start_xmit")
 	pair, err := lab.NewPair()

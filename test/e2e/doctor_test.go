@@ -13,6 +13,7 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/finding"
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 func runDoctor(t *testing.T, args ...string) (*doctor.Report, string) {
@@ -31,7 +32,7 @@ func runDoctor(t *testing.T, args ...string) (*doctor.Report, string) {
 }
 
 func TestDoctorWithNothingToObserveSaysSo(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	ns := "skbtrace-e2e-doctor-empty"
 	exec.Command("ip", "netns", "add", ns).Run()
 	defer exec.Command("ip", "netns", "del", ns).Run()
@@ -45,7 +46,7 @@ func TestDoctorWithNothingToObserveSaysSo(t *testing.T) {
 }
 
 func TestDoctorSurvivesANamespaceThatDisappears(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	ns := "skbtrace-e2e-doctor-gone"
 	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -64,7 +65,7 @@ func TestDoctorSurvivesANamespaceThatDisappears(t *testing.T) {
 }
 
 func TestDoctorJudgesHundredsOfSockets(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +129,7 @@ func TestDoctorJudgesHundredsOfSockets(t *testing.T) {
 }
 
 func TestDoctorWithoutRootStillJudgesCountersAndSaysWhy(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	setpriv := requireTool(t, "setpriv")
 	// The binary sits in a private temporary directory; copy it where nobody may run it.
 	dir, err := os.MkdirTemp("", "skbtrace-nobody-")
@@ -161,7 +162,7 @@ func TestDoctorWithoutRootStillJudgesCountersAndSaysWhy(t *testing.T) {
 }
 
 func TestDoctorWrapsACommandAndKeepsItsTrace(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	srv := exec.Command(binary, "load", "server", "--listen", "127.0.0.1:5299")
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)

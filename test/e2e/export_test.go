@@ -6,13 +6,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 // TestExportOfALabTrace: a fresh lab run's trace exported to Perfetto holds
 // the sender's send-buffer waits as sndbuf slices, and DuckDB's per-flow
 // bytes from the Parquet tables equal stat --json's.
 func TestExportOfALabTrace(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	dir := t.TempDir()
 	if out, err := exec.Command(binary, "lab", "run", "sndbuf-limited", "--trace", dir).CombinedOutput(); err != nil {
 		t.Fatalf("lab run --trace: %v\n%s", err, out)

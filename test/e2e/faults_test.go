@@ -14,10 +14,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 func TestWithoutPrivilegesOneClearLine(t *testing.T) {
-	requireRoot(t) // to drop to nobody
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN") // to drop to nobody
 	if err := os.Chmod(filepath.Dir(binary), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +71,7 @@ var (
 )
 
 func TestFullRingBufferIsCountedAsLoss(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	port := freePort(t)
 	rec := startRecord(t, "-e", "tcp_conn", "--ring-size", "4096", "--filter-port", strconv.Itoa(port))
 	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
@@ -150,7 +152,7 @@ func pipeline(t *testing.T, script string, port int) string {
 }
 
 func TestRecordPipedIntoParse(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	port := freePort(t)
 	out := pipeline(t, fmt.Sprintf(`"$SKBTRACE" record -e tcp_conn --filter-port %d -d 3 -o - | "$SKBTRACE" parse -i -`, port), port)
 	if strings.Count(out, "action=tcp_conn [ESTABLISHED]") != 2 {
@@ -159,7 +161,7 @@ func TestRecordPipedIntoParse(t *testing.T) {
 }
 
 func TestLive(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	port := freePort(t)
 	out := pipeline(t, fmt.Sprintf(`"$SKBTRACE" live -e tcp_conn --filter-port %d -d 3 --json`, port), port)
 	if strings.Count(out, `"state":"ESTABLISHED"`) != 2 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/lab"
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 // dropBurst has nft in ns drop every segment to the lab's port for d: the
@@ -39,7 +40,7 @@ func dropBurst(t *testing.T, ns *host.Netns, d time.Duration) {
 // --trigger rto it writes the seconds around each burst, named by their
 // trigger, and little else; stat shows the loss.
 func TestFlightRecorderKeepsTheSecondsAroundEachLossBurst(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	requireTool(t, "nft")
 	gap := 16 * time.Second
 	if d, err := time.ParseDuration(os.Getenv("FLIGHT_BURST_GAP")); err == nil && d >= 10*time.Second {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/lab"
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 // leftovers lists what a lab run with this process id could have left:
@@ -43,7 +44,7 @@ func leftovers(t *testing.T, pid int) []string {
 // The kernel matrix names the scenarios each kernel runs in
 // SKBTRACE_LAB_SCENARIOS (space-separated); the default is all.
 func TestLabRunAllReproducesEveryFaultAndTheDoctorNamesIt(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	requireTool(t, "ethtool")
 	requireTool(t, "nft")
 	scenarios := strings.Fields(os.Getenv("SKBTRACE_LAB_SCENARIOS"))
@@ -59,7 +60,7 @@ func TestLabRunAllReproducesEveryFaultAndTheDoctorNamesIt(t *testing.T) {
 // doctor must name each variant's fault first and give the noise no
 // warning; each variant's verdict is the same with --deep.
 func TestLabVariantsAndNoiseInBothDoctorModes(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	requireTool(t, "ethtool")
 	requireTool(t, "nft")
 	requireTool(t, "iperf3")
@@ -132,7 +133,7 @@ func runLab(t *testing.T, want int, args ...string) []lab.Report {
 }
 
 func TestLabCleansUpAfterAFailedRun(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	s := &lab.Scenario{
 		Name:     "broken",
 		Families: []string{"tcp_conn"},
@@ -150,7 +151,7 @@ func TestLabCleansUpAfterAFailedRun(t *testing.T) {
 // A bare host may lack a program a scenario runs: the scenario is skipped
 // and says which, and nothing is left behind.
 func TestLabSkipsAScenarioWhoseProgramIsMissing(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	s := &lab.Scenario{
 		Name:     "needs-a-tool",
 		Families: []string{"tcp_conn"},
@@ -172,7 +173,7 @@ func TestLabSkipsAScenarioWhoseProgramIsMissing(t *testing.T) {
 }
 
 func TestLabCleansUpWhenInterrupted(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	before := skbtracePrograms(t)
 	cmd := exec.Command(binary, "lab", "run", "all")
 	var errs bytes.Buffer

@@ -11,6 +11,7 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/lab"
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 // loadServer runs `skbtrace load server` in the receiver namespace.
@@ -62,7 +63,7 @@ func loadClient(t testing.TB, pair *lab.Pair, addr string, args ...string) map[s
 }
 
 func TestLoadAcrossNamespaces(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	pair := newPair(t)
 	addr := loadServer(t, pair)
 	bulk := loadClient(t, pair, addr, "-d", "1", "--cc", "cubic")
@@ -86,7 +87,7 @@ func TestLoadAcrossNamespaces(t *testing.T) {
 // than a test: this VM's throughput drifts so much that single pairs range
 // from 0.7 to 1.6, and a 10 % check would fail at random.
 func BenchmarkLoadVsIperf3(b *testing.B) {
-	requireRoot(b)
+	testenv.RequireRoot(b, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	iperf3 := requireTool(b, "iperf3")
 	pair, err := lab.NewPair()
 	if err != nil {
@@ -146,7 +147,7 @@ func iperf3Bps(t testing.TB, iperf3 string, pair *lab.Pair) float64 {
 
 // A busy port is a clear error, inside a namespace as outside.
 func TestLoadServerOnABusyPortSaysSo(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	pair := newPair(t)
 	addr := loadServer(t, pair)
 	waitListeningIn(t, pair.Receiver, addr)

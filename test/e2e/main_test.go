@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 var binary string
@@ -46,19 +48,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// requireRoot skips without root, but fails under CI=true: there the kernel
-// tests must run.
-func requireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("this test needs root and CI=true forbids skipping it")
-	}
-	t.Skip("needs root (CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN)")
 }
 
 // familyStatus is a line of `skbtrace events --json`.
@@ -111,7 +100,7 @@ func eventsOnThisKernel(t testing.TB) map[string]familyStatus {
 // itself) may skip so; on the kernel CI runs on, every family must run.
 func requireFamilies(t testing.TB, names ...string) {
 	t.Helper()
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	fams := eventsOnThisKernel(t)
 	for _, n := range names {
 		if fs := fams[n]; !fs.Runs {

@@ -33,6 +33,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/finding"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/lab"
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 const nicWireEnv = "SKBTRACE_NIC_WIRE"
@@ -59,7 +60,7 @@ func newNICWire(t *testing.T) *nicWire {
 	if names == "" {
 		t.Skipf("%s names no NICs: these tests run in the NIC guests of make nics", nicWireEnv)
 	}
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	devs := strings.Split(names, ",")
 	if len(devs) != 2 || devs[0] == "" || devs[1] == "" || devs[0] == devs[1] {
 		t.Fatalf("%s=%q: want two NICs, SENDER,RECEIVER", nicWireEnv, names)

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 // pcapBenchDir caches the benchmark captures across runs: making them takes
@@ -27,7 +29,7 @@ func pcapBenchCaptures(b *testing.B) (capture, tenfold string) {
 	if err1 == nil && err2 == nil {
 		return capture, tenfold
 	}
-	requireRoot(b)
+	testenv.RequireRoot(b, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	cmd := exec.Command(filepath.Join("..", "..", "scripts", "pcap-bench-capture.sh"), pcapBenchDir)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {

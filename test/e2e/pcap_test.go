@@ -18,6 +18,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/analyze/pcap"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/lab"
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 // The live capture tests make the captures that internal/analyze/pcap's
@@ -158,7 +159,7 @@ func dataFlow(t *testing.T, r *pcap.Report, dstPort string) *pcap.FlowReport {
 // GRO (sender TSO off, receiver GRO on, captured at the receiver) or the
 // sender's TSO (captured at the sender).
 func TestPcapAttributesLargeFramesToGROOrTSO(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	for _, c := range []struct {
 		fixture, madeBy, location string
 		atReceiver                bool
@@ -189,7 +190,7 @@ func TestPcapAttributesLargeFramesToGROOrTSO(t *testing.T) {
 }
 
 func TestPcapFindsJumpingOuterIPIDsButNotOnTheInnerDevice(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	pair := newPair(t)
 	if err := pair.AddVXLAN(); err != nil {
 		t.Fatal(err)
@@ -225,7 +226,7 @@ func TestPcapFindsJumpingOuterIPIDsButNotOnTheInnerDevice(t *testing.T) {
 }
 
 func TestPcapRetransmissionsMatchTheKernel(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	requireTool(t, "nft")
 	pair := newPair(t)
 	for _, args := range [][]string{
@@ -337,7 +338,7 @@ func TestPcapGraphsRenderInHeadlessChromium(t *testing.T) {
 // reads 0; the analysis takes their length from the frame and attributes
 // them to the sender's GSO.
 func TestPcapAnalyzesBigTCPFramesAbove64KB(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	// IPv6 is left out: over this veth pair its stream stayed in segments
 	// of a few hundred bytes (the unit tests cover jumbograms).
 	for _, c := range []struct{ name, dst string }{
@@ -378,7 +379,7 @@ func TestPcapAnalyzesBigTCPFramesAbove64KB(t *testing.T) {
 // NFLOG (tcpdump -i nflog:N) holds what a netfilter rule logs, packets in
 // TLVs; the receiver's stream, logged by nft, analyzes like any capture.
 func TestPcapReadsAnNFLOGCapture(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	pair := newPair(t)
 	for _, args := range [][]string{
 		{"add", "table", "inet", "skbtrace_e2e"},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skbtrace/skbtrace/internal/profile"
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 // TestProfileAttributesUDPSendsAndCountsPackets profiles 64-byte UDP on
@@ -16,7 +17,7 @@ import (
 // UDP send path, the packets be counted in the same window, and every
 // output format be written.
 func TestProfileAttributesUDPSendsAndCountsPackets(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	addr := loopbackServer(t)
 	dir := t.TempDir()
 	pb := filepath.Join(dir, "udp.pb.gz")
@@ -73,7 +74,7 @@ func TestProfileAttributesUDPSendsAndCountsPackets(t *testing.T) {
 // TestLabComparePairsNameWhatChanged runs the lab's good and bad pairs:
 // compare must name netfilter, the offloads and the packet size.
 func TestLabComparePairsNameWhatChanged(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	requireTool(t, "nft")
 	requireTool(t, "ethtool")
 	start := time.Now()
@@ -91,7 +92,7 @@ func TestLabComparePairsNameWhatChanged(t *testing.T) {
 // phases and packets in the report's evidence and writes the pprof, so
 // compare can diff two reports phase by phase.
 func TestDoctorProfileJoinsTheReport(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	addr := loopbackServer(t)
 	dir := t.TempDir()
 	report := func(name, size string) string {

@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/skbtrace/skbtrace/internal/lab"
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 var (
@@ -166,7 +167,7 @@ func skbtracePrograms(t *testing.T) map[ebpf.ProgramID]string {
 }
 
 func TestNoProgramStaysLoaded(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	before := skbtracePrograms(t) // another skbtrace on the host may be running
 	cases := map[string]func(t *testing.T){
 		"duration": func(t *testing.T) {
@@ -190,7 +191,7 @@ func TestNoProgramStaysLoaded(t *testing.T) {
 }
 
 func TestKilledRecordingLeavesParseableTrace(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	port := freePort(t)
 	rec := startRecord(t, "--filter-port", strconv.Itoa(port))
 	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
@@ -257,7 +258,7 @@ func shortName(name string) string { return name[:min(len(name), 15)] }
 // What `events` says a kernel runs is what record attaches: the same
 // families, the same reasons for those skipped, the programs of the hooks chosen.
 func TestEventsMatchesWhatRecordAttaches(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	fams := eventsOnThisKernel(t)
 	before := programIDs()
 	rec := startRecord(t, "-d", "30")
@@ -327,7 +328,7 @@ func TestEventsMatchesWhatRecordAttaches(t *testing.T) {
 // are within the size and each parses alone, and together, in order, as
 // one recording that ended.
 func TestRotationKeepsTheNewestFilesEachParseable(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	pair, err := lab.NewPair()
 	if err != nil {
 		t.Fatal(err)

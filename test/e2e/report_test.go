@@ -14,6 +14,7 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/report/browser"
 	"github.com/skbtrace/skbtrace/internal/report/htmlreport"
+	"github.com/skbtrace/skbtrace/internal/testenv"
 	"github.com/skbtrace/skbtrace/internal/trace"
 )
 
@@ -71,7 +72,7 @@ func bandShare(dom, reason string) float64 {
 // offline in Chromium, lists the expected finding first and draws the
 // send-buffer wait as the sndbuf colour.
 func TestDoctorPagesOfLabRuns(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	requireTool(t, "nft")
 	dir := t.TempDir()
 	out, err := exec.Command(binary, "lab", "run", "sndbuf-limited", "nagle-delay", "packet-loss", "--doctor", "--html", dir).CombinedOutput()
@@ -105,7 +106,7 @@ func TestDoctorPagesOfLabRuns(t *testing.T) {
 // TestStatPageOfDamagedTrace: stat --html of a whole trace and of one cut
 // short: the cut one still draws the flow and says where the damage is.
 func TestStatPageOfDamagedTrace(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	addr := loopbackServer(t)
 	dir := t.TempDir()
 	tr := filepath.Join(dir, "run.trace")
