@@ -102,8 +102,14 @@ nics: build e2e-binary kernel-cache
 # MTU mismatch (its mergeable buffers take the jumbo frames); on vmxnet3 the
 # MTU mismatch (it takes jumbo frames). e1000 and vmxnet3 run nic-rx-csum-off
 # and nic-coalescing to show them skipped: QEMU's devices verify no receive
-# checksum with rx on either, and report no coalescing.
-NICS_TEST ?= 6.12:e1000e:hub:$(NIC_LAB) 6.12:virtio-net-pci:hub:nic-baseline,nic-gro-off \
+# checksum with rx on either, and report no coalescing. e1000e leaves out
+# nic-rx-csum-off: on Debian's 6.12.118 (four runs, 2026-11-26, also with
+# the code of the last passing CI) the faulty run moved 139-350 Mbit/s
+# against 561-656 with the receiving CPU 33-64 % busy and srtt near 400 ms:
+# QEMU's own e1000e receive path without checksum offload set the rate, out
+# of the guest's sight, and the doctor rightly found no receive-CPU cost.
+NICS_TEST ?= 6.12:e1000e:hub:nic-baseline,nic-tso-off,nic-gro-off,nic-mtu-mismatch,nic-coalescing \
+	6.12:virtio-net-pci:hub:nic-baseline,nic-gro-off \
 	6.12:virtio-net-pci:tap:nic-baseline,nic-tso-off,nic-gro-off,nic-mtu-mismatch \
 	6.12:e1000:hub:$(NIC_LAB) \
 	6.12:vmxnet3:hub:nic-baseline,nic-tso-off,nic-gro-off,nic-rx-csum-off,nic-coalescing
