@@ -89,8 +89,36 @@ func TestFlightRecorderKeepsTheSecondsAroundEachLossBurst(t *testing.T) {
 	if err := json.Unmarshal(out, &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.Windows != 2 || len(st.Triggers) < 2 || st.Triggers[0].Expr != "rto" {
-		t.Fatalf("%d windows, triggers %+v; want one window per burst, named rto\n%s", st.Windows, st.Triggers, rec.stderr)
+	// Firings closer than a window (2 s before, 2 s after, a block of a
+	// second each side) share one. Each burst must open a cluster; a loaded
+	// host's stream may have a timeout of its own (CI saw one 2.4 s in), whose
+	// window is as right, so windows are counted against clusters.
+	type cluster struct{ first, last time.Time }
+	var clusters []cluster
+	for _, tr := range st.Triggers {
+		if tr.Expr != "rto" {
+			t.Fatalf("trigger %q fired; only rto was asked for", tr.Expr)
+		}
+		if n := len(clusters); n > 0 && tr.Time.Sub(clusters[n-1].last) < 6*time.Second {
+			clusters[n-1].last = tr.Time
+			continue
+		}
+		clusters = append(clusters, cluster{tr.Time, tr.Time})
+	}
+	opened := func(b time.Time) bool {
+		for _, c := range clusters {
+			if !c.first.Before(b) && c.first.Before(b.Add(3*time.Second)) {
+				return true
+			}
+		}
+		return false
+	}
+	if st.Windows != len(clusters) || !opened(b1) || !opened(b2) {
+		t.Fatalf("%d windows for %d clusters of firings %+v, bursts at %s and %s; want one window per cluster, one opened by each burst\n%s",
+			st.Windows, len(clusters), st.Triggers, b1.Format(time.StampMilli), b2.Format(time.StampMilli), rec.stderr)
+	}
+	if len(clusters) > 2 {
+		t.Logf("%d clusters of firings for 2 bursts: %+v", len(clusters), clusters)
 	}
 	var netfilter uint64
 	for _, d := range st.Drops {
@@ -119,13 +147,16 @@ func TestFlightRecorderKeepsTheSecondsAroundEachLossBurst(t *testing.T) {
 			t.Fatalf("event time %q", ts)
 		}
 		at := time.Unix(0, int64(secs*1e9))
-		near := func(b time.Time) bool { return at.After(b.Add(-4*time.Second)) && at.Before(b.Add(7*time.Second)) }
-		if !near(b1) && !near(b2) {
+		near := false
+		for _, c := range clusters {
+			near = near || at.After(c.first.Add(-4*time.Second)) && at.Before(c.last.Add(4*time.Second))
+		}
+		if !near {
 			outside++
 		}
 	}
 	if outside > 0 || strings.Contains(summary, "missing") {
-		t.Errorf("%d of %d events outside the bursts' windows; %s", outside, len(events), summary)
+		t.Errorf("%d of %d events outside the firings' windows; %s", outside, len(events), summary)
 	}
 	t.Logf("%d events, %d netfilter drops, %d retransmitted; %s", len(events), netfilter, retrans, strings.TrimSpace(rec.stderr.String()))
 }
