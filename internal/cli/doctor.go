@@ -60,22 +60,30 @@ an iperf3 client gets -J so its result joins the evidence.`,
 			if format, err = doctorFormat(format, output); err != nil {
 				return err
 			}
+			// The report and the recording replace earlier files only
+			// when the doctor succeeds.
+			var pending []*pendingFile
+			defer func() {
+				for _, p := range pending {
+					p.discard()
+				}
+			}()
 			out := e.stdout
 			if output != "" && output != "-" {
-				f, err := os.Create(output)
+				f, err := createPending(output)
 				if err != nil {
-					return fmt.Errorf("creating report file: %w", err)
+					return err
 				}
-				defer f.Close()
+				pending = append(pending, f)
 				out = f
 			}
 			opts := doctor.Options{Netns: netns, Deep: deep, Timeline: format == "html"}
 			if traceFile != "" {
-				f, err := os.Create(traceFile)
+				f, err := createPending(traceFile)
 				if err != nil {
-					return fmt.Errorf("creating trace file: %w", err)
+					return err
 				}
-				defer f.Close()
+				pending = append(pending, f)
 				opts.Trace = f
 			}
 			var peer peerOptions
@@ -84,7 +92,15 @@ an iperf3 client gets -J so its result joins the evidence.`,
 					return err
 				}
 			}
-			return runDoctor(opts, d, args, format, profOut, peer, out, e.stderr)
+			if err := runDoctor(opts, d, args, format, profOut, peer, out, e.stderr); err != nil {
+				return err
+			}
+			for _, p := range pending {
+				if err := p.commit(); err != nil {
+					return err
+				}
+			}
+			return nil
 		},
 	}
 	c.Flags().StringVarP(&duration, "duration", "d", "", "observe this long (`10s`; default 10s without a command, else until it exits)")

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -14,10 +13,12 @@ import (
 	"github.com/skbtrace/skbtrace/internal/report/perfetto"
 )
 
-// exporter takes a trace's events as they are replayed.
+// exporter takes a trace's events as they are replayed; Close writes the
+// output, Discard leaves what was there before untouched.
 type exporter interface {
 	Add(*event.Event) error
 	Close() error
+	Discard()
 }
 
 func exportCmd(e *env) *cobra.Command {
@@ -38,7 +39,9 @@ func exportCmd(e *env) *cobra.Command {
                    with the host and the recording on every row, for DuckDB,
                    Spark or ClickHouse across many hosts
 
-A damaged trace is exported up to the damage, then export fails.`,
+A damaged trace is exported up to the damage, then export fails. The
+outputs are moved into place only when complete: a trace of which nothing
+can be read leaves an earlier FILE and DIR as they were.`,
 		Example: `  skbtrace export run.trace --perfetto run.json
   skbtrace export run.trace --parquet exports/$(hostname)
   duckdb -c "select host, local, peer, bytes from 'exports/*/flows.parquet'"`,
@@ -54,19 +57,19 @@ A damaged trace is exported up to the damage, then export fails.`,
 			defer closeIn()
 			sum := analyze.NewSummary()
 			var outs []exporter
-			var perfettoFile *os.File
-			var perfettoBuf *bufio.Writer
 			if perfettoOut != "" {
-				if perfettoFile, err = os.Create(perfettoOut); err != nil {
-					return fmt.Errorf("creating %s: %w", perfettoOut, err)
+				x, err := newPerfettoFile(perfettoOut, sum)
+				if err != nil {
+					return err
 				}
-				defer perfettoFile.Close()
-				perfettoBuf = bufio.NewWriterSize(perfettoFile, 1<<20)
-				outs = append(outs, perfetto.New(perfettoBuf, sum))
+				outs = append(outs, x)
 			}
 			if parquetDir != "" {
 				x, err := parquet.New(parquetDir, sum)
 				if err != nil {
+					for _, o := range outs {
+						o.Discard()
+					}
 					return err
 				}
 				outs = append(outs, x)
@@ -79,24 +82,25 @@ A damaged trace is exported up to the damage, then export fails.`,
 				}
 				return nil
 			})
-			if rerr != nil && !isDamage(rerr) {
+			// What was read is written even from a damaged trace; when
+			// nothing could be read, earlier outputs stay as they were.
+			if rerr != nil && (!isDamage(rerr) || sum.Matched == 0) {
+				for _, x := range outs {
+					x.Discard()
+				}
+				if isDamage(rerr) {
+					return fmt.Errorf("%w (no event could be read; nothing exported)", rerr)
+				}
 				return rerr
 			}
-			// What was read is written even from a damaged trace.
 			var errs []error
 			for _, x := range outs {
 				errs = append(errs, x.Close())
-			}
-			if perfettoBuf != nil {
-				errs = append(errs, perfettoBuf.Flush(), perfettoFile.Close())
 			}
 			if err := errors.Join(errs...); err != nil {
 				return err
 			}
 			if rerr != nil {
-				if sum.Matched == 0 {
-					return fmt.Errorf("%w (no event could be read; nothing exported)", rerr)
-				}
 				return fmt.Errorf("%w (exported the %d events before it)", rerr, sum.Matched)
 			}
 			return nil
@@ -107,3 +111,29 @@ A damaged trace is exported up to the damage, then export fails.`,
 	filters.bind(c.Flags())
 	return c
 }
+
+// perfettoFile writes Perfetto's trace events into a pendingFile.
+type perfettoFile struct {
+	*perfetto.Exporter
+	f   *pendingFile
+	buf *bufio.Writer
+}
+
+func newPerfettoFile(path string, sum *analyze.Summary) (*perfettoFile, error) {
+	f, err := createPending(path)
+	if err != nil {
+		return nil, err
+	}
+	buf := bufio.NewWriterSize(f, 1<<20)
+	return &perfettoFile{Exporter: perfetto.New(buf, sum), f: f, buf: buf}, nil
+}
+
+func (p *perfettoFile) Close() error {
+	if err := errors.Join(p.Exporter.Close(), p.buf.Flush()); err != nil {
+		p.f.discard()
+		return fmt.Errorf("writing %s: %w", p.f.path, err)
+	}
+	return p.f.commit()
+}
+
+func (p *perfettoFile) Discard() { p.f.discard() }

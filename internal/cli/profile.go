@@ -119,18 +119,16 @@ func profileFormat(format, output string) (string, error) {
 	return "pprof", nil
 }
 
-// writeFile writes through fn and reports a failed close as a failed write.
+// writeFile writes through fn beside path and moves the file over path
+// only when it is complete.
 func writeFile(path string, fn func(io.Writer) error) error {
-	f, err := os.Create(path)
+	f, err := createPending(path)
 	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+		return err
 	}
 	if err := fn(f); err != nil {
-		f.Close()
+		f.discard()
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
+	return f.commit()
 }

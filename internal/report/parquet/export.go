@@ -43,12 +43,14 @@ var families = []event.Type{
 
 // Exporter writes the tables of one trace into a directory.
 type Exporter struct {
-	dir    string
-	sum    *analyze.Summary
-	meta   meta
-	stat   *analyze.Stat
-	series *series // nil until the header is known
-	str    strCache
+	// dir is where the tables are written, a staging directory inside
+	// final; Close moves them into final only once all are written.
+	dir, final string
+	sum        *analyze.Summary
+	meta       meta
+	stat       *analyze.Stat
+	series     *series // nil until the header is known
+	str        strCache
 	// open are the event tables created so far, in order, for Close.
 	open []closer
 	err  error // the first write error; Add refuses to go on after it
@@ -73,22 +75,19 @@ type Exporter struct {
 // New starts an export into dir (created if missing). sum is the summary
 // analyze.Replay fills: its header and name tables are read as events
 // arrive, and again at Close for the tables written then. The directory
-// holds one export: the tables of a previous export into it are removed, so
-// none of another trace's families is left behind to be queried with this one.
+// holds one export: when Close has written every table, the tables of a
+// previous export into it are removed, so none of another trace's families
+// is left behind to be queried with this one. Until then, and after a
+// failed Close or Discard, dir keeps what it held.
 func New(dir string, sum *analyze.Summary) (*Exporter, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the export directory: %w", err)
 	}
-	names := []string{flowsTable, flowSeriesTable, deviceSeriesTable}
-	for _, t := range families {
-		names = append(names, t.Action())
+	staging, err := os.MkdirTemp(dir, ".export-*")
+	if err != nil {
+		return nil, fmt.Errorf("creating the export's staging directory: %w", err)
 	}
-	for _, n := range names {
-		if err := os.Remove(filePath(dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("removing the previous export's %s.parquet: %w", n, err)
-		}
-	}
-	return &Exporter{dir: dir, sum: sum, stat: analyze.NewStat(), str: newStrCache()}, nil
+	return &Exporter{dir: staging, final: dir, sum: sum, stat: analyze.NewStat(), str: newStrCache()}, nil
 }
 
 // start takes the recording's header, which Replay reads before the events.
@@ -134,7 +133,40 @@ func (x *Exporter) Close() error {
 	keep(x.writeFlows())
 	keep(x.writeFlowSeries())
 	keep(x.writeDeviceSeries())
-	return err
+	if err != nil {
+		os.RemoveAll(x.dir)
+		return err
+	}
+	return x.commit()
+}
+
+// Discard ends an export without writing it: the directory keeps what it held.
+func (x *Exporter) Discard() {
+	for _, t := range x.open {
+		t.close()
+	}
+	os.RemoveAll(x.dir)
+}
+
+// commit replaces the previous export's tables with the staged ones.
+func (x *Exporter) commit() error {
+	defer os.RemoveAll(x.dir)
+	names := []string{flowsTable, flowSeriesTable, deviceSeriesTable}
+	for _, t := range families {
+		names = append(names, t.Action())
+	}
+	for _, n := range names {
+		if err := os.Remove(filePath(x.final, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing the previous export's %s.parquet: %w", n, err)
+		}
+	}
+	for _, n := range names {
+		err := os.Rename(filePath(x.dir, n), filePath(x.final, n))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("moving %s.parquet into %s: %w", n, x.final, err)
+		}
+	}
+	return nil
 }
 
 type closer interface{ close() error }
