@@ -53,13 +53,9 @@ need=()
 command -v "$qemu_bin" >/dev/null || need+=("$qemu_pkg")
 command -v cpio >/dev/null || need+=(cpio)
 command -v file >/dev/null || need+=(file)
-if [ ${#need[@]} -gt 0 ]; then
-	echo "bare: installing ${need[*]}" >&2
-	export DEBIAN_FRONTEND=noninteractive
-	# Waits for a dpkg lock another install holds (guests set up side by side).
-	{ apt-get update -qq && apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends "${need[@]}"; } >/dev/null ||
-		{ echo "bare: installing ${need[*]} failed" >&2; exit 1; }
-fi
+# shellcheck source-path=SCRIPTDIR source=host-install.sh
+. "$here/host-install.sh"
+install_missing bare "${need[@]}"
 
 eval "$("$here/fetch.sh" "$ver" "$arch")"
 busybox=$("$here/busybox.sh" "$arch")

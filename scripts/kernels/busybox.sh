@@ -33,12 +33,9 @@ command -v apt-get >/dev/null || { echo "busybox: apt-get is required" >&2; exit
 command -v dpkg-deb >/dev/null || need+=(dpkg)
 command -v file >/dev/null || need+=(file)
 [ -f /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
-if [ ${#need[@]} -gt 0 ]; then
-	echo "busybox: installing ${need[*]}" >&2
-	export DEBIAN_FRONTEND=noninteractive
-	{ apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}"; } >/dev/null ||
-		{ echo "busybox: installing ${need[*]} failed" >&2; exit 1; }
-fi
+# shellcheck source-path=SCRIPTDIR source=host-install.sh
+. "$here/host-install.sh"
+install_missing busybox "${need[@]}"
 
 aptopts=() # set by debian_apt
 debian_apt busybox bookworm "$arch"

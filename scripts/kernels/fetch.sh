@@ -144,12 +144,9 @@ command -v xz >/dev/null || need+=(xz-utils)
 command -v zstd >/dev/null || need+=(zstd)
 command -v readelf >/dev/null || need+=(binutils)
 [ -f /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
-if [ ${#need[@]} -gt 0 ]; then
-	echo "fetch: installing ${need[*]}" >&2
-	export DEBIAN_FRONTEND=noninteractive
-	{ apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}"; } >/dev/null ||
-		{ echo "fetch: installing ${need[*]} failed" >&2; exit 1; }
-fi
+# shellcheck source-path=SCRIPTDIR source=host-install.sh
+. "$here/host-install.sh"
+install_missing fetch "${need[@]}"
 
 # The release file is written last, so its presence means a complete unpack.
 if [ -f "$dir/release" ]; then

@@ -68,12 +68,9 @@ command -v modprobe >/dev/null || need+=(kmod)
 command -v cpio >/dev/null || need+=(cpio)
 command -v xz >/dev/null || need+=(xz-utils)
 command -v zstd >/dev/null || need+=(zstd)
-if [ ${#need[@]} -gt 0 ]; then
-	echo "run: installing ${need[*]}" >&2
-	export DEBIAN_FRONTEND=noninteractive
-	{ apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}"; } >/dev/null ||
-		{ echo "run: installing ${need[*]} failed" >&2; exit 1; }
-fi
+# shellcheck source-path=SCRIPTDIR source=host-install.sh
+. "$here/host-install.sh"
+install_missing run "${need[@]}"
 
 eval "$("$here/fetch.sh" "$ver")"
 # The uncompressed vmlinux boots through PVH, skipping seconds of emulated
