@@ -155,6 +155,38 @@ func TestCaseReorderingIsNotLoss(t *testing.T) {
 	}
 }
 
+// Retransmissions put at stake no more than the time the sender waited on
+// its window: QEMU's vmxnet3 receiver with GRO off lost 1 % of the segments
+// while its sender waited on cwnd 38 % of the time, and GRO off stays first.
+func TestCaseLossHoldingTheWindowRarelyDoesNotOutrankTheOffload(t *testing.T) {
+	ev := load(t, "lab/gro-off.json")
+	snd := nsNamed(ev, "-snd")
+	snd.Counters["Tcp.RetransSegs"] = snd.Counters["Tcp.OutSegs"] / 90
+	rep := Diagnose(ev)
+	if got := top(rep); got != "offload-disabled" {
+		t.Errorf("top %q, want offload-disabled: the sender waited on its window %.0f %% of the time; findings %v",
+			got, 100*ev.senders()[0].LimitShares["cwnd"], ids(rep.Findings))
+	}
+	var loss *finding.Finding
+	for i := range rep.Findings {
+		if rep.Findings[i].ID == "packet-loss" {
+			loss = &rep.Findings[i]
+		}
+	}
+	if loss == nil || loss.Severity < finding.Warning {
+		t.Fatalf("1 %% of the segments retransmitted is no longer reported: %v", ids(rep.Findings))
+	}
+	if !strings.Contains(loss.ImpactText, "congestion window") {
+		t.Errorf("the stake does not say what bounds it: %s", loss.ImpactText)
+	}
+	// A sender held by its window most of the time loses that much to the loss.
+	shares := ev.senders()[0].LimitShares
+	shares["cwnd"], shares["tsq"] = 0.9, 0.07
+	if got := top(Diagnose(ev)); got != "packet-loss" {
+		t.Errorf("with the sender waiting on its window 90 %% of the time: top %q, want packet-loss", got)
+	}
+}
+
 // The same link, but the flow's losses are a firewall's: the MTU difference
 // stays a note and the drops are the finding.
 func TestCaseLinkMTUDoesNotTakeAnotherCausesLoss(t *testing.T) {
