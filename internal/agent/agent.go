@@ -403,7 +403,9 @@ func (a *Agent) evidence(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	// The window ends now: a doctor asks right after its workload ends.
+	// The window ends now: a doctor asks right after its workload ends, and
+	// the recording's last per-packet sample of it is written out first.
+	a.flushRecording()
 	a.sample()
 	a.mu.Lock()
 	// The window starts at the newest sample with sockets at or before
@@ -447,6 +449,18 @@ func (a *Agent) evidence(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(EvidenceResponse{Host: hostname, From: before.Time, To: after.Time, Evidence: ev})
 }
 
+// flushRecording has the recorder write what it holds (it drains and writes
+// every 2 s): a window that ends now would miss its last per-packet sample,
+// the only one of a 2 s window whose first came before its workload.
+func (a *Agent) flushRecording() {
+	if a.rec == nil {
+		return
+	}
+	if err := a.rec.Flush(); err != nil {
+		fmt.Fprintln(a.opts.Log, "skbtrace agent: writing the recording out: "+err.Error())
+	}
+}
+
 func hasSockets(s *doctor.Sample) bool {
 	for _, ns := range s.Namespaces {
 		if ns.Sockets != nil {
@@ -465,6 +479,7 @@ func (a *Agent) trace(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusNotFound, "this agent records no kernel events (no privileges, or --no-kernel-events)")
 		return
 	}
+	a.flushRecording()
 	w.Header().Set("Content-Type", "application/vnd.skbtrace.trace")
 	if err := a.store.WriteTrace(w, since); err != nil {
 		fmt.Fprintln(a.opts.Log, "skbtrace agent: serving the trace: "+err.Error())

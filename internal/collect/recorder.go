@@ -73,6 +73,11 @@ type Recording struct {
 	// attach point; Skipped those this kernel cannot run, and why.
 	Running []Running
 	Skipped []Skipped
+	// flushes carries Flush's requests to Run's loop; running and ended
+	// say whether that loop is there to answer.
+	flushes chan chan error
+	running chan struct{}
+	ended   chan struct{}
 }
 
 // Running is a family attached, and the hooks it uses on this kernel.
@@ -121,7 +126,8 @@ func Start(opts Options) (*Recording, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Recording{sess: sess, start: time.Now(), host: facts}
+	r := &Recording{sess: sess, start: time.Now(), host: facts,
+		flushes: make(chan chan error), running: make(chan struct{}), ended: make(chan struct{})}
 	for i, st := range sess.Units() {
 		f := opts.Families[i]
 		if st.Err != nil {
@@ -278,9 +284,37 @@ func Header(command string) trace.Header {
 // tracepoints do not give one.
 const NoReason = "NO_REASON"
 
+// Flush has a running recording write what it holds to its writer: the
+// aggregated families' counts to now (a sampled window still open is cut
+// there) and the writer's buffer. A reader of the trace so far (the agent's
+// evidence for a window that ends now) then sees the window's last
+// per-packet sample, which would otherwise wait up to an interval. It
+// returns at once when Run is not running.
+func (r *Recording) Flush() error {
+	select {
+	case <-r.running:
+	default:
+		return nil
+	}
+	done := make(chan error, 1)
+	select {
+	case r.flushes <- done:
+	case <-r.ended:
+		return nil
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-r.ended:
+		return nil
+	}
+}
+
 // Run copies events into w until stop is closed, then detaches, drains what
 // is queued, writes the runs still open in the kernel and the end record.
 func (r *Recording) Run(w *trace.Writer, stop <-chan struct{}) (Totals, error) {
+	close(r.running)
+	defer close(r.ended)
 	st := recorderState{
 		opts:            r.opts,
 		w:               w,
@@ -296,6 +330,7 @@ func (r *Recording) Run(w *trace.Writer, stop <-chan struct{}) (Totals, error) {
 		sampledFamilies: r.sampledFamilies,
 		paused:          r.paused,
 		host:            r.host,
+		flushes:         r.flushes,
 	}
 	err := st.prepare()
 	if err == nil {
@@ -349,6 +384,7 @@ type recorderState struct {
 	paused          []string
 	detached        bool
 	nextFlip        time.Time
+	flushes         <-chan chan error
 }
 
 // prepare writes the name tables the selected families need and sets up draining.
@@ -469,6 +505,12 @@ func (st *recorderState) loop(stop <-chan struct{}) error {
 		select {
 		case <-stop:
 			return nil
+		case done := <-st.flushes:
+			err := st.flush(time.Now())
+			done <- err
+			if err != nil {
+				return err
+			}
 		default:
 		}
 		err := st.sess.ReadInto(&rec)
@@ -547,6 +589,19 @@ func (st *recorderState) sample(now time.Time) error {
 		st.detached, st.nextFlip = true, now.Add(time.Duration(float64(st.opts.Interval)*(1-st.opts.Sample)))
 	}
 	st.lastDrain = now
+	return nil
+}
+
+// flush drains the aggregated families and writes the buffer out.
+func (st *recorderState) flush(now time.Time) error {
+	if err := st.drain(); err != nil {
+		return err
+	}
+	st.lastDrain = now
+	if err := st.w.Flush(); err != nil {
+		return err
+	}
+	st.lastFlush = now
 	return nil
 }
 
