@@ -129,10 +129,11 @@ func pipeline(t *testing.T, script string, port int) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { collectLines(stdout, &out); close(done) }()
+	// Wait closes the pipes: both are read to their end before it.
+	outRead, errRead := make(chan struct{}), make(chan struct{})
+	go func() { collectLines(stdout, &out); close(outRead) }()
 	ready := make(chan struct{})
-	go func() { collectLinesSignal(stderr, &errs, "skbtrace: recording", ready) }()
+	go func() { collectLinesSignal(stderr, &errs, "skbtrace: recording", ready); close(errRead) }()
 	select {
 	case <-ready:
 	case <-time.After(30 * time.Second):
@@ -144,10 +145,11 @@ func pipeline(t *testing.T, script string, port int) string {
 	}
 	connectAndClose(t, ln, func() (net.Conn, error) { return net.Dial("tcp", ln.Addr().String()) })
 	ln.Close()
+	<-outRead
+	<-errRead
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("%s: %v: %s", script, err, errs.String())
 	}
-	<-done
 	return out.String()
 }
 

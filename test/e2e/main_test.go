@@ -117,6 +117,7 @@ type recorder struct {
 	cmd    *exec.Cmd
 	stderr *syncBuffer
 	file   string
+	read   chan struct{} // stderr read to its end
 }
 
 // startRecord runs skbtrace record with args and waits until it has attached.
@@ -124,7 +125,7 @@ func startRecord(t testing.TB, args ...string) *recorder {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "run.trace")
 	cmd := exec.Command(binary, append([]string{"record", "-o", file}, args...)...)
-	r := &recorder{cmd: cmd, stderr: &syncBuffer{}, file: file}
+	r := &recorder{cmd: cmd, stderr: &syncBuffer{}, file: file, read: make(chan struct{})}
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -139,35 +140,41 @@ func startRecord(t testing.TB, args ...string) *recorder {
 		}
 	})
 	ready := make(chan struct{})
-	go collectLinesSignal(pipe, r.stderr, "skbtrace: recording", ready)
+	go func() { collectLinesSignal(pipe, r.stderr, "skbtrace: recording", ready); close(r.read) }()
 	select {
 	case <-ready:
 	case <-time.After(3 * time.Minute): // loading every program takes a minute on an emulated CPU
 		t.Fatalf("record did not attach within 3 minutes: %s", r.stderr)
 	}
 	if !strings.Contains(r.stderr.String(), "skbtrace: recording") {
+		<-r.read
 		cmd.Wait()
 		t.Fatalf("record failed to start: %s", r.stderr)
 	}
 	return r
 }
 
-// stop sends sig and waits for record to exit.
+// wait waits for record to exit by itself, its stderr read to the end.
+func (r *recorder) wait() error {
+	<-r.read
+	return r.cmd.Wait()
+}
+
+// stop sends sig and waits for record to exit. Wait closes the pipe, so
+// its stderr is read to the end first: record's last words are its totals.
 func (r *recorder) stop(t testing.TB, sig syscall.Signal) {
 	t.Helper()
 	r.cmd.Process.Signal(sig)
-	done := make(chan error, 1)
-	go func() { done <- r.cmd.Wait() }()
 	select {
-	case err := <-done:
-		if err != nil && sig != syscall.SIGKILL {
-			t.Fatalf("record exited with %v: %s", err, r.stderr)
-		}
+	case <-r.read:
 	case <-time.After(30 * time.Second):
 		r.cmd.Process.Kill()
+		r.cmd.Wait()
 		t.Fatalf("record did not stop within 30s of %v", sig)
 	}
-	time.Sleep(100 * time.Millisecond) // let the stderr reader catch up
+	if err := r.cmd.Wait(); err != nil && sig != syscall.SIGKILL {
+		t.Fatalf("record exited with %v: %s", err, r.stderr)
+	}
 }
 
 // parseJSON runs skbtrace parse --json on a trace and decodes every line.

@@ -172,14 +172,14 @@ func TestNoProgramStaysLoaded(t *testing.T) {
 	cases := map[string]func(t *testing.T){
 		"duration": func(t *testing.T) {
 			rec := startRecord(t, "-d", "1")
-			rec.cmd.Wait()
+			rec.wait()
 		},
 		"sigint":  func(t *testing.T) { startRecord(t).stop(t, syscall.SIGINT) },
 		"sigterm": func(t *testing.T) { startRecord(t).stop(t, syscall.SIGTERM) },
 		"sigkill": func(t *testing.T) { startRecord(t).stop(t, syscall.SIGKILL) },
 		"command": func(t *testing.T) {
 			rec := startRecord(t, "--", "sleep", "0.5")
-			rec.cmd.Wait()
+			rec.wait()
 		},
 	}
 	for name, run := range cases {

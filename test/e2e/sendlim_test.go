@@ -112,7 +112,7 @@ func TestSendlimBulkLoopbackFoldsIntoLongRuns(t *testing.T) {
 	waitListening(t, "127.0.0.1:"+port)
 	rec := startRecord(t, "-e", "tcp_sendlim", "--filter-port", port,
 		"--", iperf3, "-c", "127.0.0.1", "-p", port, "-t", "2", "-C", "cubic")
-	if err := rec.cmd.Wait(); err != nil {
+	if err := rec.wait(); err != nil {
 		t.Fatalf("record -- iperf3: %v: %s", err, rec.stderr)
 	}
 	events, summary, err := parseJSON(t, rec.file)
