@@ -379,7 +379,9 @@ func (r *Result) finding() *finding.Finding {
 		return nil
 	}
 	f := &finding.Finding{ID: "regression", Severity: finding.Info, Title: r.Headline, Evidence: evidence,
-		Scope: r.A.Name + " → " + r.B.Name, Confidence: finding.Likely, ImpactText: "the change between the runs"}
+		Scope: r.A.Name + " → " + r.B.Name, Confidence: finding.Likely, ImpactText: "the change between the runs",
+		// Throughput here swings between seconds: one pair of runs can differ by chance.
+		Confirm: []string{"run each setup again, alternating them (A, B, A, B), and compare each pair: a change that repeats is the setups', not the machine's swing"}}
 	if worse {
 		f.Severity = finding.Warning
 	}

@@ -140,6 +140,9 @@ func TestSeed003NamesSyscallEntryAndMitigations(t *testing.T) {
 	if len(r.Findings) != 1 || r.Findings[0].Severity.String() != "warning" || !strings.Contains(strings.Join(r.Findings[0].Remedy, "\n"), "sendmmsg") {
 		t.Errorf("want one warning whose remedy batches syscalls, got %+v", r.Findings)
 	}
+	if f := r.Findings[0]; f.Confidence == "" || len(f.Confirm) == 0 {
+		t.Errorf("the regression does not say how sure it is and what confirms it: confidence %q, confirm %q", f.Confidence, f.Confirm)
+	}
 }
 
 func TestNetfilterChainIsThePhaseThatGrew(t *testing.T) {

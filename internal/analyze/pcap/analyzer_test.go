@@ -502,3 +502,30 @@ func TestBigTCPFramesAreSizedFromTheFrame(t *testing.T) {
 		t.Fatalf("malformed %v, %d frames above 64 KB, above the MTU %+v", a.Malformed, above, f.OverMTU)
 	}
 }
+
+// Every capture finding says how sure it is and what confirms it, as the
+// doctor's do (docs/findings.md).
+func TestEveryCaptureFindingHasConfidenceAndConfirm(t *testing.T) {
+	ids := &IPIDReport{Pairs: 200, Unmergeable: 180, Share: 0.9}
+	r := &Report{
+		Tunnels: []TunnelReport{{Src: "192.168.0.1", Dst: "192.168.0.2", VNI: 42, IPID: *ids}},
+		Flows: []FlowReport{{Proto: "tcp", Src: "10.0.0.1:40000", Dst: "10.0.0.2:5201",
+			DataPackets: 1000, PayloadBytes: 100 * 1000, Seconds: 0.01, IPID: ids,
+			TCP:       &TCPReport{Retransmissions: 50, RetransmittedSegs: 50, WindowLimitedShare: 0.5, MSS: 8960},
+			Fragments: &FragReport{Datagrams: 100, Share: 0.5, PerDatagram: 2, MaxPerDatagram: 2}}},
+	}
+	a := New(Options{MTU: 1500})
+	a.ICMPTooBig, a.ICMPMTU = 1, 1400
+	seen := map[string]bool{}
+	for _, f := range a.findings(r) {
+		seen[f.ID] = true
+		if f.Confidence == "" || len(f.Confirm) == 0 || f.Confirm[0] == "" {
+			t.Errorf("%s (%s): confidence %q, confirm %q", f.ID, f.Title, f.Confidence, f.Confirm)
+		}
+	}
+	for _, id := range []string{"gro-blocked", "packet-loss", "rwnd-limited", "ip-fragmented", "small-packet-bound", "mtu-mismatch"} {
+		if !seen[id] {
+			t.Errorf("the report made no %s finding: the test covers less than it says", id)
+		}
+	}
+}

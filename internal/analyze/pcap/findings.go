@@ -55,7 +55,10 @@ func (a *Analyzer) findings(r *Report) []finding.Finding {
 					Explanation: "Every packet costs a system call, the stack and the driver whatever its size: small packets " +
 						"make the per-packet cost, not the link, the limit.",
 					Remedy: []string{"send larger messages, or batch them (sendmmsg, UDP GSO); run skbtrace doctor on the sender to see the CPU and mitigations"},
-					Scope:  scope, Impact: 1 - avg/1472, ImpactText: "most of the link, at this packet size"})
+					Scope:  scope, Impact: 1 - avg/1472, ImpactText: "most of the link, at this packet size",
+					// The sizes are measured; that they, not the link, set the rate is inferred.
+					Confidence: finding.Likely,
+					Confirm:    []string{"skbtrace doctor on the sender during the transfer: its socket calls per second and their sizes (sock_io) and the CPU they take"}})
 			}
 		}
 	}
@@ -66,7 +69,10 @@ func (a *Analyzer) findings(r *Report) []finding.Finding {
 			Explanation: "A hop cannot forward packets of the size sent. Path MTU discovery recovers when these messages reach " +
 				"the sender; where a firewall drops them, large packets vanish (a black hole).",
 			Remedy: []string{fmt.Sprintf("ip link set DEV mtu %d on the sending side, or sysctl -w net.ipv4.tcp_mtu_probing=1", a.ICMPMTU)},
-			Scope:  "path", Impact: 0.5, ImpactText: "large packets are dropped until the sender adapts"})
+			Scope:  "path", Impact: 0.5, ImpactText: "large packets are dropped until the sender adapts",
+			// The hop's own messages are in the capture.
+			Confidence: finding.Strong,
+			Confirm:    []string{"tracepath DESTINATION from the sender: the hop where the path MTU drops"}})
 	}
 	if a.opts.MTU > 0 {
 		for i := range r.Flows {
@@ -78,7 +84,11 @@ func (a *Analyzer) findings(r *Report) []finding.Finding {
 					Explanation: "The end announces segments larger than the path carries; unless ICMP reaches the sender, " +
 						"full-size segments are dropped and the transfer stalls.",
 					Remedy: []string{fmt.Sprintf("ip link set DEV mtu %d on %s, or clamp the MSS (iptables -t mangle -A FORWARD -p tcp --tcp-flags SYN,RST SYN -j TCPMSS --clamp-mss-to-pmtu)", a.opts.MTU, f.Src)},
-					Scope:  "tcp " + f.Src + " -> " + f.Dst, Impact: 0.99, ImpactText: "bulk data stalls"})
+					Scope:  "tcp " + f.Src + " -> " + f.Dst, Impact: 0.99, ImpactText: "bulk data stalls",
+					// The MSS is in the capture; the MTU is what --mtu says.
+					Confidence: finding.Likely,
+					Confirm: []string{fmt.Sprintf("from %s: ping -M do -s %d %s passes and -s %d does not where the path carries %d bytes, not the %d the MSS needs",
+						host(f.Src), a.opts.MTU-28, host(f.Dst), a.opts.MTU-27, a.opts.MTU, int(t.MSS)+40)}})
 			}
 		}
 	}
@@ -104,7 +114,10 @@ func groBlocked(scope string, id *IPIDReport) finding.Finding {
 			"them jump, and the receiver processes every packet alone.",
 		Remedy: []string{"set DF on the encapsulating device (for VXLAN: ip link set DEV type vxlan ... df set) or make it keep per-flow IP IDs",
 			"confirm on the receiver: skbtrace doctor --deep shows segments per skb at receive"},
-		Scope: scope, Impact: 0.45 * id.Share, ImpactText: "receive CPU per byte several times higher"}
+		Scope: scope, Impact: 0.45 * id.Share, ImpactText: "receive CPU per byte several times higher",
+		// The IDs are measured; that the receiver's GRO then merges nothing is inferred.
+		Confidence: finding.Likely,
+		Confirm:    []string{"on the receiver during the transfer: skbtrace doctor --deep, whose dev_recv shows about one segment per skb on the receiving device"}}
 }
 
 func tcpFindings(f *FlowReport, t *TCPReport, scope string) []finding.Finding {
@@ -125,7 +138,10 @@ func tcpFindings(f *FlowReport, t *TCPReport, scope string) []finding.Finding {
 				},
 				Explanation: "Every loss is resent and halves the congestion window: with loss p, TCP reaches at most about MSS/RTT x 1.2/sqrt(p).",
 				Remedy:      []string{"find where packets die: skbtrace record -e skb_drop,tcp_retrans on the hosts, or captures on both sides"},
-				Scope:       scope, Impact: impact, ImpactText: fmt.Sprintf("about %.0f%%", impact*100)})
+				Scope:       scope, Impact: impact, ImpactText: fmt.Sprintf("about %.0f%%", impact*100),
+				// The resends are seen; where the originals died is not.
+				Confidence: finding.Likely,
+				Confirm:    []string{"skbtrace record -e skb_drop,tcp_retrans -d 10 on both hosts during the transfer, then skbtrace stat: drops by reason and location beside the retransmissions"}})
 		}
 	}
 	if f.DataPackets >= minWindowPackets && (t.WindowLimitedShare >= windowLimitBad || f.Seconds > 0 && t.ZeroWindowSeconds >= 0.1*f.Seconds) {
@@ -137,7 +153,11 @@ func tcpFindings(f *FlowReport, t *TCPReport, scope string) []finding.Finding {
 			},
 			Explanation: "The receiver's advertised window caps the bytes in flight: a small receive buffer or a slow reader.",
 			Remedy:      []string{"raise net.ipv4.tcp_rmem's maximum on the receiver; check that the receiving application keeps up"},
-			Scope:       scope, Impact: t.WindowLimitedShare, ImpactText: fmt.Sprintf("%.0f%% of the time", t.WindowLimitedShare*100)})
+			Scope:       scope, Impact: t.WindowLimitedShare, ImpactText: fmt.Sprintf("%.0f%% of the time", t.WindowLimitedShare*100),
+			// The window and the data in flight are read from the capture,
+			// which sees them where it was taken, not at the ends.
+			Confidence: finding.Likely,
+			Confirm:    []string{fmt.Sprintf("on the receiver %s: ss -tmi src %s over a few seconds (rcv_space, the receive buffer's skmem rb); skbtrace doctor there names the window's limit", host(f.Dst), f.Dst)}})
 	}
 	return out
 }
