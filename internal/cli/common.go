@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
@@ -120,17 +121,6 @@ func isTerminal(w io.Writer) bool {
 	return err == nil
 }
 
-// traceInput opens the trace to read and resolves the read-side filters.
-// The caller closes the input.
-func traceInput(path string, stdin io.Reader, filters *filterFlags) (io.Reader, func(), event.Filter, error) {
-	filter, err := filters.eventFilter()
-	if err != nil {
-		return nil, nil, filter, err
-	}
-	in, closeIn, err := openInput(path, stdin)
-	return in, closeIn, filter, err
-}
-
 // traceFiles are the files of one recording, in order.
 type traceFiles struct {
 	names []string
@@ -155,7 +145,7 @@ func traceInputs(paths []string, stdin io.Reader, filters *filterFlags) (*traceF
 		}
 		m, err := filepath.Glob(p)
 		if err != nil || len(m) == 0 {
-			return nil, filter, fmt.Errorf("opening trace: no file matches %s", p)
+			return nil, filter, fmt.Errorf("opening the trace: no file matches %s", p)
 		}
 		names = append(names, m...)
 	}
@@ -170,7 +160,7 @@ func traceInputs(paths []string, stdin io.Reader, filters *filterFlags) (*traceF
 		}
 	}
 	for _, name := range names {
-		in, c, err := openInput(name, stdin)
+		in, c, err := openInput("trace", name, stdin)
 		if err != nil {
 			tf.close()
 			return nil, filter, err
@@ -181,15 +171,34 @@ func traceInputs(paths []string, stdin io.Reader, filters *filterFlags) (*traceF
 	return tf, filter, nil
 }
 
-func openInput(path string, stdin io.Reader) (io.Reader, func(), error) {
+// openInput opens what a command reads, named what in its errors ("trace",
+// "capture", "run"): the file at path, or standard input for "-". A
+// directory is refused by name, not read as a damaged file.
+func openInput(what, path string, stdin io.Reader) (io.Reader, func(), error) {
 	if path == "-" {
 		return stdin, func() {}, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("opening trace: %w", err)
+		return nil, nil, fmt.Errorf("opening the %s: %w", what, err)
+	}
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		f.Close()
+		return nil, nil, fmt.Errorf("opening the %s %s: is a directory", what, path)
 	}
 	return f, func() { f.Close() }, nil
+}
+
+// inputArgs takes a command's inputs as arguments or with -i, both
+// spellings alike; -i's default (skbtrace.trace) stands when neither is given.
+func inputArgs(c *cobra.Command, args, flagged []string) ([]string, error) {
+	if len(args) == 0 {
+		return flagged, nil
+	}
+	if c.Flags().Changed("input") {
+		return nil, usagef("give the input as arguments or with -i, not both (got %q and -i %q)", args, flagged)
+	}
+	return args, nil
 }
 
 // parseSize reads a size in bytes: a number with an optional unit K, M or G

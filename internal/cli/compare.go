@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -28,19 +27,23 @@ settings that differ (kernel, sysctls, offloads, MTU, qdiscs, CPU
 mitigations), and names the regression in one line. --flame writes a
 differential flame graph of two profiles, normalized per packet.`,
 		Example: `  skbtrace compare good.pb.gz bad.pb.gz --flame diff.html
+  skbtrace doctor --json -- iperf3 -c 10.0.0.2 | skbtrace compare monday.json -
   skbtrace compare monday.json tuesday.json`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return usagef("compare takes two files, A and B, got %d", len(args))
 			}
+			if args[0] == "-" && args[1] == "-" {
+				return usagef("standard input (-) is one of the runs, not both")
+			}
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			a, err := loadRun(args[0])
+			a, err := loadRun(args[0], e.stdin)
 			if err != nil {
 				return err
 			}
-			b, err := loadRun(args[1])
+			b, err := loadRun(args[1], e.stdin)
 			if err != nil {
 				return err
 			}
@@ -53,8 +56,11 @@ differential flame graph of two profiles, normalized per packet.`,
 				if err != nil {
 					return err
 				}
-				if err := writeFile(flameOut, func(w io.Writer) error { return flame.WriteHTML(w, page) }); err != nil {
+				if err := writeFile(flameOut, e.stdout, func(w io.Writer) error { return flame.WriteHTML(w, page) }); err != nil {
 					return err
+				}
+				if flameOut == "-" {
+					return nil // the page is the output
 				}
 			}
 			if asJSON {
@@ -69,15 +75,19 @@ differential flame graph of two profiles, normalized per packet.`,
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "one JSON document")
-	c.Flags().StringVar(&flameOut, "flame", "", "write a differential flame graph page of two profiles to `FILE`")
+	c.Flags().StringVar(&flameOut, "flame", "", "write a differential flame graph page of two profiles to `FILE` (- writes it to standard output instead of the text)")
 	return c
 }
 
-func loadRun(path string) (*compare.Run, error) {
-	f, err := os.Open(path)
+func loadRun(path string, stdin io.Reader) (*compare.Run, error) {
+	in, closeIn, err := openInput("run", path, stdin)
 	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", path, err)
+		return nil, err
 	}
-	defer f.Close()
-	return compare.Load(path, f)
+	defer closeIn()
+	name := path
+	if path == "-" {
+		name = "standard input"
+	}
+	return compare.Load(name, in)
 }

@@ -60,6 +60,9 @@ an iperf3 client gets -J so its result joins the evidence.`,
 			if format, err = doctorFormat(format, output); err != nil {
 				return err
 			}
+			if err := oneOnStdout(map[string]string{"the report (-o)": orStdout(output), "--trace": traceFile, "--profile": profOut}); err != nil {
+				return err
+			}
 			// The report and the recording replace earlier files only
 			// when the doctor succeeds.
 			var pending []*pendingFile
@@ -70,7 +73,7 @@ an iperf3 client gets -J so its result joins the evidence.`,
 			}()
 			out := e.stdout
 			if output != "" && output != "-" {
-				f, err := createPending(output)
+				f, err := createPending(output, e.stdout)
 				if err != nil {
 					return err
 				}
@@ -79,7 +82,7 @@ an iperf3 client gets -J so its result joins the evidence.`,
 			}
 			opts := doctor.Options{Netns: netns, Deep: deep, Timeline: format == "html"}
 			if traceFile != "" {
-				f, err := createPending(traceFile)
+				f, err := createPending(traceFile, e.stdout)
 				if err != nil {
 					return err
 				}
@@ -92,7 +95,7 @@ an iperf3 client gets -J so its result joins the evidence.`,
 					return err
 				}
 			}
-			if err := runDoctor(opts, d, args, format, profOut, peer, out, e.stderr); err != nil {
+			if err := runDoctor(opts, d, args, format, profOut, peer, out, e.stdout, e.stderr); err != nil {
 				return err
 			}
 			for _, p := range pending {
@@ -155,7 +158,7 @@ func joinPeers(ctx context.Context, ev *doctor.Evidence, p peerOptions, since ti
 }
 
 // runDoctor observes until the duration, the command or a signal ends it.
-func runDoctor(opts doctor.Options, d time.Duration, argv []string, format string, profOut string, peer peerOptions, out, stderr io.Writer) error {
+func runDoctor(opts doctor.Options, d time.Duration, argv []string, format string, profOut string, peer peerOptions, out, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	var cmd *doctor.Command
@@ -216,7 +219,7 @@ func runDoctor(opts doctor.Options, d time.Duration, argv []string, format strin
 			obs.Evidence.Notes = append(obs.Evidence.Notes, "not profiled: "+profErr.Error())
 		} else {
 			obs.Evidence.Profile = prof.Summary()
-			if err := writeFile(profOut, prof.WritePprof); err != nil {
+			if err := writeFile(profOut, stdout, prof.WritePprof); err != nil {
 				return err
 			}
 		}

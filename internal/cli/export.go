@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -23,9 +24,10 @@ type exporter interface {
 
 func exportCmd(e *env) *cobra.Command {
 	var perfettoOut, parquetDir string
+	var inputs []string
 	var filters filterFlags
 	c := &cobra.Command{
-		Use:   "export TRACE|- [--perfetto FILE] [--parquet DIR] [filters]",
+		Use:   "export [TRACE...] [--perfetto FILE] [--parquet DIR] [filters]",
 		Short: "write a trace for the systems people already run: Perfetto timelines, Parquet tables",
 		Long: `export reads a trace once and writes it as:
 
@@ -45,20 +47,26 @@ can be read leaves an earlier FILE and DIR as they were.`,
 		Example: `  skbtrace export run.trace --perfetto run.json
   skbtrace export run.trace --parquet exports/$(hostname)
   duckdb -c "select host, local, peer, bytes from 'exports/*/flows.parquet'"`,
-		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if perfettoOut == "" && parquetDir == "" {
 				return usagef("give --perfetto FILE, --parquet DIR or both")
 			}
-			in, closeIn, filter, err := traceInput(args[0], e.stdin, &filters)
+			if parquetDir == "-" {
+				return usagef("--parquet takes a directory: its tables are several files")
+			}
+			inputs, err := inputArgs(c, args, inputs)
 			if err != nil {
 				return err
 			}
-			defer closeIn()
+			tf, filter, err := traceInputs(inputs, e.stdin, &filters)
+			if err != nil {
+				return err
+			}
+			defer tf.close()
 			sum := analyze.NewSummary()
 			var outs []exporter
 			if perfettoOut != "" {
-				x, err := newPerfettoFile(perfettoOut, sum)
+				x, err := newPerfettoFile(perfettoOut, e.stdout, sum)
 				if err != nil {
 					return err
 				}
@@ -74,7 +82,7 @@ can be read leaves an earlier FILE and DIR as they were.`,
 				}
 				outs = append(outs, x)
 			}
-			_, rerr := replay(in, &filter, sum, func(ev *event.Event) error {
+			_, rerr := replayFiles(tf, &filter, sum, func(ev *event.Event) error {
 				for _, x := range outs {
 					if err := x.Add(ev); err != nil {
 						return err
@@ -106,7 +114,8 @@ can be read leaves an earlier FILE and DIR as they were.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&perfettoOut, "perfetto", "", "write Chrome/Perfetto trace events to `FILE`")
+	c.Flags().StringSliceVarP(&inputs, "input", "i", []string{"skbtrace.trace"}, inputHelp)
+	c.Flags().StringVar(&perfettoOut, "perfetto", "", "write Chrome/Perfetto trace events to `FILE` (- for standard output)")
 	c.Flags().StringVar(&parquetDir, "parquet", "", "write Parquet tables into `DIR`")
 	filters.bind(c.Flags())
 	return c
@@ -119,8 +128,8 @@ type perfettoFile struct {
 	buf *bufio.Writer
 }
 
-func newPerfettoFile(path string, sum *analyze.Summary) (*perfettoFile, error) {
-	f, err := createPending(path)
+func newPerfettoFile(path string, stdout io.Writer, sum *analyze.Summary) (*perfettoFile, error) {
+	f, err := createPending(path, stdout)
 	if err != nil {
 		return nil, err
 	}

@@ -2,22 +2,29 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 )
 
 // pendingFile is an output written beside its path and moved over it only
 // when the command succeeds: a failed run leaves an earlier file as it was.
 // A path that is not a regular file (/dev/stdout, a FIFO) is written in
-// place: renaming over it would replace the device.
+// place: renaming over it would replace the device; "-" is standard output.
 type pendingFile struct {
-	*os.File
+	io.Writer
+	file    *os.File // nil on standard output
 	path    string
 	inPlace bool
 	done    bool
 }
 
-func createPending(path string) (*pendingFile, error) {
+func createPending(path string, stdout io.Writer) (*pendingFile, error) {
+	if path == "-" {
+		return &pendingFile{Writer: stdout, path: "standard output", inPlace: true}, nil
+	}
 	// Through a symbolic link to its target, so that the link stays a link.
 	if target, err := filepath.EvalSymlinks(path); err == nil {
 		path = target
@@ -27,33 +34,36 @@ func createPending(path string) (*pendingFile, error) {
 		if err != nil {
 			return nil, fmt.Errorf("opening %s: %w", path, err)
 		}
-		return &pendingFile{File: f, path: path, inPlace: true}, nil
+		return &pendingFile{Writer: f, file: f, path: path, inPlace: true}, nil
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return nil, fmt.Errorf("creating %s: %w", path, err)
 	}
-	return &pendingFile{File: f, path: path}, nil
+	return &pendingFile{Writer: f, file: f, path: path}, nil
 }
 
 // commit closes the file and renames it over path.
 func (p *pendingFile) commit() error {
 	p.done = true
+	if p.file == nil {
+		return nil
+	}
 	if p.inPlace {
-		if err := p.Close(); err != nil {
+		if err := p.file.Close(); err != nil {
 			return fmt.Errorf("writing %s: %w", p.path, err)
 		}
 		return nil
 	}
-	err := p.Chmod(0o644)
-	if cerr := p.Close(); err == nil {
+	err := p.file.Chmod(0o644)
+	if cerr := p.file.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(p.Name(), p.path)
+		err = os.Rename(p.file.Name(), p.path)
 	}
 	if err != nil {
-		os.Remove(p.Name())
+		os.Remove(p.file.Name())
 		return fmt.Errorf("writing %s: %w", p.path, err)
 	}
 	return nil
@@ -65,8 +75,50 @@ func (p *pendingFile) discard() {
 		return
 	}
 	p.done = true
-	p.Close()
-	if !p.inPlace {
-		os.Remove(p.Name())
+	if p.file == nil {
+		return
 	}
+	p.file.Close()
+	if !p.inPlace {
+		os.Remove(p.file.Name())
+	}
+}
+
+// writeFile writes through fn beside path (or to stdout for "-") and moves
+// the file over path only when it is complete.
+func writeFile(path string, stdout io.Writer, fn func(io.Writer) error) error {
+	f, err := createPending(path, stdout)
+	if err != nil {
+		return err
+	}
+	if err := fn(f); err != nil {
+		f.discard()
+		return fmt.Errorf("writing %s: %w", f.path, err)
+	}
+	return f.commit()
+}
+
+// orStdout is "-" for an output that goes to standard output when no
+// file is given.
+func orStdout(path string) string {
+	if path == "" {
+		return "-"
+	}
+	return path
+}
+
+// oneOnStdout refuses two outputs on standard output, which would mix:
+// outputs maps each output's flag to its path.
+func oneOnStdout(outputs map[string]string) error {
+	var on []string
+	for flag, path := range outputs {
+		if path == "-" {
+			on = append(on, flag)
+		}
+	}
+	if len(on) > 1 {
+		slices.Sort(on)
+		return usagef("%s all go to standard output (-), where they would mix: give all but one a file", strings.Join(on, ", "))
+	}
+	return nil
 }

@@ -1,8 +1,13 @@
 package cli
 
 import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -16,11 +21,11 @@ func TestPendingFileReplacesOnlyOnCommit(t *testing.T) {
 	}
 	write := func(p string, commit bool) {
 		t.Helper()
-		f, err := createPending(p)
+		f, err := createPending(p, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.WriteString("new"); err != nil {
+		if _, err := io.WriteString(f, "new"); err != nil {
 			t.Fatal(err)
 		}
 		if commit {
@@ -59,5 +64,36 @@ func TestPendingFileReplacesOnlyOnCommit(t *testing.T) {
 	write(os.DevNull, true)
 	if st, err := os.Stat(os.DevNull); err != nil || st.Mode()&os.ModeCharDevice == 0 {
 		t.Fatalf("%s is no longer a character device: %v", os.DevNull, err)
+	}
+}
+
+// "-" is standard input where a command reads and standard output where it
+// writes; an output written there takes the place of the text report.
+func TestDashIsTheStandardStream(t *testing.T) {
+	trace := fixture(t, binary.LittleEndian)
+	file := filepath.Join(t.TempDir(), "run.trace")
+	if err := os.WriteFile(file, trace, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(stdin []byte, args ...string) string {
+		t.Helper()
+		var out, errs bytes.Buffer
+		if code := Main(args, bytes.NewReader(stdin), &out, &errs); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs.String())
+		}
+		return out.String()
+	}
+	if got := run(nil, "export", file, "--perfetto", "-"); !json.Valid([]byte(got)) || !strings.Contains(got, "traceEvents") {
+		t.Errorf("export --perfetto - wrote no Perfetto JSON to standard output: %.200q", got)
+	}
+	if got := run(nil, "stat", file, "--html", "-"); !strings.HasPrefix(strings.ToLower(got), "<!doctype html") || !strings.HasSuffix(strings.TrimSpace(got), "</html>") {
+		t.Errorf("stat --html - did not write the page alone: %.200q", got)
+	}
+	fromStdin := run(trace, "parse", "-")
+	if fromFile := run(nil, "parse", file); fromStdin != fromFile || fromFile == "" {
+		t.Errorf("parse - printed %q, parse FILE %q", fromStdin, fromFile)
+	}
+	if got := run(trace, "compare", file, "-"); !strings.Contains(got, "standard input") {
+		t.Errorf("compare FILE - does not name standard input as B: %.300q", got)
 	}
 }

@@ -23,7 +23,7 @@ func parseCmd(e *env) *cobra.Command {
 	var flags parseFlags
 	var inputs []string
 	c := &cobra.Command{
-		Use:   "parse [flags]",
+		Use:   "parse [TRACE...] [flags]",
 		Short: "print a trace as text, one line per event, in sequence order",
 		Long: `parse prints a trace recorded by skbtrace record, in the line format of the
 original skbtrace:
@@ -33,11 +33,14 @@ original skbtrace:
 Lines are ordered by the kernel's sequence number. A summary (events, lost
 events, sequence gaps, a torn tail) goes to standard error. A damaged trace
 is printed up to the damage, then parse fails with the offset.`,
-		Example: `  skbtrace parse -i run.trace
+		Example: `  skbtrace parse run.trace
   skbtrace parse -i run.trace --filter-port 5201 --json
-  skbtrace record -o - -d 5 | skbtrace parse -i -`,
-		Args: noArgs,
+  skbtrace record -o - -d 5 | skbtrace parse -`,
 		RunE: func(c *cobra.Command, args []string) error {
+			inputs, err := inputArgs(c, args, inputs)
+			if err != nil {
+				return err
+			}
 			tf, filter, err := traceInputs(inputs, e.stdin, &flags.filters)
 			if err != nil {
 				return err
@@ -53,7 +56,7 @@ is printed up to the damage, then parse fails with the offset.`,
 }
 
 // inputHelp describes -i of the commands that read a recording.
-const inputHelp = "trace `FILE`, or - for standard input; several (comma-separated or repeated, or a pattern such as 'run.trace.*') are read in order as one recording, as record --max-size writes them"
+const inputHelp = "trace `FILE` (or give it as an argument), or - for standard input; several (comma-separated or repeated, or a pattern such as 'run.trace.*') are read in order as one recording, as record --max-size writes them"
 
 // replay reads a whole trace into sum, handing fn the events that pass the
 // filter. Damage is returned as a *trace.FormatError or *trace.TruncatedError

@@ -121,11 +121,11 @@ func BenchmarkCompareTraces(b *testing.B) {
 		read(c)
 		readTime += time.Since(start)
 		start = time.Now()
-		ra, err := loadRun(a)
+		ra, err := loadRun(a, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
-		rb, err := loadRun(c)
+		rb, err := loadRun(c, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

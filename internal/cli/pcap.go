@@ -2,8 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -21,9 +19,10 @@ func pcapCmd(e *env) *cobra.Command {
 		graphs string
 		flow   string
 		mtu    int
+		input  string
 	)
 	c := &cobra.Command{
-		Use:   "pcap FILE|-",
+		Use:   "pcap FILE|- [flags]",
 		Short: "analyze a packet capture: per-flow throughput, RTT, retransmits, offload and GRO evidence",
 		Long: `pcap reads a capture (pcap or pcapng, gzip-compressed or not, a file or -
 for standard input) and reports per flow direction: throughput, retransmissions
@@ -39,8 +38,11 @@ Findings use skbtrace doctor's ids and format (docs/findings.md).`,
   tcpdump -i eth0 -s 128 -w - | skbtrace pcap - --json
   skbtrace pcap vxlan.pcap.gz --graphs out/ --flow :5201`,
 		Args: func(c *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usagef("name one capture file, or - for standard input")
+			if len(args) > 0 && input != "" {
+				return usagef("give the capture as an argument or with -i, not both")
+			}
+			if len(args) > 1 || len(args) == 0 && input == "" {
+				return usagef("name one capture file, as an argument or with -i, or - for standard input")
 			}
 			return nil
 		},
@@ -56,14 +58,18 @@ Findings use skbtrace doctor's ids and format (docs/findings.md).`,
 				}
 				opts.Flow = f
 			}
-			in, name := io.Reader(e.stdin), "standard input"
-			if args[0] != "-" {
-				f, err := os.Open(args[0])
-				if err != nil {
-					return fmt.Errorf("opening the capture: %w", err)
-				}
-				defer f.Close()
-				in, name = f, args[0]
+			path := input
+			if len(args) > 0 {
+				path = args[0]
+			}
+			in, closeIn, err := openInput("capture", path, e.stdin)
+			if err != nil {
+				return err
+			}
+			defer closeIn()
+			name := path
+			if path == "-" {
+				name = "standard input"
 			}
 			r, err := capture.Open(in)
 			if err != nil {
@@ -92,6 +98,7 @@ Findings use skbtrace doctor's ids and format (docs/findings.md).`,
 			return nil
 		},
 	}
+	c.Flags().StringVarP(&input, "input", "i", "", "capture `FILE` (or give it as an argument), or - for standard input")
 	c.Flags().BoolVar(&asJSON, "json", false, "write the report as JSON")
 	c.Flags().StringVar(&graphs, "graphs", "", "write SVG graphs and an HTML page showing them into `DIR`")
 	c.Flags().StringVar(&flow, "flow", "", "only flows with an endpoint matching `FILTER`: ADDR, ADDR:PORT or :PORT")

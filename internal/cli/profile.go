@@ -74,13 +74,15 @@ file name (.pb.gz, .folded, .html) unless --format says.`,
 			if err != nil {
 				return err
 			}
-			if err := report.WriteProfileText(e.stdout, p); err != nil {
-				return fmt.Errorf("writing output: %w", err)
+			if output != "-" {
+				if err := report.WriteProfileText(e.stdout, p); err != nil {
+					return fmt.Errorf("writing output: %w", err)
+				}
 			}
 			if output == "" {
 				return nil
 			}
-			return writeFile(output, func(w io.Writer) error {
+			return writeFile(output, e.stdout, func(w io.Writer) error {
 				switch format {
 				case "pprof":
 					return p.WritePprof(w)
@@ -95,7 +97,7 @@ file name (.pb.gz, .folded, .html) unless --format says.`,
 	f.StringVarP(&duration, "duration", "d", "", "how long to profile (`5s`, 2m; default: while CMD runs)")
 	f.IntVarP(&hz, "frequency", "F", 99, "samples per second per CPU (`HZ`)")
 	f.StringVar(&cpuList, "cpu", "", "only these CPUs (`LIST`: 0-3,6)")
-	f.StringVarP(&output, "output", "o", "", "write the profile to `FILE`")
+	f.StringVarP(&output, "output", "o", "", "write the profile to `FILE` (- writes it to standard output instead of the text)")
 	f.StringVar(&format, "format", "", "pprof, folded or html (default: from the -o file name, else pprof)")
 	f.BoolVar(&softwareClock, "cpu-clock", false, "sample on the kernel's cpu-clock even where the CPU has cycle counters")
 	return c
@@ -117,18 +119,4 @@ func profileFormat(format, output string) (string, error) {
 		return "folded", nil
 	}
 	return "pprof", nil
-}
-
-// writeFile writes through fn beside path and moves the file over path
-// only when it is complete.
-func writeFile(path string, fn func(io.Writer) error) error {
-	f, err := createPending(path)
-	if err != nil {
-		return err
-	}
-	if err := fn(f); err != nil {
-		f.discard()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return f.commit()
 }

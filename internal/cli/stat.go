@@ -19,18 +19,21 @@ func statCmd(e *env) *cobra.Command {
 	var htmlOut string
 	var filters filterFlags
 	c := &cobra.Command{
-		Use:   "stat [flags]",
+		Use:   "stat [TRACE...] [flags]",
 		Short: "summarize a trace: per connection, device and CPU, drops and loss",
 		Long: `stat summarizes a recording the way btt summarizes blktrace: per connection
 (duration, bytes, throughput, share of time in each send-limit reason,
 retransmits, RTT, cwnd range, resets), per device (packets/s and segments per
 skb at transmit and receive: TSO/GSO and GRO at work), per CPU (network
 softirq time), drops by reason and location, and lost events.`,
-		Example: `  skbtrace stat -i run.trace
+		Example: `  skbtrace stat run.trace
   skbtrace stat -i run.trace --filter-port 5201 --json
-  skbtrace stat -i run.trace --html run.html`,
-		Args: noArgs,
+  skbtrace stat run.trace --html run.html`,
 		RunE: func(c *cobra.Command, args []string) error {
+			inputs, err := inputArgs(c, args, inputs)
+			if err != nil {
+				return err
+			}
 			tf, filter, err := traceInputs(inputs, e.stdin, &filters)
 			if err != nil {
 				return err
@@ -64,15 +67,17 @@ softirq time), drops by reason and location, and lost events.`,
 				if rerr != nil {
 					damage = rerr.Error()
 				}
-				if err := writeFile(htmlOut, func(w io.Writer) error {
+				if err := writeFile(htmlOut, e.stdout, func(w io.Writer) error {
 					return report.WriteStatHTML(w, sum, series.Build(sum.Names.NetnsName), text.String(), damage)
 				}); err != nil {
 					return err
 				}
 			}
-			if asJSON {
+			switch {
+			case htmlOut == "-": // the page is the output
+			case asJSON:
 				err = report.WriteStatJSON(e.stdout, view)
-			} else {
+			default:
 				err = report.WriteStatText(e.stdout, view)
 			}
 			if err != nil {
@@ -86,7 +91,7 @@ softirq time), drops by reason and location, and lost events.`,
 	}
 	c.Flags().StringSliceVarP(&inputs, "input", "i", []string{"skbtrace.trace"}, inputHelp)
 	c.Flags().BoolVar(&asJSON, "json", false, "one JSON document")
-	c.Flags().StringVar(&htmlOut, "html", "", "also write the trace's story as one self-contained page to `FILE`: per flow the send-limit reason, throughput, cwnd, in flight, RTT, retransmits and drops over time; per CPU and per device; the settings")
+	c.Flags().StringVar(&htmlOut, "html", "", "also write the trace's story as one self-contained page to `FILE` (- writes it to standard output instead of the text): per flow the send-limit reason, throughput, cwnd, in flight, RTT, retransmits and drops over time; per CPU and per device; the settings")
 	filters.bind(c.Flags())
 	return c
 }
