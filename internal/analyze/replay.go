@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/host"
@@ -138,7 +140,31 @@ func ReplayFiles(rs []*trace.Reader, filter *event.Filter, s *Summary, emit func
 			return finish(err)
 		}
 	}
-	return finish(nil)
+	if err := finish(nil); err != nil {
+		return err
+	}
+	return unknownNetns(filter, s.Names)
+}
+
+// unknownNetns refuses a namespace filter by a name the trace never gave
+// while it named others: a mistyped name would otherwise read as a
+// recording with nothing in it.
+func unknownNetns(filter *event.Filter, names *Names) error {
+	if filter == nil || filter.NetnsName == "" {
+		return nil
+	}
+	var known []string
+	for _, name := range names.Netns {
+		if name == filter.NetnsName {
+			return nil
+		}
+		known = append(known, name)
+	}
+	if len(known) == 0 {
+		return nil // nothing was recorded: no name to be wrong about
+	}
+	slices.Sort(known)
+	return fmt.Errorf("--filter-netns %s: the trace names no such namespace (it names %s)", filter.NetnsName, strings.Join(known, ", "))
 }
 
 // FileError says which of several files an error of ReplayFiles is in.

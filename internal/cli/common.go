@@ -23,16 +23,37 @@ import (
 
 // filterFlags are the socket filters shared by record, parse and live.
 type filterFlags struct {
-	port  uint16
+	port  portValue
 	addr  string
 	netns string
 }
 
 func (f *filterFlags) bind(fs *pflag.FlagSet) {
-	fs.Uint16Var(&f.port, "filter-port", 0, "only sockets with this local or peer `port`")
+	fs.Var(&f.port, "filter-port", "only sockets with this local or peer `PORT`")
 	fs.StringVar(&f.addr, "filter-addr", "", "only sockets with this local or peer `IP`")
 	fs.StringVar(&f.netns, "filter-netns", "", "only sockets in this network namespace (`NAME|INODE`; \"host\" is skbtrace's own)")
 }
+
+// portValue is a TCP or UDP port, 1-65535 (0, unset, filters nothing).
+type portValue uint16
+
+func (p *portValue) String() string {
+	if *p == 0 {
+		return ""
+	}
+	return strconv.Itoa(int(*p))
+}
+
+func (p *portValue) Set(s string) error {
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil || n == 0 || n > 65535 {
+		return fmt.Errorf("%q is not a port (1-65535)", s)
+	}
+	*p = portValue(n)
+	return nil
+}
+
+func (p *portValue) Type() string { return "PORT" }
 
 func (f *filterFlags) parseAddr() (netip.Addr, error) {
 	if f.addr == "" {
@@ -51,7 +72,7 @@ func (f *filterFlags) probeFilter() (probe.Filter, error) {
 	if err != nil {
 		return probe.Filter{}, err
 	}
-	pf := probe.Filter{Port: f.port, Addr: a}
+	pf := probe.Filter{Port: uint16(f.port), Addr: a}
 	if f.netns != "" {
 		ino, err := host.LookupNetns(f.netns)
 		if err != nil {
@@ -71,7 +92,7 @@ func (f *filterFlags) eventFilter() (event.Filter, error) {
 	if err != nil {
 		return event.Filter{}, err
 	}
-	ef := event.Filter{Port: f.port, Addr: a}
+	ef := event.Filter{Port: uint16(f.port), Addr: a}
 	if f.netns != "" {
 		if n, err := strconv.ParseUint(f.netns, 10, 32); err == nil {
 			ef.Netns, ef.HasNetns = uint32(n), true

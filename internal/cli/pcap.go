@@ -48,8 +48,9 @@ Findings use skbtrace doctor's ids and format (docs/findings.md).`,
 		},
 		RunE: func(c *cobra.Command, args []string) error {
 			opts := pcap.Options{MTU: mtu, Graphs: graphs != ""}
-			if mtu < 0 || mtu > 65535 {
-				return usagef("--mtu %d is not an MTU", mtu)
+			// IPv4's least MTU to loopback's.
+			if mtu != 0 && (mtu < 68 || mtu > 65536) {
+				return usagef("--mtu %d is not an MTU (68-65536)", mtu)
 			}
 			if flow != "" {
 				f, err := pcap.ParseFilter(flow)

@@ -11,8 +11,11 @@ import (
 	"github.com/skbtrace/skbtrace/internal/version"
 )
 
-// usageHint follows a usage error's one line.
-const usageHint = "run 'skbtrace --help' for usage"
+// usageHint follows a usage error's one line: the help of the command
+// that refused it (the root's for an unknown command).
+func usageHint(c *cobra.Command) string {
+	return fmt.Sprintf("run '%s --help' for usage", c.CommandPath())
+}
 
 // usageError marks an error as the user's invocation being wrong (exit 2).
 type usageError struct{ err error }
@@ -32,14 +35,14 @@ type env struct {
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRoot(&env{stdin: stdin, stdout: stdout, stderr: stderr})
 	root.SetArgs(args)
-	err := root.Execute()
+	c, err := root.ExecuteC()
 	if err == nil {
 		return 0
 	}
 	fmt.Fprintf(stderr, "skbtrace: %v\n", err)
 	var ue usageError
 	if errors.As(err, &ue) || isCobraUsage(err) {
-		fmt.Fprintln(stderr, usageHint)
+		fmt.Fprintln(stderr, usageHint(c))
 		return 2
 	}
 	return 1

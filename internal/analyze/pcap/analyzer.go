@@ -519,20 +519,27 @@ type Filter struct {
 
 // ParseFilter reads a --flow value.
 func ParseFilter(s string) (*Filter, error) {
-	if strings.HasPrefix(s, ":") {
-		p, err := strconv.ParseUint(s[1:], 10, 16)
-		if err != nil {
-			return nil, fmt.Errorf("flow filter %q: bad port", s)
-		}
-		return &Filter{port: uint16(p)}, nil
+	// An address alone, bare or bracketed: "::1" is an address, not port ":1".
+	if ad, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")); err == nil {
+		return &Filter{addr: ad.Unmap()}, nil
 	}
+	var f *Filter
 	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return &Filter{addr: ap.Addr(), port: ap.Port()}, nil
+		f = &Filter{addr: ap.Addr().Unmap(), port: ap.Port()}
+	} else if p, ok := strings.CutPrefix(s, ":"); ok {
+		n, err := strconv.ParseUint(p, 10, 16)
+		if err != nil {
+			return nil, fmt.Errorf("flow filter %q: %q is not a port (1-65535)", s, p)
+		}
+		f = &Filter{port: uint16(n)}
+	} else {
+		return nil, fmt.Errorf("flow filter %q: want ADDR, ADDR:PORT, [IPv6]:PORT or :PORT", s)
 	}
-	if ad, err := netip.ParseAddr(s); err == nil {
-		return &Filter{addr: ad}, nil
+	// Port 0 would match every port: no flow uses it.
+	if f.port == 0 {
+		return nil, fmt.Errorf("flow filter %q: port 0 is no flow's port (1-65535)", s)
 	}
-	return nil, fmt.Errorf("flow filter %q: want ADDR, ADDR:PORT or :PORT", s)
+	return f, nil
 }
 
 // Match says whether either endpoint matches.
@@ -541,7 +548,7 @@ func (f *Filter) Match(k FlowKey) bool {
 }
 
 func (f *Filter) end(ap netip.AddrPort) bool {
-	return (!f.addr.IsValid() || ap.Addr() == f.addr) && (f.port == 0 || ap.Port() == f.port)
+	return (!f.addr.IsValid() || ap.Addr().Unmap() == f.addr) && (f.port == 0 || ap.Port() == f.port)
 }
 
 // Flows returns the directions that carried data, busiest first.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"math"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,9 +132,40 @@ func TestFilterKeepsMatchingFlows(t *testing.T) {
 	if len(r.Flows) != 0 || a.Filtered != a.Frames {
 		t.Fatalf("%d flows, %d of %d filtered", len(r.Flows), a.Filtered, a.Frames)
 	}
-	for _, bad := range []string{"5301", ":x", "host"} {
+	for _, bad := range []string{"5301", ":x", "host", ":0", "10.0.0.1:0", ":70000", "[::1]:0"} {
 		if _, err := ParseFilter(bad); err == nil {
 			t.Errorf("accepted %q", bad)
+		}
+	}
+}
+
+// IPv6 loopback is written as users write it: ::1, [::1] and [::1]:5201.
+func TestFilterTakesIPv6AsWritten(t *testing.T) {
+	loop := netip.MustParseAddrPort("[::1]:5201")
+	other := netip.MustParseAddrPort("[::1]:40000")
+	mapped := netip.MustParseAddrPort("[::ffff:10.0.0.1]:5201")
+	cases := []struct {
+		filter string
+		key    FlowKey
+		match  bool
+	}{
+		{"::1", FlowKey{Src: other, Dst: loop}, true},
+		{"[::1]", FlowKey{Src: other, Dst: loop}, true},
+		{"[::1]:5201", FlowKey{Src: other, Dst: loop}, true},
+		{"[::1]:5202", FlowKey{Src: other, Dst: loop}, false},
+		{"0:0:0:0:0:0:0:1", FlowKey{Src: other, Dst: loop}, true},
+		{"10.0.0.1:5201", FlowKey{Src: other, Dst: mapped}, true},
+		{":5201", FlowKey{Src: other, Dst: mapped}, true},
+		{"::2", FlowKey{Src: other, Dst: loop}, false},
+	}
+	for _, c := range cases {
+		f, err := ParseFilter(c.filter)
+		if err != nil {
+			t.Errorf("%q: %v", c.filter, err)
+			continue
+		}
+		if got := f.Match(c.key); got != c.match {
+			t.Errorf("%q matches %v -> %v: %v, want %v", c.filter, c.key.Src, c.key.Dst, got, c.match)
 		}
 	}
 }
