@@ -70,7 +70,10 @@ type ConnStat struct {
 	firstSample, lastSample   int64
 	MinRTTus, MaxSRTTus       uint32
 	sumSRTTus                 uint64
-	CwndMin, CwndMax          uint32
+	// The congestion window's range over every event that carries it
+	// (tcp_rtt, tcp_sendlim, tcp_cong); CwndSeen says whether any did.
+	CwndMin, CwndMax uint32
+	CwndSeen         bool
 	// From tcp_sendlim runs, per reason (a run longer than a second arrives
 	// in pieces, each counted): LimitNs, LimitCount and LimitRuns read them.
 	// Arrays, not maps: this is updated for every event of a trace.
@@ -106,6 +109,22 @@ func (c *ConnStat) Throughput() float64 {
 	}
 	return float64(max(c.BytesAcked, c.BytesReceived)) / span
 }
+
+// seeCwnd widens the congestion window's range; 0 is no window, the value
+// of an event that did not read one.
+func (c *ConnStat) seeCwnd(cwnd uint32) {
+	if cwnd == 0 {
+		return
+	}
+	if !c.CwndSeen {
+		c.CwndMin, c.CwndMax, c.CwndSeen = cwnd, cwnd, true
+		return
+	}
+	c.CwndMin, c.CwndMax = min(c.CwndMin, cwnd), max(c.CwndMax, cwnd)
+}
+
+// HasMinRTT says whether a tcp_rtt sample carried the path's minimum RTT.
+func (c *ConnStat) HasMinRTT() bool { return c.Samples > 0 && c.MinRTTus != math.MaxUint32 }
 
 // AvgSRTTus is the mean smoothed RTT over the samples.
 func (c *ConnStat) AvgSRTTus() float64 {
@@ -325,12 +344,13 @@ func (s *Stat) Add(ev *event.Event) {
 		if l.Probes > 0 {
 			c.ProbedRuns++
 		}
+		c.seeCwnd(l.Cwnd)
 		c.addChrono(l)
 	case event.TypeTCPRTT:
 		r := &ev.RTT
 		c := s.conn(&ev.Socket, ev.Time)
 		if c.Samples == 0 {
-			c.MinRTTus, c.CwndMin = math.MaxUint32, math.MaxUint32
+			c.MinRTTus = math.MaxUint32
 		}
 		if c.Samples == 0 || c.reanchor {
 			c.firstAcked, c.firstReceived, c.firstSample, c.lastSample = r.BytesAcked, r.BytesReceived, ev.Time, ev.Time
@@ -344,11 +364,13 @@ func (s *Stat) Add(ev *event.Event) {
 		}
 		c.MaxSRTTus = max(c.MaxSRTTus, r.SrttUs)
 		c.sumSRTTus += uint64(r.SrttUs)
-		c.CwndMin, c.CwndMax = min(c.CwndMin, r.Cwnd), max(c.CwndMax, r.Cwnd)
+		c.seeCwnd(r.Cwnd)
 	case event.TypeTCPRetrans:
 		s.conn(&ev.Socket, ev.Time).RetransSegs += uint64(ev.Retrans.Cnt)
 	case event.TypeTCPCong:
-		s.conn(&ev.Socket, ev.Time).CongStates[event.TCPCaState(ev.Cong.State).String()]++
+		c := s.conn(&ev.Socket, ev.Time)
+		c.CongStates[event.TCPCaState(ev.Cong.State).String()]++
+		c.seeCwnd(ev.Cong.Cwnd)
 	case event.TypeTCPReset:
 		owner := resetOwner(ev.Socket.Sock, event.TCPState(ev.Reset.State))
 		if owner == "" {

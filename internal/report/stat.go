@@ -89,18 +89,21 @@ type ConnView struct {
 	Peer           string             `json:"peer"`
 	Netns          string             `json:"netns"`
 	Seconds        float64            `json:"seconds"`
-	States         []string           `json:"states,omitempty"`
-	BytesAcked     uint64             `json:"bytes_acked"`
-	BytesReceived  uint64             `json:"bytes_received"`
-	ThroughputBps  float64            `json:"throughput_bytes_per_s"`
+	States []string `json:"states,omitempty"`
+	// Bytes and throughput come from tcp_rtt, RTTs from its samples, the
+	// window's range from any event that carries it: null where the trace
+	// has none (not measured is never 0).
+	BytesAcked     *uint64            `json:"bytes_acked"`
+	BytesReceived  *uint64            `json:"bytes_received"`
+	ThroughputBps  *float64           `json:"throughput_bytes_per_s"`
 	LimitShare     map[string]float64 `json:"limit_share"`
 	LimitDecisions map[string]uint64  `json:"limit_decisions"`
 	RetransSegs    uint64             `json:"retrans_segs"`
-	MinRTTus       uint32             `json:"rtt_min_us"`
-	AvgSRTTus      float64            `json:"srtt_avg_us"`
-	MaxSRTTus      uint32             `json:"srtt_max_us"`
-	CwndMin        uint32             `json:"cwnd_min"`
-	CwndMax        uint32             `json:"cwnd_max"`
+	MinRTTus       *uint32            `json:"rtt_min_us"`
+	AvgSRTTus      *float64           `json:"srtt_avg_us"`
+	MaxSRTTus      *uint32            `json:"srtt_max_us"`
+	CwndMin        *uint32            `json:"cwnd_min"`
+	CwndMax        *uint32            `json:"cwnd_max"`
 	CongStates     map[string]int     `json:"cong_states,omitempty"`
 	Resets         int                `json:"resets"`
 	Kernel         *KernelLimitsView  `json:"kernel_limits,omitempty"`
@@ -108,7 +111,10 @@ type ConnView struct {
 
 // KernelLimitsView sets the kernel's own accounting (tcp_info) beside the
 // send limits: rwnd-limited beside swnd, sndbuf-limited beside sndbuf, each
-// in µs and as a share of the kernel's busy time.
+// in µs and as a share of its own account's busy time: tcp_info's chrono
+// (which runs while data waits to be sent), and skbtrace's runs but app
+// (nothing to send). Over one denominator the two spans differ and a share
+// read 146 %.
 type KernelLimitsView struct {
 	BusyUs          uint64  `json:"busy_us"`
 	RwndLimitedUs   uint64  `json:"rwnd_limited_us"`
@@ -133,10 +139,19 @@ func kernelLimits(c *analyze.ConnStat) *KernelLimitsView {
 		return nil
 	}
 	busy := float64(c.KernelBusyUs)
+	limits := c.LimitNs()
+	var runs int64
+	for reason, ns := range limits {
+		if reason != "app" {
+			runs += ns
+		}
+	}
 	k := &KernelLimitsView{BusyUs: c.KernelBusyUs, RwndLimitedUs: c.KernelRwndUs, SndbufLimitedUs: c.KernelSndbufUs,
-		SwndUs: uint64(c.LimitNs()["swnd"] / 1000), SndbufUs: uint64(c.LimitNs()["sndbuf"] / 1000)}
-	k.RwndShare, k.SwndShare = float64(k.RwndLimitedUs)/busy, float64(k.SwndUs)/busy
-	k.SndbufShare, k.SkbSndbufShare = float64(k.SndbufLimitedUs)/busy, float64(k.SndbufUs)/busy
+		SwndUs: uint64(limits["swnd"] / 1000), SndbufUs: uint64(limits["sndbuf"] / 1000)}
+	k.RwndShare, k.SndbufShare = min(1, float64(k.RwndLimitedUs)/busy), min(1, float64(k.SndbufLimitedUs)/busy)
+	if runs > 0 {
+		k.SwndShare, k.SkbSndbufShare = float64(limits["swnd"])/float64(runs), float64(limits["sndbuf"])/float64(runs)
+	}
 	return k
 }
 
@@ -226,13 +241,18 @@ func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 		}
 		cv := ConnView{
 			Sock: fmt.Sprintf("0x%x", c.Sock), Local: c.Local, Peer: c.Peer, Netns: nsName(c.Netns),
-			Seconds: c.Duration(), States: c.States, BytesAcked: c.BytesAcked, BytesReceived: c.BytesReceived,
-			ThroughputBps: c.Throughput(), LimitShare: c.LimitShares(), LimitDecisions: c.LimitCount(),
-			RetransSegs: c.RetransSegs, AvgSRTTus: c.AvgSRTTus(), MaxSRTTus: c.MaxSRTTus,
-			CwndMax: c.CwndMax, CongStates: c.CongStates, Resets: c.Resets, Kernel: kernelLimits(c),
+			Seconds: c.Duration(), States: c.States, LimitShare: c.LimitShares(), LimitDecisions: c.LimitCount(),
+			RetransSegs: c.RetransSegs, CongStates: c.CongStates, Resets: c.Resets, Kernel: kernelLimits(c),
 		}
 		if c.Samples > 0 {
-			cv.MinRTTus, cv.CwndMin = c.MinRTTus, c.CwndMin
+			cv.BytesAcked, cv.BytesReceived, cv.ThroughputBps = ptr(c.BytesAcked), ptr(c.BytesReceived), ptr(c.Throughput())
+			cv.AvgSRTTus, cv.MaxSRTTus = ptr(c.AvgSRTTus()), ptr(c.MaxSRTTus)
+		}
+		if c.HasMinRTT() {
+			cv.MinRTTus = ptr(c.MinRTTus)
+		}
+		if c.CwndSeen {
+			cv.CwndMin, cv.CwndMax = ptr(c.CwndMin), ptr(c.CwndMax)
 		}
 		v.Connections = append(v.Connections, cv)
 	}
@@ -270,6 +290,24 @@ func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 			Location: symbol(names, d.Location), Dev: d.Dev, Count: d.Count})
 	}
 	return v
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Bytes is what the connection moved, the larger direction; nil when not measured.
+func (c *ConnView) Bytes() *uint64 {
+	if c.BytesAcked == nil {
+		return nil
+	}
+	return ptr(max(*c.BytesAcked, *c.BytesReceived))
+}
+
+// orDash prints what was measured, and "-" for what was not.
+func orDash[T any](v *T, format func(T) string) string {
+	if v == nil {
+		return "-"
+	}
+	return format(*v)
 }
 
 func share(ns uint64, seconds float64) float64 {
@@ -311,11 +349,17 @@ func WriteStatText(w io.Writer, v StatView) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if len(v.Connections) > 0 {
 		fmt.Fprintln(tw, "\nCONNECTIONS\nlocal\tpeer\tnetns\tseconds\tbytes\tthroughput\tsend limits (share of time)\tretrans\trtt min/avg/max us\tcwnd\tresets")
+		us := func(v uint32) string { return fmt.Sprint(v) }
 		for _, c := range v.Connections {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%d\t%d/%.0f/%d\t%d-%d\t%d\n",
-				c.Local, c.Peer, c.Netns, c.Seconds, units.Bytes(max(c.BytesAcked, c.BytesReceived)),
-				units.Bits(c.ThroughputBps*8), shares(c.LimitShare), c.RetransSegs,
-				c.MinRTTus, c.AvgSRTTus, c.MaxSRTTus, c.CwndMin, c.CwndMax, c.Resets)
+			cwnd := "-"
+			if c.CwndMin != nil {
+				cwnd = fmt.Sprintf("%d-%d", *c.CwndMin, *c.CwndMax)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%d\t%s/%s/%s\t%s\t%d\n",
+				c.Local, c.Peer, c.Netns, c.Seconds, orDash(c.Bytes(), units.Bytes),
+				orDash(c.ThroughputBps, func(b float64) string { return units.Bits(b * 8) }), shares(c.LimitShare), c.RetransSegs,
+				orDash(c.MinRTTus, us), orDash(c.AvgSRTTus, func(v float64) string { return fmt.Sprintf("%.0f", v) }), orDash(c.MaxSRTTus, us),
+				cwnd, c.Resets)
 		}
 	}
 	if v.StateOnly > 0 {
@@ -334,7 +378,7 @@ func WriteStatText(w io.Writer, v StatView) error {
 		}
 	}
 	if len(differ) > 0 {
-		fmt.Fprintln(tw, "\nKERNEL ACCOUNTING where it differs (tcp_info's chrono, share of its busy time)\nlocal\tpeer\tbusy\trwnd-limited\tskbtrace swnd\tsndbuf-limited\tskbtrace sndbuf")
+		fmt.Fprintln(tw, "\nKERNEL ACCOUNTING where it differs (each a share of its own busy time: tcp_info's chrono, skbtrace's runs but app)\nlocal\tpeer\tbusy\trwnd-limited\tskbtrace swnd\tsndbuf-limited\tskbtrace sndbuf")
 		for _, c := range differ {
 			k := c.Kernel
 			fmt.Fprintf(tw, "%s\t%s\t%.0f ms\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\n", c.Local, c.Peer, float64(k.BusyUs)/1e3,

@@ -1,0 +1,77 @@
+package report
+
+import (
+	"encoding/json"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/skbtrace/skbtrace/internal/analyze"
+	"github.com/skbtrace/skbtrace/internal/event"
+)
+
+var (
+	statLocal = netip.MustParseAddrPort("10.0.0.1:40000")
+	statPeer  = netip.MustParseAddrPort("10.0.0.2:5201")
+)
+
+func sendlim(end, begin int64, r event.SendlimReason, cwnd uint32, busy, sndbuf uint64) *event.Event {
+	return &event.Event{Type: event.TypeTCPSendlim, Time: end, Begin: begin, Sendlim: event.TCPSendlim{
+		Socket: event.Socket{Sock: 0xa, Local: statLocal, Peer: statPeer}, Reason: r, Begin: begin, Cnt: 1, Cwnd: cwnd,
+		BusyUs: busy, SndbufLimitedUs: sndbuf}}
+}
+
+// A trace without tcp_rtt measured no bytes and no RTT: stat says "-" and
+// null, never 0, and shows the window its send-limit runs carried.
+func TestStatPrintsNotMeasuredAsADash(t *testing.T) {
+	st, sum := analyze.NewStat(), analyze.NewSummary()
+	st.Add(&event.Event{Type: event.TypeTCPConn, Time: 1, Conn: event.TCPConn{Socket: event.Socket{Sock: 0xa, Local: statLocal, Peer: statPeer}, New: event.TCPEstablished}})
+	st.Add(sendlim(2_000_000, 1_000, event.SendlimCwnd, 10, 0, 0))
+	st.Add(sendlim(3_000_000, 2_000_000, event.SendlimCwnd, 14, 0, 0))
+	view := NewStatView(st, sum)
+	var text strings.Builder
+	if err := WriteStatText(&text, view); err != nil {
+		t.Fatal(err)
+	}
+	row := ""
+	for _, line := range strings.Split(text.String(), "\n") {
+		if strings.HasPrefix(line, statLocal.String()) {
+			row = line
+		}
+	}
+	fields := strings.Fields(row)
+	// local peer netns seconds bytes throughput limits... retrans rtt cwnd resets
+	if len(fields) < 10 || fields[4] != "-" || fields[5] != "-" || fields[len(fields)-3] != "-/-/-" || fields[len(fields)-2] != "10-14" {
+		t.Errorf("the connection's row prints what was not measured as a value, or lacks the window's range:\n%s", text.String())
+	}
+	b, err := json.Marshal(view.Connections[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{`"bytes_acked":null`, `"throughput_bytes_per_s":null`, `"rtt_min_us":null`, `"srtt_avg_us":null`, `"cwnd_min":10`, `"cwnd_max":14`} {
+		if !strings.Contains(string(b), k) {
+			t.Errorf("JSON lacks %s: %s", k, b)
+		}
+	}
+}
+
+// Each account's shares are of its own busy time: skbtrace's sndbuf runs
+// longer than tcp_info's busy time read 146 % over the kernel's.
+func TestKernelAccountingSharesStayWithinTheirAccount(t *testing.T) {
+	st, sum := analyze.NewStat(), analyze.NewSummary()
+	st.Add(&event.Event{Type: event.TypeTCPConn, Time: 1, Conn: event.TCPConn{Socket: event.Socket{Sock: 0xa, Local: statLocal, Peer: statPeer}, New: event.TCPEstablished}})
+	// 1.46 s of sndbuf runs against 1 s of the kernel's busy time.
+	st.Add(sendlim(1_460_001_000, 1_000, event.SendlimSndbuf, 10, 1_000_000, 960_000))
+	k := NewStatView(st, sum).Connections[0].Kernel
+	if k == nil {
+		t.Fatal("no kernel accounting")
+	}
+	for name, v := range map[string]float64{"rwnd": k.RwndShare, "skbtrace swnd": k.SwndShare, "sndbuf": k.SndbufShare, "skbtrace sndbuf": k.SkbSndbufShare} {
+		if v < 0 || v > 1 {
+			t.Errorf("%s share %.2f", name, v)
+		}
+	}
+	if k.SkbSndbufShare != 1 || k.SndbufShare != 0.96 {
+		t.Errorf("sndbuf shares %.2f (skbtrace) and %.2f (tcp_info), want 1 and 0.96", k.SkbSndbufShare, k.SndbufShare)
+	}
+}
