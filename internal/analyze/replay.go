@@ -36,6 +36,9 @@ type Summary struct {
 	// OnWindow, when set, is called as each flight-recorder window begins,
 	// after every event before it was emitted (Stat.Gap).
 	OnWindow func()
+	// OnTrigger, when set, is called with each trigger record as it is
+	// read: before, or shortly after, the event that fired it is emitted.
+	OnTrigger func(trace.Trigger)
 }
 
 // TotalLost is the sum over families.
@@ -262,6 +265,9 @@ func replayRecords(r *trace.Reader, s *Summary, ord *Orderer, ev *event.Event, o
 				return &trace.FormatError{Offset: rec.Offset, Msg: err.Error()}
 			}
 			s.Triggers = append(s.Triggers, t)
+			if s.OnTrigger != nil {
+				s.OnTrigger(t)
+			}
 		case rec.Type == trace.RecordEnd:
 			e, err := trace.DecodeEnd(r.ByteOrder(), rec.Body)
 			if err != nil {

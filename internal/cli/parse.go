@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/spf13/cobra"
 
@@ -112,7 +113,24 @@ func parseTraces(tf *traceFiles, stdout, stderr io.Writer, filter *event.Filter,
 	out := bufio.NewWriterSize(stdout, 1<<20)
 	var buf []byte
 	sum := analyze.NewSummary()
+	// A flight recorder's windows and triggers are printed inline, as
+	// blkparse prints its notify records: each window where it begins, each
+	// trigger before the event that fired it.
+	var triggers []trace.Trigger
+	sum.OnWindow = func() {
+		buf = report.AppendWindow(buf[:0], sum.Windows, asJSON)
+		out.Write(buf)
+	}
+	sum.OnTrigger = func(t trace.Trigger) { triggers = append(triggers, t) }
+	printTriggers := func(upTo uint64) {
+		for len(triggers) > 0 && triggers[0].Seq <= upTo {
+			buf = report.AppendTrigger(buf[:0], &triggers[0], asJSON)
+			out.Write(buf)
+			triggers = triggers[1:]
+		}
+	}
 	read, rerr := replayFiles(tf, filter, sum, func(ev *event.Event) error {
+		printTriggers(ev.Seq)
 		if asJSON {
 			buf = report.AppendJSON(buf[:0], ev, sum.Names)
 		} else {
@@ -124,6 +142,7 @@ func parseTraces(tf *traceFiles, stdout, stderr io.Writer, filter *event.Filter,
 	if read < 0 {
 		return rerr
 	}
+	printTriggers(math.MaxUint64)
 	if err := out.Flush(); err != nil && rerr == nil {
 		rerr = fmt.Errorf("writing output: %w", err)
 	}

@@ -3,10 +3,12 @@ package cli
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"flag"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -230,6 +232,72 @@ func TestParseDuration(t *testing.T) {
 	for _, bad := range []string{"-1", "x", "5 s"} {
 		if _, err := parseDuration(bad); err == nil {
 			t.Errorf("parseDuration(%q) accepted", bad)
+		}
+	}
+}
+
+// A flight recorder's trace prints its windows where they begin and each
+// trigger before the event that fired it, as blkparse prints notify records.
+func TestParsePrintsFlightWindowsAndTriggersInline(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := tracetest.NewWriter(&buf, binary.LittleEndian)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	cli := tracetest.Addrs(netip.MustParseAddrPort("127.0.0.1:43545"), netip.MustParseAddrPort("127.0.0.1:5201"), 4026531840)
+	lim := uint16(event.TypeTCPSendlim)
+	sendlim := func(seq uint64) {
+		ts := 1_000_000_000 * (seq + 1)
+		must(w.Event(lim, tracetest.Sendlim(seq, ts, ts-1000, 0, 0xa, cli, uint8(event.SendlimCwnd), 3, 3)))
+	}
+	must(w.AppendResume(trace.Resume{FirstSeq: 0, Cause: trace.ResumeWindow}))
+	sendlim(0)
+	must(w.AppendTrigger(trace.Trigger{Seq: 1, TimeNs: 1_700_000_002_000_000_000, Expr: "cwnd<4", What: "tcp_sendlim cwnd=3"}))
+	sendlim(1)
+	sendlim(2)
+	must(w.Flush())
+	must(w.AppendResume(trace.Resume{FirstSeq: 10, Cause: trace.ResumeWindow}))
+	must(w.AppendTrigger(trace.Trigger{Seq: 11, TimeNs: 1_700_000_012_000_000_000, Suppressed: 4, Expr: "cwnd<4", What: "tcp_sendlim cwnd=3"}))
+	sendlim(10)
+	sendlim(11)
+	must(w.AppendEnd(trace.End{NextSeq: 12}))
+	must(w.Flush())
+
+	var out, errs bytes.Buffer
+	if err := parseTrace(bytes.NewReader(buf.Bytes()), &out, &errs, &event.Filter{}, false); err != nil {
+		t.Fatalf("%v: %s", err, errs.String())
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		got = append(got, strings.Fields(line)[0]+" "+strings.Fields(line)[1])
+	}
+	want := []string{"# flight", "0 1700000001.000000000", "# trigger", "1 1700000002.000000000", "2 1700000003.000000000",
+		"# flight", "10 1700000011.000000000", "# trigger", "11 1700000012.000000000"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("lines begin %q, want %q:\n%s", got, want, out.String())
+	}
+	for _, s := range []string{"# flight window 2 begins: the time since the previous window was not recorded",
+		"# trigger cwnd<4 fired on seq 11 at 1700000012.000000000: tcp_sendlim cwnd=3 (4 firings before it opened no window)"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("output lacks %q:\n%s", s, out.String())
+		}
+	}
+	out.Reset()
+	if err := parseTrace(bytes.NewReader(buf.Bytes()), &out, &errs, &event.Filter{}, true); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 9 || lines[0] != `{"record":"flight_window","window":1}` || !strings.HasPrefix(lines[2], `{"record":"trigger","trigger":"cwnd<4","seq":1,`) {
+		t.Fatalf("JSON lines:\n%s", out.String())
+	}
+	for _, l := range lines {
+		if !json.Valid([]byte(l)) {
+			t.Errorf("not JSON: %s", l)
 		}
 	}
 }
