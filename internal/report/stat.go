@@ -84,12 +84,12 @@ type QdiscView struct {
 
 // ConnView is one connection in StatView.
 type ConnView struct {
-	Sock           string             `json:"sock"`
-	Local          string             `json:"local"`
-	Peer           string             `json:"peer"`
-	Netns          string             `json:"netns"`
-	Seconds        float64            `json:"seconds"`
-	States []string `json:"states,omitempty"`
+	Sock    string   `json:"sock"`
+	Local   string   `json:"local"`
+	Peer    string   `json:"peer"`
+	Netns   string   `json:"netns"`
+	Seconds float64  `json:"seconds"`
+	States  []string `json:"states,omitempty"`
 	// Bytes and throughput come from tcp_rtt, RTTs from its samples, the
 	// window's range from any event that carries it: null where the trace
 	// has none (not measured is never 0).

@@ -9,15 +9,15 @@ import (
 // same computation (report.NewStatView), with its span in the recording.
 type flowRow struct {
 	meta
-	Sock          string   `parquet:"sock,dict"`
-	Local         string   `parquet:"local,dict"`
-	Peer          string   `parquet:"peer,dict"`
-	Netns         int64    `parquet:"netns"`
-	NetnsName     string   `parquet:"netns_name,dict"`
-	FirstNs       int64    `parquet:"first_ns"`
-	LastNs        int64    `parquet:"last_ns"`
-	Seconds       float64  `parquet:"seconds"`
-	States        []string `parquet:"states,list"`
+	Sock      string   `parquet:"sock,dict"`
+	Local     string   `parquet:"local,dict"`
+	Peer      string   `parquet:"peer,dict"`
+	Netns     int64    `parquet:"netns"`
+	NetnsName string   `parquet:"netns_name,dict"`
+	FirstNs   int64    `parquet:"first_ns"`
+	LastNs    int64    `parquet:"last_ns"`
+	Seconds   float64  `parquet:"seconds"`
+	States    []string `parquet:"states,list"`
 	// Null where the trace did not measure it (no tcp_rtt, no event with
 	// the window), as stat's JSON has it.
 	Bytes         *int64   `parquet:"bytes,optional"`
