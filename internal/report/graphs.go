@@ -25,7 +25,7 @@ func WriteGraphs(dir string, graphs []pcap.FlowGraph) error {
 		"<style>body{font-family:sans-serif;margin:20px} svg{display:block;margin:8px 0;border:1px solid #ddd}</style></head><body>\n" +
 		"<h1>skbtrace pcap</h1>\n")
 	if len(graphs) == 0 {
-		page.WriteString("<p>No flow carried enough data (256 KB) to draw.</p>\n")
+		page.WriteString("<p>No flow carried data to draw.</p>\n")
 	}
 	for i, g := range graphs {
 		fmt.Fprintf(&page, "<h2>%s</h2>\n", html.EscapeString(g.Title))
@@ -94,28 +94,31 @@ func timeSequence(g pcap.FlowGraph) string {
 	if d.Len() > 0 {
 		fmt.Fprintf(&b, `<path d="%s" stroke="black" stroke-width="1.5"/>`+"\n", d.String())
 	}
+	// The ACK and window lines hold their last value until the next ACK, as
+	// tcptrace draws them: a slow or bursty flow's ACKs fall in few bins.
 	for _, l := range []struct {
 		color string
-		at    func(p pcap.GraphPoint) (float64, bool)
+		at    func(p pcap.GraphPoint) float64
 	}{
-		{"green", func(p pcap.GraphPoint) (float64, bool) { return p.Ack, p.HasAck }},
-		{"orange", func(p pcap.GraphPoint) (float64, bool) { return p.Win, p.HasAck }},
+		{"green", func(p pcap.GraphPoint) float64 { return p.Ack }},
+		{"orange", func(p pcap.GraphPoint) float64 { return p.Win }},
 	} {
 		var d strings.Builder
-		pen := false
-		for _, pt := range chart.Thin(series(g, l.at), chart.MaxPoints) {
-			if math.IsNaN(pt.Y) {
-				pen = false
+		last, seen := 0.0, false
+		for _, p := range g.Points {
+			if !p.HasAck {
 				continue
 			}
-			cmd := "L"
-			if !pen {
-				cmd = "M"
+			if seen {
+				fmt.Fprintf(&d, "H%.1f L%.1f %.1f ", x(p.T), x(p.T), y(l.at(p)))
+			} else {
+				fmt.Fprintf(&d, "M%.1f %.1f ", x(p.T), y(l.at(p)))
 			}
-			fmt.Fprintf(&d, "%s%.1f %.1f ", cmd, x(pt.X), y(pt.Y))
-			pen = true
+			last, seen = x(p.T), true
 		}
-		if d.Len() > 0 {
+		if seen {
+			// To the end of the flow's span: the last ACK still holds.
+			fmt.Fprintf(&d, "H%.1f", math.Max(last+2, x(g.Points[len(g.Points)-1].T)))
 			fmt.Fprintf(&b, `<path d="%s" stroke="%s" fill="none" stroke-width="1.2"/>`+"\n", d.String(), l.color)
 		}
 	}

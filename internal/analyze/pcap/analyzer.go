@@ -38,16 +38,20 @@ type Analyzer struct {
 	// Malformed counts the frames skipped because a header contradicts
 	// itself (or, in a pcapng, an interface's link type is unknown), by
 	// the header at fault; MalformedFirst are the first few of them.
-	Malformed       map[string]uint64
-	MalformedFirst  []MalformedFrame
-	unknownLinks    uint64 // frames of unknown link types, among Malformed
-	lastUnknownLink int
-	First, Last     int64
-	ICMPTooBig      uint64
-	ICMPMTU         uint16
-	series          int
-	pkt             packet.Packet
-	lastDir         *Dir // the direction the previous frame went to
+	Malformed      map[string]uint64
+	MalformedFirst []MalformedFrame
+	// UnsupportedLinks counts the frames of link types the decoder does
+	// not read, by link type: not malformed, just not read.
+	UnsupportedLinks map[int]uint64
+	unknownLinks     uint64
+	lastUnknownLink  int
+	First, Last      int64
+	ICMPTooBig       uint64
+	ICMPMTU          uint16
+	graphed          []*Dir // the directions with a series
+	graphFloor       uint64 // the payload a direction needs to take one's place
+	pkt              packet.Packet
+	lastDir          *Dir // the direction the previous frame went to
 
 	// Fragments counts the IP fragments of TCP and UDP datagrams (no frame
 	// of theirs is in NonIP), FragDatagrams the datagrams they belong to;
@@ -71,8 +75,9 @@ type handshake struct {
 	syn, synAck, ack int64
 }
 
-// maxSeries bounds the graphs' memory: the first flows to carry 256 KB
-// get series, the busiest of which are drawn.
+// maxSeries bounds the graphs' memory: every direction that carries data
+// gets a series from its first packet until maxSeries have one; past that,
+// one that outgrows the smallest takes its place (drawn from then on).
 const maxSeries = 64
 
 // New returns an analyzer.
@@ -304,7 +309,11 @@ func (a *Analyzer) malformed(f *capture.Frame, err error) {
 	if errors.Is(err, packet.ErrLinkType) {
 		a.unknownLinks++
 		a.lastUnknownLink = f.LinkType
-		why = fmt.Sprintf("%s %d", why, f.LinkType)
+		if a.UnsupportedLinks == nil {
+			a.UnsupportedLinks = map[int]uint64{}
+		}
+		a.UnsupportedLinks[f.LinkType]++
+		return
 	}
 	if a.Malformed == nil {
 		a.Malformed = map[string]uint64{}
@@ -389,6 +398,9 @@ func (a *Analyzer) tcp(d *Dir, p *packet.Packet, ts int64, mtu int, whole bool) 
 		}
 		a.windowLimited(d, rev, ts, segSize)
 		d.graph(ts, t.Seq+t.PayloadLen-d.isn, t.PayloadLen, retrans, a)
+	}
+	if t.Flags&packet.FIN != 0 {
+		d.sawFIN, d.finEnd = true, t.Seq+t.PayloadLen+1
 	}
 	if t.Flags&packet.ACK != 0 {
 		d.ack(t.Ack, t.Window, t.PayloadLen > 0 || t.Flags&(packet.SYN|packet.FIN|packet.RST) != 0, ts, rev)

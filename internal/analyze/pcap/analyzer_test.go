@@ -320,9 +320,21 @@ func TestMalformedFrameIsCountedAndSkipped(t *testing.T) {
 	if !strings.Contains(text.String(), "1 malformed frame skipped (IP header 1): #5 IP header length or version invalid") {
 		t.Fatalf("text report:\n%s", text.String())
 	}
-	r, _ = capture.Open(bytes.NewReader(pcapOf(binary.LittleEndian, false, 147, frames[0])))
-	if err := New(Options{}).Run(r); err == nil || !strings.Contains(err.Error(), "unsupported link type 147 (supported: ") {
+	r, _ = capture.Open(bytes.NewReader(pcapOf(binary.LittleEndian, false, 147, frames[0], frames[1])))
+	a = New(Options{})
+	err := a.Run(r)
+	if err == nil || !strings.Contains(err.Error(), "unsupported link type 147 (supported: ") {
 		t.Fatalf("err %v", err)
+	}
+	// Frames of a link type not read are not malformed, and the capture
+	// is not damaged: it says so.
+	text.Reset()
+	rep = a.Report("t.pcap", r.Format, err)
+	rep.WriteText(&text)
+	if rep.Capture.Malformed != 0 || strings.Contains(text.String(), "damaged") ||
+		!strings.Contains(text.String(), "2 frames of unsupported link type 147 skipped") ||
+		!strings.Contains(text.String(), "nothing was analyzed") {
+		t.Fatalf("report of an unsupported link type:\n%s", text.String())
 	}
 	if _, err := capture.Open(bytes.NewReader([]byte("not a capture at all"))); err == nil || !strings.Contains(err.Error(), "not a pcap or pcapng capture: it starts with 0x6e6f7420") {
 		t.Fatalf("err %v", err)
@@ -559,5 +571,109 @@ func TestEveryCaptureFindingHasConfidenceAndConfirm(t *testing.T) {
 		if !seen[id] {
 			t.Errorf("the report made no %s finding: the test covers less than it says", id)
 		}
+	}
+}
+
+// A short flow is drawn, from its first packet: slow start is in the graph.
+func TestGraphsDrawShortFlowsFromTheirFirstPacket(t *testing.T) {
+	a := New(Options{Graphs: true})
+	base := int64(1e18)
+	// Another flow first, so the short one starts later in the capture.
+	addTCP(t, a, base, "10.0.0.9", "10.0.0.2", 9, 2, 1, 0, 100, false, 1)
+	var seq uint32 = 1000
+	for i := range 10 {
+		ts := base + int64(time.Second) + int64(i)*int64(time.Millisecond)
+		addTCP(t, a, ts, "10.0.0.1", "10.0.0.2", 1, 2, seq, 0, 1448, false, uint64(2*i+2))
+		addTCP(t, a, ts+500, "10.0.0.2", "10.0.0.1", 2, 1, 1, seq+1448, 0, true, uint64(2*i+3))
+		seq += 1448
+	}
+	var short *FlowGraph
+	graphs := a.Graphs(8)
+	for i := range graphs {
+		if strings.HasPrefix(graphs[i].Title, "10.0.0.1:1 -> ") {
+			short = &graphs[i]
+		}
+	}
+	if short == nil {
+		t.Fatalf("the 14 KB flow is not drawn: %d graphs", len(graphs))
+	}
+	if p := short.Points[0]; !p.HasData || p.T < 0.999 || p.T > 1.001 || p.SeqMin != 0 {
+		t.Errorf("the graph does not start at the flow's first packet (1 s, sequence 0): %+v", p)
+	}
+}
+
+// Past maxSeries, a flow that outgrows the smallest graphed one takes its
+// place and says from when it is drawn.
+func TestGraphsKeepTheBusiestFlowsWithinTheirBound(t *testing.T) {
+	a := New(Options{Graphs: true})
+	base := int64(1e18)
+	n := uint64(1)
+	for i := range maxSeries {
+		addTCP(t, a, base+int64(i), "10.0.1.1", "10.0.0.2", uint16(1000+i), 2, 1, 0, 100, false, n)
+		n++
+	}
+	// Three small packets stay below twice the smallest (100 bytes); the
+	// fourth passes it.
+	var seq uint32 = 1
+	for i := range 20 {
+		size := uint32(1448)
+		if i < 3 {
+			size = 50
+		}
+		addTCP(t, a, base+int64(time.Second)+int64(i)*int64(time.Millisecond), "10.0.0.1", "10.0.0.2", 1, 2, seq, 0, size, false, n)
+		n++
+		seq += size
+	}
+	graphs := a.Graphs(1)
+	if len(graphs) != 1 || !strings.HasPrefix(graphs[0].Title, "10.0.0.1:1 -> ") || !strings.Contains(graphs[0].Title, "drawn from 1.003 s") {
+		t.Fatalf("the busiest flow, 65th to start, is not drawn from when it took a place: %+v", graphs)
+	}
+	if len(a.graphed) != maxSeries {
+		t.Errorf("%d series, want at most %d", len(a.graphed), maxSeries)
+	}
+}
+
+// Data the receiver acknowledged that the capture never held is missed
+// data, as tcptrace reports it: a segment inside the flow and its last one,
+// dropped by the capture; the FIN's sequence number is no data.
+func TestMissedDataIsWhatWasAcknowledgedButNeverCaptured(t *testing.T) {
+	a := New(Options{})
+	base := int64(1e18)
+	frame := func(n uint64, src, dst string, sport, dport uint16, seq, ack, payload uint32, fin bool) {
+		ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Flags: layers.IPv4DontFragment, Protocol: layers.IPProtocolTCP,
+			SrcIP: net.ParseIP(src).To4(), DstIP: net.ParseIP(dst).To4()}
+		tcp := &layers.TCP{SrcPort: layers.TCPPort(sport), DstPort: layers.TCPPort(dport), Seq: seq, Ack: ack, ACK: true, FIN: fin, Window: 65535}
+		buf := gopacket.NewSerializeBuffer()
+		eth := &layers.Ethernet{SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, EthernetType: layers.EthernetTypeIPv4}
+		if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true}, eth, ip, tcp, gopacket.Payload(make([]byte, payload))); err != nil {
+			t.Fatal(err)
+		}
+		a.Add(capture.Frame{Number: n, TimeNs: base + int64(n)*int64(time.Millisecond), LinkType: 1, WireLen: len(buf.Bytes()), Data: buf.Bytes()})
+	}
+	n := uint64(1)
+	for i := range uint32(10) {
+		seq := 1000 + i*1000
+		if i != 3 && i != 9 { // what the capture dropped
+			frame(n, "10.0.0.1", "10.0.0.2", 1, 2, seq, 1, 1000, false)
+		}
+		frame(n+1, "10.0.0.2", "10.0.0.1", 2, 1, 1, seq+1000, 0, false)
+		n += 2
+	}
+	frame(n, "10.0.0.1", "10.0.0.2", 1, 2, 11000, 1, 0, true)
+	frame(n+1, "10.0.0.2", "10.0.0.1", 2, 1, 1, 11001, 0, false)
+	r := a.Report("drops", "pcap", nil)
+	f := busiest(t, r)
+	if f.TCP.MissedBytes != 2000 || f.PayloadBytes != 8000 || f.TCP.Retransmissions != 0 {
+		t.Errorf("missed %d bytes of %d captured, %d retransmissions; want 2000 missed of 8000, none resent", f.TCP.MissedBytes, f.PayloadBytes, f.TCP.Retransmissions)
+	}
+	if len(r.Notes) == 0 || !strings.Contains(strings.Join(r.Notes, " "), "missed data") {
+		t.Errorf("the report does not say the capture missed data: %q", r.Notes)
+	}
+	var text strings.Builder
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "missed 2.0 kB (acknowledged, never captured)") {
+		t.Errorf("the flow's line does not say what it missed:\n%s", text.String())
 	}
 }

@@ -38,15 +38,23 @@ type Dir struct {
 	Encap                uint8
 
 	// TCP, from this direction's SYN.
-	SYNTime   int64
-	MSS       uint16
-	WScale    int8
-	SACKOK    bool
-	sawSYN    bool
-	isn       uint32
-	maxEnd    uint32
-	haveData  bool
-	holes     []hole
+	SYNTime  int64
+	MSS      uint16
+	WScale   int8
+	SACKOK   bool
+	sawSYN   bool
+	isn      uint32
+	maxEnd   uint32
+	haveData bool
+	holes    []hole
+	// holesForgotten is the bytes of holes dropped past maxHoles, counted
+	// as missed: a flow with that many gaps lost the capture's packets.
+	holesForgotten uint64
+	// finEnd is the sequence after this direction's FIN, which an ACK
+	// covers without any data.
+	finEnd    uint32
+	sawFIN    bool
+	maxAck    uint32 // the highest ACK this direction sent
 	Retrans   uint64 // retransmitted packets
 	RetransSg uint64 // retransmitted segments (MSS units, as the kernel counts them)
 	OutOfOrd  uint64
@@ -146,10 +154,38 @@ func (d *Dir) tcpData(seq, length, mss uint32) (retransmitted bool) {
 
 func (d *Dir) addHole(from, to uint32) {
 	if len(d.holes) == maxHoles {
+		d.holesForgotten += uint64(d.holes[0].to - d.holes[0].from)
 		copy(d.holes, d.holes[1:])
 		d.holes = d.holes[:maxHoles-1]
 	}
 	d.holes = append(d.holes, hole{from, to})
+}
+
+// missed is the data the peer acknowledged that the capture never held:
+// what its highest ACK covers beyond the highest data seen, and the gaps
+// below it never filled (tcptrace's "missed data"). A capture that dropped
+// packets (tcpdump's "dropped by kernel") shows it.
+func (d *Dir) missed() uint64 {
+	if !d.haveData || d.rev == nil || !d.rev.haveAck {
+		return 0
+	}
+	acked := d.rev.maxAck
+	if d.sawFIN && !seqLess(acked, d.finEnd) {
+		acked = d.finEnd - 1 // the FIN's sequence number holds no data
+	}
+	n := d.holesForgotten
+	if seqLess(d.maxEnd, acked) {
+		n += uint64(acked - d.maxEnd)
+	}
+	for _, h := range d.holes {
+		switch {
+		case !seqLess(acked, h.to):
+			n += uint64(h.to - h.from)
+		case seqLess(h.from, acked):
+			n += uint64(acked - h.from)
+		}
+	}
+	return n
 }
 
 // fillsHole says whether [seq, end) lies in a gap never seen before, and
@@ -190,6 +226,9 @@ func (d *Dir) ack(ack uint32, win uint16, hasData bool, ts int64, peer *Dir) {
 	if !d.haveAck || seqLess(d.lastAck, ack) {
 		peer.sample(ack, ts)
 		peer.ackSeen = ts
+	}
+	if !d.haveAck || seqLess(d.maxAck, ack) {
+		d.maxAck = ack
 	}
 	d.haveAck, d.lastAck, d.lastWin = true, ack, win
 }

@@ -2,6 +2,7 @@ package pcap
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/skbtrace/skbtrace/internal/finding"
+	"github.com/skbtrace/skbtrace/internal/packet"
 	"github.com/skbtrace/skbtrace/internal/units"
 )
 
@@ -42,6 +44,8 @@ type CaptureInfo struct {
 	Malformed       uint64            `json:"malformed_frames,omitempty"`
 	MalformedByPart map[string]uint64 `json:"malformed_by_header,omitempty"`
 	MalformedFirst  []MalformedFrame  `json:"malformed_first,omitempty"`
+	// UnsupportedLinks counts the frames of link types not read, by type.
+	UnsupportedLinks map[int]uint64 `json:"unsupported_link_frames,omitempty"`
 	// Error is set when the capture is damaged: everything before it was analyzed.
 	Error string `json:"error,omitempty"`
 }
@@ -95,8 +99,11 @@ type FragReport struct {
 
 // TCPReport is what TCP's headers tell about a direction.
 type TCPReport struct {
-	Retransmissions    uint64    `json:"retransmissions"`
-	RetransmittedSegs  uint64    `json:"retransmitted_segments"`
+	Retransmissions   uint64 `json:"retransmissions"`
+	RetransmittedSegs uint64 `json:"retransmitted_segments"`
+	// MissedBytes is data the peer acknowledged that the capture never
+	// held: packets the capture dropped, or lost before it.
+	MissedBytes        uint64    `json:"missed_bytes"`
 	OutOfOrder         uint64    `json:"out_of_order"`
 	DupAcks            uint64    `json:"duplicate_acks_sent"`
 	ZeroWindows        uint64    `json:"zero_windows_advertised"`
@@ -167,12 +174,30 @@ func (a *Analyzer) Report(file, format string, readErr error) *Report {
 	if a.Last > a.First {
 		r.Capture.Seconds = float64(a.Last-a.First) / 1e9
 	}
-	if readErr != nil {
+	switch {
+	case errors.Is(readErr, packet.ErrLinkType):
+		r.Capture.Error = readErr.Error()
+		r.Notes = append(r.Notes, "every frame has a link type this analysis does not read ("+readErr.Error()+"): nothing was analyzed")
+	case readErr != nil:
 		r.Capture.Error = readErr.Error()
 		r.Notes = append(r.Notes, "the capture is damaged: "+readErr.Error()+"; everything before it was analyzed")
 	}
+	r.Capture.UnsupportedLinks = a.UnsupportedLinks
+	var missed uint64
+	var short int
 	for _, d := range a.Flows() {
-		r.Flows = append(r.Flows, a.flowReport(d))
+		f := a.flowReport(d)
+		if f.TCP != nil && f.TCP.MissedBytes > 0 {
+			missed += f.TCP.MissedBytes
+			short++
+		}
+		r.Flows = append(r.Flows, f)
+	}
+	if missed > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%s that %d TCP flow directions had acknowledged is not in the capture (missed data): "+
+			"their byte counts and rates are short of what they moved; the capture dropped packets (tcpdump's \"dropped by kernel\": "+
+			"a larger -B buffer, a snaplen such as -s 128, or writing to a faster disk helps) or they were lost before its capture point",
+			units.Bytes(missed), short))
 	}
 	for _, o := range a.outerOrder {
 		if o.IPID.Packets > 0 {
@@ -219,6 +244,7 @@ func (a *Analyzer) flowReport(d *Dir) FlowReport {
 			WScale: d.WScale, SACK: d.SACKOK, Handshake: d.sawSYN,
 			RTT: RTTReport{Samples: d.RTT.Count, MinUs: d.RTT.Min, AvgUs: d.RTT.Avg(), P50Us: d.RTT.Quantile(0.5), P99Us: d.RTT.Quantile(0.99)}}
 		t.AckToDataP50us = d.AckToData.Quantile(0.5)
+		t.MissedBytes = d.missed()
 		t.DupAcks = d.rev.DupAcks
 		t.ZeroWindows, t.ZeroWindowSeconds = d.rev.ZeroWindows, float64(d.rev.ZeroWindowNs)/1e9
 		if d.Last > d.First {
@@ -317,6 +343,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, ", %d filtered out", c.Filtered)
 	}
 	b.WriteString("\n")
+	for _, link := range slices.Sorted(maps.Keys(c.UnsupportedLinks)) {
+		fmt.Fprintf(&b, "%d frames of unsupported link type %d skipped (supported: %s)\n", c.UnsupportedLinks[link], link, packet.SupportedLinks)
+	}
 	if c.Malformed > 0 {
 		noun := "frames"
 		if c.Malformed == 1 {
@@ -356,6 +385,9 @@ func (r *Report) WriteText(w io.Writer) error {
 				t.Retransmissions, t.RetransmittedSegs, t.OutOfOrder, t.DupAcks, t.WindowLimitedShare*100)
 			if t.ZeroWindows > 0 {
 				fmt.Fprintf(&b, ", %d zero windows back (%.3f s)", t.ZeroWindows, t.ZeroWindowSeconds)
+			}
+			if t.MissedBytes > 0 {
+				fmt.Fprintf(&b, ", missed %s (acknowledged, never captured)", units.Bytes(t.MissedBytes))
 			}
 			b.WriteString("\n")
 			if t.RTT.Samples > 0 {

@@ -28,19 +28,16 @@ type bin struct {
 
 const maxBins = 1024
 
-// graphThreshold is the payload after which a flow direction gets a series.
-const graphThreshold = 256 << 10
+// A direction outgrows the smallest graphed one, and takes its series, at
+// twice its payload: two flows of about one size do not trade places.
+const evictRatio = 2
 
 func (d *Dir) graph(ts int64, seqEnd, payload uint32, retrans bool, a *Analyzer) {
 	if !a.opts.Graphs {
 		return
 	}
-	if d.series == nil {
-		if d.PayloadBytes < graphThreshold || a.series >= maxSeries {
-			return
-		}
-		a.series++
-		d.series = &series{start: d.First, width: 1e6}
+	if d.series == nil && !a.startSeries(d, ts) {
+		return
 	}
 	b := d.series.at(ts)
 	if !b.used || seqLess(seqEnd-payload, b.seqMin) {
@@ -57,6 +54,36 @@ func (d *Dir) graph(ts int64, seqEnd, payload uint32, retrans bool, a *Analyzer)
 		b.retrans++
 		b.retransSeq = seqEnd - payload
 	}
+}
+
+// startSeries gives d a series: from its first packet while fewer than
+// maxSeries directions have one, else from now in place of the smallest
+// when d has outgrown it.
+func (a *Analyzer) startSeries(d *Dir, ts int64) bool {
+	if len(a.graphed) < maxSeries {
+		d.series = &series{start: d.First, width: 1e6}
+		a.graphed = append(a.graphed, d)
+		return true
+	}
+	// Graphed directions only grow: below the last floor is below it now,
+	// and the scan runs only when a direction passes it.
+	if d.PayloadBytes < a.graphFloor {
+		return false
+	}
+	smallest := 0
+	for i, g := range a.graphed {
+		if g.PayloadBytes < a.graphed[smallest].PayloadBytes {
+			smallest = i
+		}
+	}
+	a.graphFloor = evictRatio * a.graphed[smallest].PayloadBytes
+	if d.PayloadBytes < a.graphFloor {
+		return false
+	}
+	a.graphed[smallest].series = nil
+	a.graphed[smallest] = d
+	d.series = &series{start: ts, width: 1e6}
+	return true
 }
 
 func (s *series) ackAt(ts int64, ack, window uint32, sack bool) {
@@ -157,6 +184,9 @@ func (a *Analyzer) Graphs(n int) []FlowGraph {
 			continue
 		}
 		g := FlowGraph{Title: fmt.Sprintf("%s -> %s", d.Key.Src, d.Key.Dst)}
+		if s.start > d.First {
+			g.Title += fmt.Sprintf(" (drawn from %.3f s: it outgrew a flow among the %d kept before it)", float64(s.start-a.First)/1e9, maxSeries)
+		}
 		width := float64(s.width) / 1e9
 		base := float64(s.start-a.First) / 1e9
 		for i, b := range s.bins {

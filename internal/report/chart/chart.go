@@ -382,21 +382,25 @@ func Axis(b *strings.Builder, title, yLabel string, x0, x1, y0, y1 float64, h in
 	return f.x, f.y
 }
 
-// path is the d attribute of a line through pts, broken at NaN.
+// path is the d attribute of a line through pts, broken at NaN. A point
+// alone between gaps (a bursty flow's bin) is a short tick: a move alone
+// draws nothing.
 func path(f frame, pts []Point, y0, y1 float64) string {
 	var d strings.Builder
-	pen := false
-	for _, p := range pts {
+	for i, p := range pts {
 		if math.IsNaN(p.Y) {
-			pen = false
 			continue
 		}
-		cmd := "L"
-		if !pen {
-			cmd = "M"
+		x, y := f.x(p.X), f.y(clamp(p.Y, y0, y1))
+		after := i+1 < len(pts) && !math.IsNaN(pts[i+1].Y)
+		switch {
+		case i > 0 && !math.IsNaN(pts[i-1].Y):
+			fmt.Fprintf(&d, "L%.1f %.1f ", x, y)
+		case after:
+			fmt.Fprintf(&d, "M%.1f %.1f ", x, y)
+		default:
+			fmt.Fprintf(&d, "M%.1f %.1f h3 ", x-1.5, y)
 		}
-		fmt.Fprintf(&d, "%s%.1f %.1f ", cmd, f.x(p.X), f.y(clamp(p.Y, y0, y1)))
-		pen = true
 	}
 	return strings.TrimSpace(d.String())
 }

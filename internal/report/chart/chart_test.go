@@ -75,3 +75,13 @@ func TestLabelsAreEscaped(t *testing.T) {
 		t.Error("a title or series name reached the SVG unescaped")
 	}
 }
+
+// A value alone between gaps is drawn as a tick: a move alone draws nothing.
+func TestLonePointsAreDrawn(t *testing.T) {
+	f := frame{0, 10, 0, 10, 200}
+	nan := math.NaN()
+	d := path(f, []Point{{0, nan}, {1, 5}, {2, nan}, {3, 4}, {4, 6}, {5, nan}}, 0, 10)
+	if strings.Count(d, "h3") != 1 || strings.Count(d, "M") != 2 || strings.Count(d, "L") != 1 {
+		t.Errorf("path %q: want one tick for the lone point and one segment for the pair", d)
+	}
+}
