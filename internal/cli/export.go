@@ -109,7 +109,7 @@ can be read leaves an earlier FILE and DIR as they were.`,
 				return err
 			}
 			if rerr != nil {
-				return fmt.Errorf("%w (exported the %d events before it)", rerr, sum.Matched)
+				return fmt.Errorf("%w (exported the %d events %s)", rerr, sum.Matched, readPart(rerr))
 			}
 			return nil
 		},

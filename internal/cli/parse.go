@@ -96,6 +96,16 @@ func replayFiles(tf *traceFiles, filter *event.Filter, sum *analyze.Summary, fn 
 	return read, err
 }
 
+// readPart says what a damaged trace's results cover: the events before
+// the damage, or those of every intact block when reading resumed past it.
+func readPart(err error) string {
+	var ferr *trace.FormatError
+	if errors.As(err, &ferr) && ferr.Resumed > 0 {
+		return "of the intact blocks"
+	}
+	return "before it"
+}
+
 // isDamage tells a damaged trace, after which results cover what came before, from other failures.
 func isDamage(err error) bool {
 	var ferr *trace.FormatError
@@ -148,7 +158,7 @@ func parseTraces(tf *traceFiles, stdout, stderr io.Writer, filter *event.Filter,
 	}
 	printSummary(stderr, sum, read, len(tf.ins))
 	if isDamage(rerr) {
-		return fmt.Errorf("%w (every event before it was printed)", rerr)
+		return fmt.Errorf("%w (every event %s was printed)", rerr, readPart(rerr))
 	}
 	return rerr
 }

@@ -68,7 +68,7 @@ softirq time), drops by reason and location, and lost events.`,
 					damage = rerr.Error()
 				}
 				if err := writeFile(htmlOut, e.stdout, func(w io.Writer) error {
-					return report.WriteStatHTML(w, sum, series.Build(sum.Names.NetnsName), text.String(), damage)
+					return report.WriteStatHTML(w, sum, st, series.Build(sum.Names.NetnsName), text.String(), damage)
 				}); err != nil {
 					return err
 				}
@@ -84,7 +84,7 @@ softirq time), drops by reason and location, and lost events.`,
 				return fmt.Errorf("writing output: %w", err)
 			}
 			if rerr != nil {
-				return fmt.Errorf("%w (the summary covers everything before it)", rerr)
+				return fmt.Errorf("%w (the summary covers every event %s)", rerr, readPart(rerr))
 			}
 			return nil
 		},

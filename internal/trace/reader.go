@@ -16,14 +16,27 @@ type Record struct {
 	Offset int64 // file offset of the record header
 }
 
-// FormatError says where and how a trace is damaged.
+// FormatError says where and how a trace is damaged. A reader that found
+// an intact block after the damage read on from it: Resumed is that
+// block's offset, Skipped the bytes passed over (their records are lost),
+// More the damaged spans after this one.
 type FormatError struct {
-	Offset int64
-	Msg    string
+	Offset  int64
+	Msg     string
+	Resumed int64
+	Skipped int64
+	More    int
 }
 
 func (e *FormatError) Error() string {
-	return fmt.Sprintf("trace damaged at offset %d: %s", e.Offset, e.Msg)
+	msg := fmt.Sprintf("trace damaged at offset %d: %s", e.Offset, e.Msg)
+	if e.Resumed > 0 {
+		msg += fmt.Sprintf("; read on from the next intact block at offset %d (%d bytes skipped, their events lost)", e.Resumed, e.Skipped)
+	}
+	if e.More > 0 {
+		msg += fmt.Sprintf("; %d more damaged spans after it", e.More)
+	}
+	return msg
 }
 
 // TruncatedError is returned when the trace ends inside a block, as after a
@@ -48,6 +61,12 @@ type Reader struct {
 	blockOff  int64
 	pos       int
 	remaining uint32
+
+	// damage is the first damaged block, reported at the end once every
+	// intact block after it was read; lost says reading since the last
+	// damage has not yet found an intact block.
+	damage *FormatError
+	lost   bool
 }
 
 // NewReader reads and checks the header.
@@ -56,24 +75,24 @@ func NewReader(in io.Reader) (*Reader, error) {
 	fixed := make([]byte, fileHeaderFixedLen)
 	if n, err := io.ReadFull(r.r, fixed); err != nil {
 		if n == 0 && errors.Is(err, io.EOF) {
-			return nil, &FormatError{0, "empty input, not a skbtrace file"}
+			return nil, &FormatError{Offset: 0, Msg: "empty input, not a skbtrace file"}
 		}
-		return nil, &FormatError{int64(n), "input ends inside the file header"}
+		return nil, &FormatError{Offset: int64(n), Msg: "input ends inside the file header"}
 	}
 	o, n, err := parseHeaderFixed(fixed)
 	if err != nil {
-		return nil, &FormatError{0, err.Error()}
+		return nil, &FormatError{Offset: 0, Msg: err.Error()}
 	}
 	rest := make([]byte, n+4)
 	if _, err := io.ReadFull(r.r, rest); err != nil {
-		return nil, &FormatError{fileHeaderFixedLen, "input ends inside the file header"}
+		return nil, &FormatError{Offset: fileHeaderFixedLen, Msg: "input ends inside the file header"}
 	}
 	sum := crc32.Update(crc32.Checksum(fixed, castagnoli), castagnoli, rest[:n])
 	if sum != o.Uint32(rest[n:]) {
-		return nil, &FormatError{0, "file header fails its checksum"}
+		return nil, &FormatError{Offset: 0, Msg: "file header fails its checksum"}
 	}
 	if err := r.Header.unmarshalBody(o, rest[:n]); err != nil {
-		return nil, &FormatError{fileHeaderFixedLen, err.Error()}
+		return nil, &FormatError{Offset: fileHeaderFixedLen, Msg: err.Error()}
 	}
 	r.order = o
 	r.off = int64(fileHeaderFixedLen + len(rest))
@@ -88,9 +107,35 @@ func (r *Reader) Offset() int64 { return r.off }
 
 // Next returns the next record; io.EOF at a clean end, *TruncatedError for a
 // torn tail and *FormatError for damage. Records before an error were valid.
+// A damaged block (a flipped byte fails its checksum) costs only itself:
+// Next reads on from the next intact block and returns the damage, with
+// where it resumed, at the end of the input.
 func (r *Reader) Next() (Record, error) {
 	for r.remaining == 0 {
-		if err := r.readBlock(); err != nil {
+		err := r.readBlock()
+		var ferr *FormatError
+		switch {
+		case err == nil:
+			if r.lost {
+				r.lost = false
+				if r.damage.Resumed == 0 {
+					r.damage.Resumed, r.damage.Skipped = r.blockOff, r.blockOff-r.damage.Offset
+				}
+			}
+		case errors.As(err, &ferr):
+			if r.damage == nil {
+				r.damage = ferr
+			} else if !r.lost {
+				r.damage.More++
+			}
+			r.lost = true
+			if !r.seekBlock() {
+				return Record{}, r.damage
+			}
+		case r.damage != nil:
+			// The end, or a torn tail, after damage: the damage is the news.
+			return Record{}, r.damage
+		default:
 			return Record{}, err
 		}
 	}
@@ -101,7 +146,7 @@ func (r *Reader) Next() (Record, error) {
 	r.pos += n
 	r.remaining--
 	if r.remaining == 0 && r.pos != len(r.block) {
-		return Record{}, &FormatError{rec.Offset, "block holds more bytes than its records"}
+		return Record{}, &FormatError{Offset: rec.Offset, Msg: "block holds more bytes than its records"}
 	}
 	return rec, nil
 }
@@ -110,12 +155,12 @@ func (r *Reader) Next() (Record, error) {
 // and says how many bytes it takes.
 func nextRecord(o ByteOrder, rest []byte, off int64) (Record, int, error) {
 	if len(rest) < recordHeaderLen {
-		return Record{}, 0, &FormatError{off, "record header overruns its block"}
+		return Record{}, 0, &FormatError{Offset: off, Msg: "record header overruns its block"}
 	}
 	typ := o.Uint16(rest)
 	n := int(o.Uint32(rest[4:]))
 	if n < recordHeaderLen || align(n) > len(rest) {
-		return Record{}, 0, &FormatError{off, fmt.Sprintf("record length %d does not fit its block", n)}
+		return Record{}, 0, &FormatError{Offset: off, Msg: fmt.Sprintf("record length %d does not fit its block", n)}
 	}
 	return Record{Type: typ, Body: rest[recordHeaderLen:n], Offset: off}, align(n), nil
 }
@@ -124,15 +169,15 @@ func nextRecord(o ByteOrder, rest []byte, off int64) (Record, int, error) {
 // its payload length, checksum and record count.
 func checkBlockHeader(o ByteOrder, hdr []byte, start int64) (size, sum, count uint32, err error) {
 	if string(hdr[:4]) != blockMagic {
-		return 0, 0, 0, &FormatError{start, fmt.Sprintf("no block starts here (found %q)", hdr[:4])}
+		return 0, 0, 0, &FormatError{Offset: start, Msg: fmt.Sprintf("no block starts here (found %q)", hdr[:4])}
 	}
 	size = o.Uint32(hdr[4:])
 	if size > MaxBlockPayload || size%recordAlign != 0 {
-		return 0, 0, 0, &FormatError{start, fmt.Sprintf("block length %d is invalid", size)}
+		return 0, 0, 0, &FormatError{Offset: start, Msg: fmt.Sprintf("block length %d is invalid", size)}
 	}
 	count = o.Uint32(hdr[12:])
 	if count == 0 {
-		return 0, 0, 0, &FormatError{start, "block holds no records"}
+		return 0, 0, 0, &FormatError{Offset: start, Msg: "block holds no records"}
 	}
 	return size, o.Uint32(hdr[8:]), count, nil
 }
@@ -142,7 +187,7 @@ func checkBlockHeader(o ByteOrder, hdr []byte, start int64) (size, sum, count ui
 // the flight recorder, the agent) reads it in place. Bodies alias block.
 func BlockRecords(o ByteOrder, block []byte, fn func(Record) error) error {
 	if len(block) < blockHeaderLen {
-		return &FormatError{0, "block shorter than its header"}
+		return &FormatError{Offset: 0, Msg: "block shorter than its header"}
 	}
 	size, sum, count, err := checkBlockHeader(o, block, 0)
 	if err != nil {
@@ -150,10 +195,10 @@ func BlockRecords(o ByteOrder, block []byte, fn func(Record) error) error {
 	}
 	payload := block[blockHeaderLen:]
 	if int(size) != len(payload) {
-		return &FormatError{0, fmt.Sprintf("block of %d bytes says it holds %d", len(payload), size)}
+		return &FormatError{Offset: 0, Msg: fmt.Sprintf("block of %d bytes says it holds %d", len(payload), size)}
 	}
 	if crc32.Checksum(payload, castagnoli) != sum {
-		return &FormatError{0, "block fails its checksum"}
+		return &FormatError{Offset: 0, Msg: "block fails its checksum"}
 	}
 	pos := 0
 	for i := uint32(0); i < count; i++ {
@@ -167,9 +212,25 @@ func BlockRecords(o ByteOrder, block []byte, fn func(Record) error) error {
 		}
 	}
 	if pos != len(payload) {
-		return &FormatError{0, "block holds more bytes than its records"}
+		return &FormatError{Offset: 0, Msg: "block holds more bytes than its records"}
 	}
 	return nil
+}
+
+// seekBlock moves to the next place a block's magic appears, and says
+// whether one does before the end of the input.
+func (r *Reader) seekBlock() bool {
+	for {
+		b, err := r.r.Peek(len(blockMagic))
+		if err != nil {
+			return false
+		}
+		if string(b) == blockMagic {
+			return true
+		}
+		r.r.Discard(1)
+		r.off++
+	}
 }
 
 func (r *Reader) readBlock() error {
@@ -203,7 +264,7 @@ func (r *Reader) readBlock() error {
 		return fmt.Errorf("reading trace at offset %d: %w", r.off, err)
 	}
 	if crc32.Checksum(r.block, castagnoli) != sum {
-		return &FormatError{start, "block fails its checksum"}
+		return &FormatError{Offset: start, Msg: "block fails its checksum"}
 	}
 	r.remaining = count
 	r.blockOff = start

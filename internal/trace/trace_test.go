@@ -42,28 +42,41 @@ func writeTrace(t testing.TB, o ByteOrder, n, perBlock int) []byte {
 	return buf.Bytes()
 }
 
+// readAll reads a trace written by writeTrace and says how many records
+// it read.
 func readAll(t testing.TB, data []byte) (int, error) {
 	t.Helper()
 	r, err := NewReader(bytes.NewReader(data))
 	if err != nil {
 		return 0, err
 	}
-	n := 0
+	n, skipped := 0, 0
 	for {
 		rec, err := r.Next()
 		if errors.Is(err, io.EOF) {
-			return n, nil
+			return n - skipped, nil
 		}
 		if err != nil {
-			return n, err
+			return n - skipped, err
 		}
-		want := bytes.Repeat([]byte{byte(n)}, 1+n%37)
-		if rec.Type != uint16(1+n%3) || !bytes.Equal(rec.Body, want) {
-			t.Fatalf("record %d: type %d body %x, want type %d body %x", n, rec.Type, rec.Body, 1+n%3, want)
+		// Past a damaged block the reader resumes at a later record: the
+		// next that fits is taken, in order, as writeTrace numbered them.
+		i := n
+		for ; i < n+maxSkipped; i++ {
+			if rec.Type == uint16(1+i%3) && bytes.Equal(rec.Body, bytes.Repeat([]byte{byte(i)}, 1+i%37)) {
+				break
+			}
 		}
-		n++
+		if i == n+maxSkipped {
+			t.Fatalf("record after %d: type %d body %x is none writeTrace wrote next", n, rec.Type, rec.Body)
+		}
+		skipped += i - n
+		n = i + 1
 	}
 }
+
+// maxSkipped bounds the records a damaged block may take with it in these tests.
+const maxSkipped = 300
 
 func TestRoundTripBothByteOrders(t *testing.T) {
 	for _, o := range []ByteOrder{binary.LittleEndian, binary.BigEndian} {
@@ -310,5 +323,36 @@ func TestSampleRecordRoundTrips(t *testing.T) {
 	got, err := DecodeSample(r.ByteOrder(), rec.Body)
 	if err != nil || got.Share != want.Share || got.Interval != want.Interval || strings.Join(got.Families, ",") != "dev_xmit,sock_io" {
 		t.Fatalf("%+v %v", got, err)
+	}
+}
+
+// A flipped byte costs its block only: the reader reads on from the next
+// intact block and reports the damage, and where it resumed, at the end.
+func TestDamagedBlockCostsOnlyItself(t *testing.T) {
+	data := writeTrace(t, binary.LittleEndian, 300, 100) // three blocks
+	r, _ := NewReader(bytes.NewReader(data))
+	var blocks []int64
+	for {
+		if _, err := r.Next(); err != nil {
+			break
+		}
+		if len(blocks) == 0 || blocks[len(blocks)-1] != r.blockOff {
+			blocks = append(blocks, r.blockOff)
+		}
+	}
+	if len(blocks) != 3 {
+		t.Fatalf("%d blocks, want 3", len(blocks))
+	}
+	for name, at := range map[string]int64{"payload": blocks[1] + blockHeaderLen + 40, "magic": blocks[1], "length": blocks[1] + 4} {
+		bad := bytes.Clone(data)
+		bad[at] ^= 0x5a
+		n, err := readAll(t, bad)
+		var fe *FormatError
+		if !errors.As(err, &fe) || fe.Offset != blocks[1] || fe.Resumed != blocks[2] || fe.Skipped != blocks[2]-blocks[1] {
+			t.Errorf("%s: err %v, want damage at %d, resumed at %d", name, err, blocks[1], blocks[2])
+		}
+		if n != 200 {
+			t.Errorf("%s: read %d records, want the 200 of the intact blocks", name, n)
+		}
 	}
 }
