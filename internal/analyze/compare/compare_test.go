@@ -6,12 +6,15 @@ import (
 	"errors"
 	"flag"
 	"math"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/doctor"
+	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/profile"
 )
@@ -292,5 +295,48 @@ func TestChangeFromNothing(t *testing.T) {
 	}
 	if change(0, 0) != 0 || change(2, 1) != -0.5 {
 		t.Error("change is (b-a)/a")
+	}
+}
+
+// Of two doctor reports the headline is what moved the flow: a sender that
+// went from free to sndbuf-bound, not a routine drop beside it.
+func TestReportHeadlineIsTheLimitNotARoutineDrop(t *testing.T) {
+	evidence := func(name string) *doctor.Evidence {
+		b, err := os.ReadFile(filepath.Join("..", "..", "doctor", "testdata", "lab", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev doctor.Evidence
+		if err := json.Unmarshal(b, &ev); err != nil {
+			t.Fatal(err)
+		}
+		return &ev
+	}
+	b := evidence("sndbuf-limited.json")
+	b.Drops = append(b.Drops, doctor.Drop{Reason: "QUEUE_PURGE", Location: "tcp_write_queue_purge+0x1c", Count: 1})
+	r, err := Compare(FromReport("a", doctor.Diagnose(evidence("baseline.json"))), FromReport("b", doctor.Diagnose(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(r.Headline, "QUEUE_PURGE") || len(r.Metrics) == 0 || r.Metrics[0].Name != "send limit sndbuf" {
+		t.Errorf("headline %q, metrics %+v: want the sndbuf share first and no routine drop", r.Headline, r.Metrics)
+	}
+}
+
+// Of a trace, the send limits are the senders': a receiver's socket, all
+// app, is not averaged in.
+func TestTraceLimitsAreTheSenders(t *testing.T) {
+	local, peer := netip.MustParseAddrPort("10.0.0.1:40000"), netip.MustParseAddrPort("10.0.0.2:5201")
+	run := func(sock uint64, l, p netip.AddrPort, r event.SendlimReason, begin, end int64) *event.Event {
+		return &event.Event{Type: event.TypeTCPSendlim, Time: end, Begin: begin, Sendlim: event.TCPSendlim{
+			Socket: event.Socket{Sock: sock, Local: l, Peer: p}, Reason: r, Begin: begin, Cnt: 1}}
+	}
+	st := analyze.NewStat()
+	st.Add(run(0xa, local, peer, event.SendlimSndbuf, 0, 960_000_000))
+	st.Add(run(0xa, local, peer, event.SendlimApp, 960_000_000, 1_000_000_000))
+	st.Add(run(0xb, peer, local, event.SendlimApp, 0, 1_000_000_000))
+	r := FromTrace("t", st, analyze.NewSummary())
+	if got := r.Limits["sndbuf"]; math.Abs(got-0.96) > 0.001 {
+		t.Errorf("sndbuf share %.3f, want the sender's 0.96: %v", got, r.Limits)
 	}
 }

@@ -186,7 +186,11 @@ func FromReport(name string, rep *doctor.Report) *Run {
 		r.Limits[k] /= senderNs
 	}
 	for _, d := range ev.Drops {
-		r.Drops[d.Reason+" at "+d.Location] += d.Count
+		// What the stack drops in normal operation (a closed socket's
+		// queue, old duplicates) is no change between runs.
+		if !event.RoutineDrop(d.Reason, d.Location) {
+			r.Drops[d.Reason+" at "+d.Location] += d.Count
+		}
 	}
 	if ev.Command != nil && len(ev.Command.Argv) > 0 {
 		r.Workload = []string{filepath.Base(ev.Command.Argv[0])}
@@ -230,9 +234,11 @@ func FromTrace(name string, st *analyze.Stat, sum *analyze.Summary) *Run {
 		last = max(last, c.Last)
 		r.TCPBytes += c.BytesAcked
 		r.Retrans += c.RetransSegs
-		for reason, ns := range c.LimitNs() {
-			limitNs[reason] += float64(ns)
-			totalNs += float64(ns)
+		if sends(c) {
+			for reason, ns := range c.LimitNs() {
+				limitNs[reason] += float64(ns)
+				totalNs += float64(ns)
+			}
 		}
 		for _, ep := range []string{c.Local, c.Peer} {
 			if i := strings.LastIndexByte(ep, ':'); i >= 0 && listeningPort.MatchString(ep[i+1:]) {
@@ -269,13 +275,31 @@ func FromTrace(name string, st *analyze.Stat, sum *analyze.Summary) *Run {
 			reason = fmt.Sprint(d.Reason)
 		}
 		loc := sum.Names.Symbol(d.Location)
-		r.Drops[reason+" at "+loc] += d.Count
+		if !event.RoutineDrop(reason, loc) {
+			r.Drops[reason+" at "+loc] += d.Count
+		}
 	}
 	for p := range ports {
 		r.Workload = append(r.Workload, "port "+p)
 	}
 	sort.Strings(r.Workload)
 	return r
+}
+
+// sends says whether a connection sent data: its send limits are a
+// sender's. A receiver's socket only acknowledges, and every decision of it
+// is app (nothing to send), which averaged in would hide the sender's
+// limit. With tcp_rtt the bytes say it; without, a limit other than app.
+func sends(c *analyze.ConnStat) bool {
+	if c.Samples > 0 {
+		return c.BytesAcked > c.BytesReceived
+	}
+	for reason, ns := range c.LimitNs() {
+		if reason != "app" && reason != "ok" && ns > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // listeningPort keeps the well-known and registered ports a service listens
