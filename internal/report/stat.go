@@ -111,10 +111,10 @@ type ConnView struct {
 
 // KernelLimitsView sets the kernel's own accounting (tcp_info) beside the
 // send limits: rwnd-limited beside swnd, sndbuf-limited beside sndbuf, each
-// in µs and as a share of its own account's busy time: tcp_info's chrono
-// (which runs while data waits to be sent), and skbtrace's runs but app
-// (nothing to send). Over one denominator the two spans differ and a share
-// read 146 %.
+// in µs and as a share of one span: the longer of tcp_info's busy time
+// (its chrono runs while data waits to be sent) and skbtrace's runs but app
+// (nothing to send). Over the kernel's busy time alone, skbtrace's sndbuf
+// runs read 146 %.
 type KernelLimitsView struct {
 	BusyUs          uint64  `json:"busy_us"`
 	RwndLimitedUs   uint64  `json:"rwnd_limited_us"`
@@ -148,10 +148,11 @@ func kernelLimits(c *analyze.ConnStat) *KernelLimitsView {
 	}
 	k := &KernelLimitsView{BusyUs: c.KernelBusyUs, RwndLimitedUs: c.KernelRwndUs, SndbufLimitedUs: c.KernelSndbufUs,
 		SwndUs: uint64(limits["swnd"] / 1000), SndbufUs: uint64(limits["sndbuf"] / 1000)}
-	k.RwndShare, k.SndbufShare = min(1, float64(k.RwndLimitedUs)/busy), min(1, float64(k.SndbufLimitedUs)/busy)
-	if runs > 0 {
-		k.SwndShare, k.SkbSndbufShare = float64(limits["swnd"])/float64(runs), float64(limits["sndbuf"])/float64(runs)
-	}
+	// One span for both accounts, the longer: skbtrace's runs can outlast
+	// the kernel's busy time (a run before its chrono started).
+	span := max(busy, float64(runs)/1e3)
+	k.RwndShare, k.SndbufShare = float64(k.RwndLimitedUs)/span, float64(k.SndbufLimitedUs)/span
+	k.SwndShare, k.SkbSndbufShare = float64(limits["swnd"])/1e3/span, float64(limits["sndbuf"])/1e3/span
 	return k
 }
 
@@ -378,7 +379,7 @@ func WriteStatText(w io.Writer, v StatView) error {
 		}
 	}
 	if len(differ) > 0 {
-		fmt.Fprintln(tw, "\nKERNEL ACCOUNTING where it differs (each a share of its own busy time: tcp_info's chrono, skbtrace's runs but app)\nlocal\tpeer\tbusy\trwnd-limited\tskbtrace swnd\tsndbuf-limited\tskbtrace sndbuf")
+		fmt.Fprintln(tw, "\nKERNEL ACCOUNTING where it differs (shares of the longer of tcp_info's busy time and skbtrace's runs but app)\nlocal\tpeer\tbusy\trwnd-limited\tskbtrace swnd\tsndbuf-limited\tskbtrace sndbuf")
 		for _, c := range differ {
 			k := c.Kernel
 			fmt.Fprintf(tw, "%s\t%s\t%.0f ms\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\n", c.Local, c.Peer, float64(k.BusyUs)/1e3,

@@ -14,7 +14,7 @@ import (
 // WriteStatHTML writes a trace's story as one page: the run over time, the
 // recording host's settings, and stat's text summary; damage says where a
 // damaged trace stopped being readable.
-func WriteStatHTML(w io.Writer, sum *analyze.Summary, tl *timeline.Timeline, summaryText, damage string) error {
+func WriteStatHTML(w io.Writer, sum *analyze.Summary, st *analyze.Stat, tl *timeline.Timeline, summaryText, damage string) error {
 	h := sum.Header
 	p := &htmlreport.Page{Title: "skbtrace stat", Timeline: tl, Settings: sum.Settings, Appendix: summaryText, Damage: damage,
 		Generator: "skbtrace " + h.Tool}
@@ -48,7 +48,16 @@ func WriteStatHTML(w io.Writer, sum *analyze.Summary, tl *timeline.Timeline, sum
 		p.Notes = append(p.Notes, "the trace carries no settings (recorded by an older skbtrace)")
 	}
 	if len(tl.Flows) > 0 {
-		p.Ends = []htmlreport.End{{Netns: tl.Flows[0].Netns}}
+		f := tl.Flows[0]
+		p.Ends = []htmlreport.End{{Netns: f.Netns}}
+		// The other end is the socket of the same connection seen from
+		// the peer, where the trace holds it.
+		for _, c := range st.Connections {
+			if ns := sum.Names.NetnsName(c.Netns); c.Local == f.Peer.String() && c.Peer == f.Local.String() && ns != "" && ns != f.Netns {
+				p.Ends = append(p.Ends, htmlreport.End{Netns: ns})
+				break
+			}
+		}
 	}
 	return htmlreport.Write(w, p)
 }

@@ -140,7 +140,13 @@ func TestFlightRecorderKeepsTheSecondsAroundEachLossBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	outside := 0
+	records := map[string]int{}
 	for _, ev := range events {
+		// parse prints the windows and triggers inline, beside the events.
+		if r, ok := ev["record"].(string); ok {
+			records[r]++
+			continue
+		}
 		ts, _ := ev["time"].(string) // seconds.nanoseconds
 		secs, err := strconv.ParseFloat(ts, 64)
 		if err != nil {
@@ -157,6 +163,9 @@ func TestFlightRecorderKeepsTheSecondsAroundEachLossBurst(t *testing.T) {
 	}
 	if outside > 0 || strings.Contains(summary, "missing") {
 		t.Errorf("%d of %d events outside the firings' windows; %s", outside, len(events), summary)
+	}
+	if records["flight_window"] != st.Windows || records["trigger"] != len(st.Triggers) {
+		t.Errorf("parse printed %d window and %d trigger lines; stat counts %d windows and %d triggers", records["flight_window"], records["trigger"], st.Windows, len(st.Triggers))
 	}
 	t.Logf("%d events, %d netfilter drops, %d retransmitted; %s", len(events), netfilter, retrans, strings.TrimSpace(rec.stderr.String()))
 }

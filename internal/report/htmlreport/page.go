@@ -315,8 +315,10 @@ func writeSettings(b *strings.Builder, s *host.Settings, ends []End) {
 	b.WriteString("</section>\n")
 }
 
-// columns are the flow's two ends when known, completed to two with the
-// namespaces that have devices beyond loopback.
+// columns are the flow's ends as known; without any, the first two
+// namespaces with devices beyond loopback. One known end is not completed
+// with another namespace: paired with one the flow never crossed (the
+// host's), every row would read as a difference.
 func columns(s *host.Settings, ends []End) []settingsColumn {
 	var out []settingsColumn
 	taken := map[string]bool{}
@@ -329,7 +331,7 @@ func columns(s *host.Settings, ends []End) []settingsColumn {
 		}
 	}
 	for _, ns := range s.Namespaces {
-		if len(out) >= 2 {
+		if len(out) >= 2 || len(ends) > 0 {
 			break
 		}
 		if taken[ns.Name] {
