@@ -38,7 +38,8 @@ findings ranked by the throughput at stake: kernel events (as root), tcp_info
 of every TCP socket, CPU time per CPU and per process, protocol and device
 counters, offload and buffer settings. Each finding has its evidence, an explanation and the commands that
 fix it (docs/findings.md). The command's own output goes to standard error;
-an iperf3 client gets -J so its result joins the evidence.`,
+it runs as typed, and an iperf3 client's summary (or its JSON, given -J)
+joins the evidence.`,
 		Example: `  skbtrace doctor -- iperf3 -c 10.0.0.2
   skbtrace doctor -d 10 --json -o report.json
   skbtrace doctor -o report.html -- iperf3 -c 10.0.0.2

@@ -740,3 +740,18 @@ func TestBusyCPUWorkOfAProcessThatMovesNoTrafficCompetes(t *testing.T) {
 		t.Errorf("without socket calls no process can be told apart: top %q", got)
 	}
 }
+
+// iperf3's control connection, a few bytes beside its stream, is no
+// application-limited flow of its own.
+func TestControlConnectionIsNotAnAppLimitedFlow(t *testing.T) {
+	ev := &Evidence{Seconds: 10, Flows: []Flow{
+		{Netns: "snd", Local: netip.MustParseAddrPort("10.0.0.1:40000"), Peer: netip.MustParseAddrPort("10.0.0.2:5201"),
+			Seconds: 10, BytesAcked: 1_000_000_000, LimitShares: map[string]float64{"app": 0.9, "cwnd": 0.1}},
+		{Netns: "snd", Local: netip.MustParseAddrPort("10.0.0.1:39998"), Peer: netip.MustParseAddrPort("10.0.0.2:5201"),
+			Seconds: 10, BytesAcked: 400, LimitShares: map[string]float64{"app": 1}},
+	}}
+	fs := appLimited(ev)
+	if len(fs) != 1 || !strings.Contains(fs[0].Title, "10.0.0.1:40000") {
+		t.Errorf("app-limited findings %v, want the stream's alone", fs)
+	}
+}

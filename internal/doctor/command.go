@@ -7,26 +7,31 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 )
 
-// RunCommand runs the observed command with its output going to out. An
-// iperf3 client gets -J (unless it has it) so its result joins the evidence;
-// its JSON still reaches out.
+// RunCommand runs the observed command as typed, its output going to out.
+// An iperf3 client's result joins the evidence, read from what it prints:
+// its summary lines, or its JSON when given -J.
 func RunCommand(ctx context.Context, argv []string, out io.Writer) (*Command, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("no command to run")
 	}
 	iperf := filepath.Base(argv[0]) == "iperf3" && slices.Contains(argv, "-c")
-	args := slices.Clone(argv[1:])
-	if iperf && !slices.Contains(args, "-J") && !slices.Contains(args, "--json") {
-		args = append(args, "-J")
+	if _, ok := out.(*os.File); !ok {
+		// Its stdout and stderr are copied to out at once: a bytes.Buffer
+		// lost one's output to the other's ReadFrom.
+		out = &lockedWriter{w: out}
 	}
 	var captured bytes.Buffer
-	cmd := exec.CommandContext(ctx, argv[0], args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if iperf {
 		cmd.Stdout = io.MultiWriter(out, &captured)
@@ -42,11 +47,108 @@ func RunCommand(ctx context.Context, argv []string, out io.Writer) (*Command, er
 		return nil, fmt.Errorf("running %s: %w", argv[0], err)
 	}
 	if iperf {
-		if r, err := ParseIperf3(captured.Bytes()); err == nil {
+		parse := ParseIperf3
+		if !slices.Contains(argv, "-J") && !slices.Contains(argv, "--json") {
+			parse = func(b []byte) (*Iperf3, error) { return ParseIperf3Text(b, argv) }
+		}
+		if r, err := parse(captured.Bytes()); err == nil {
 			c.Iperf3 = r
 		}
 	}
 	return c, nil
+}
+
+// lockedWriter serializes writes from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// ParseIperf3Text reads the summary iperf3 prints without -J: its sender
+// and receiver lines ("[SUM]" ones with -P), and the CPU line of -V. argv
+// says the protocol and direction, which the lines do not name.
+func ParseIperf3Text(b []byte, argv []string) (*Iperf3, error) {
+	r := &Iperf3{Protocol: "TCP", Reverse: slices.Contains(argv, "-R") || slices.Contains(argv, "--reverse")}
+	if slices.Contains(argv, "-u") || slices.Contains(argv, "--udp") {
+		r.Protocol = "UDP"
+	}
+	var sent, received, sum bool
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) > 0 && f[0] == "CPU" {
+			// CPU Utilization: local/sender 5.3% (0.2%u/5.1%s), remote/receiver 20.1% (...)
+			for i := 2; i+1 < len(f); i++ {
+				v, err := strconv.ParseFloat(strings.TrimSuffix(f[i+1], "%"), 64)
+				switch {
+				case err != nil:
+				case f[i] == "local/sender" || f[i] == "remote/sender":
+					r.SenderCPU = v
+				case f[i] == "local/receiver" || f[i] == "remote/receiver":
+					r.ReceiverCPU = v
+				}
+			}
+			continue
+		}
+		if len(f) < 4 || !strings.HasPrefix(f[0], "[") {
+			continue
+		}
+		role := f[len(f)-1]
+		if role != "sender" && role != "receiver" {
+			continue
+		}
+		isSum := strings.HasPrefix(f[0], "[SUM")
+		if sum && !isSum {
+			continue // the streams of -P: their [SUM] lines count
+		}
+		if isSum && !sum {
+			sum, sent, received = true, false, false
+		}
+		rate := slices.IndexFunc(f, func(s string) bool { return strings.HasSuffix(s, "bits/sec") })
+		if rate < 1 {
+			continue
+		}
+		bps, err := bitsPerSecond(f[rate-1], f[rate])
+		if err != nil {
+			return nil, fmt.Errorf("iperf3's %s line %q: %w", role, strings.TrimSpace(line), err)
+		}
+		if role == "sender" && !sent {
+			sent, r.SentBps = true, bps
+			if r.Protocol == "TCP" && rate+2 < len(f) {
+				r.Retransmits, _ = strconv.ParseInt(f[rate+1], 10, 64)
+			}
+		}
+		if role == "receiver" && !received {
+			received, r.ReceivedBps = true, bps
+			for _, tok := range f[rate+1:] {
+				if p, ok := strings.CutPrefix(tok, "("); ok && strings.HasSuffix(p, "%)") {
+					r.LostPercent, _ = strconv.ParseFloat(strings.TrimSuffix(p, "%)"), 64)
+				}
+			}
+		}
+	}
+	if !sent && !received {
+		return nil, errors.New("iperf3 printed no sender or receiver summary")
+	}
+	return r, nil
+}
+
+// bitsPerSecond reads iperf3's "29.3" "Gbits/sec".
+func bitsPerSecond(value, unit string) (float64, error) {
+	v, err := strconv.ParseFloat(value, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a rate", value)
+	}
+	scale := map[string]float64{"bits/sec": 1, "Kbits/sec": 1e3, "Mbits/sec": 1e6, "Gbits/sec": 1e9, "Tbits/sec": 1e12}[unit]
+	if scale == 0 {
+		return 0, fmt.Errorf("%q is not a rate unit", unit)
+	}
+	return v * scale, nil
 }
 
 // ParseIperf3 reads the result of iperf3 -J.

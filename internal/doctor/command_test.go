@@ -5,6 +5,7 @@ import (
 	"context"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -50,4 +51,63 @@ func TestRunCommandReportsTheExitCodeAndOutput(t *testing.T) {
 		!strings.Contains(err.Error(), "running /nonexistent/skbtrace-test") {
 		t.Fatalf("err %v", err)
 	}
+}
+
+// Without -J the doctor reads what iperf3 printed for the user: its
+// summary lines (the [SUM] ones with -P) and the CPU line of -V.
+func TestParseIperf3TextReadsTheSummary(t *testing.T) {
+	for _, c := range []struct {
+		file           string
+		argv           []string
+		proto          string
+		sent, received float64
+		retrans        int64
+		senderCPU      float64
+	}{
+		{"testdata/iperf3-tcp.txt", []string{"iperf3", "-c", "127.0.0.1"}, "TCP", 32.8e9, 32.8e9, 22, 0},
+		{"testdata/iperf3-udp.txt", []string{"iperf3", "-c", "127.0.0.1", "-u", "-b", "10M"}, "UDP", 10.2e6, 10.2e6, 0, 0},
+		{"testdata/iperf3-tcp-P2-V.txt", []string{"iperf3", "-c", "127.0.0.1", "-P", "2", "-V"}, "TCP", 28.9e9, 28.9e9, 9, 99},
+	} {
+		b, err := os.ReadFile(c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := ParseIperf3Text(b, c.argv)
+		if err != nil {
+			t.Fatalf("%s: %v", c.file, err)
+		}
+		if r.Protocol != c.proto || math.Abs(r.SentBps-c.sent) > 1 || math.Abs(r.ReceivedBps-c.received) > 1 ||
+			r.Retransmits != c.retrans || r.SenderCPU != c.senderCPU {
+			t.Errorf("%s: %+v", c.file, r)
+		}
+	}
+	if _, err := ParseIperf3Text([]byte("iperf3: error - unable to connect to server: Connection refused\n"), nil); err == nil {
+		t.Error("an error message read as a result")
+	}
+}
+
+// The command runs as typed: its output is what the user asked for.
+func TestRunCommandRunsIperf3AsTyped(t *testing.T) {
+	dir := t.TempDir()
+	fake := dir + "/iperf3"
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho \"args: $*\"\ncat "+mustAbs(t, "testdata/iperf3-tcp.txt")+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	c, err := RunCommand(context.Background(), []string{fake, "-c", "10.0.0.2"}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "args: -c 10.0.0.2\n") || c.Iperf3 == nil || math.Abs(c.Iperf3.SentBps-32.8e9) > 1 {
+		t.Errorf("output %q, result %+v: want iperf3 run without -J and its summary read", out.String(), c.Iperf3)
+	}
+}
+
+func mustAbs(t *testing.T, path string) string {
+	t.Helper()
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
 }

@@ -947,9 +947,15 @@ func ringOverflowOf(netns string, d *Device) *ringOverflow {
 
 func appLimited(ev *Evidence) []finding.Finding {
 	var out []finding.Finding
-	for _, f := range ev.senders() {
+	senders := ev.senders()
+	for _, f := range senders {
 		share := f.LimitShares["app"]
 		if share < 0.5 {
+			continue
+		}
+		// A connection that moved under 1 % of the busiest sender's rate
+		// beside it (iperf3's control connection) is no application's pace.
+		if f.SendBps() < 0.01*senders[0].SendBps() {
 			continue
 		}
 		out = append(out, finding.Finding{ID: "app-limited", Severity: finding.Info,
