@@ -56,6 +56,7 @@ tracefs alone, which cannot see what the verifier would reject.`,
 			}
 			if asJSON {
 				enc := json.NewEncoder(e.stdout)
+				enc.SetEscapeHTML(false) // "->" stays "->": the output is read, not embedded in a page
 				for _, fs := range out {
 					if err := enc.Encode(fs); err != nil {
 						return err

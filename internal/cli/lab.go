@@ -165,6 +165,7 @@ driver cannot make is reported as skipped, with the reason.`,
 			}
 			if asJSON {
 				enc := json.NewEncoder(e.stdout)
+				enc.SetEscapeHTML(false) // "->" stays "->": the output is read, not embedded in a page
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(reports); err != nil {
 					return err
@@ -275,6 +276,7 @@ compares them. It fails when compare does not name what the bad run changed.`,
 			}
 			if asJSON {
 				enc := json.NewEncoder(e.stdout)
+				enc.SetEscapeHTML(false) // "->" stays "->": the output is read, not embedded in a page
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(out); err != nil {
 					return err

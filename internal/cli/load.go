@@ -121,6 +121,7 @@ func loadClientCmd(e *env) *cobra.Command {
 			}
 			if asJSON {
 				enc := json.NewEncoder(e.stdout)
+				enc.SetEscapeHTML(false) // "->" stays "->": the output is read, not embedded in a page
 				enc.SetIndent("", "  ")
 				return enc.Encode(res)
 			}

@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"bytes"
 	"fmt"
 	"net/netip"
 	"path/filepath"
@@ -753,5 +754,16 @@ func TestControlConnectionIsNotAnAppLimitedFlow(t *testing.T) {
 	fs := appLimited(ev)
 	if len(fs) != 1 || !strings.Contains(fs[0].Title, "10.0.0.1:40000") {
 		t.Errorf("app-limited findings %v, want the stream's alone", fs)
+	}
+}
+
+// The report's JSON is read, not embedded in a page: "->" stays as written.
+func TestReportJSONKeepsArrows(t *testing.T) {
+	var b bytes.Buffer
+	if err := Diagnose(load(t, "lab/sndbuf-limited.json")).WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), " -> ") || strings.Contains(b.String(), `\u003e`) {
+		t.Errorf("the report's JSON escapes its arrows: %.300s", b.String())
 	}
 }

@@ -31,6 +31,7 @@ func (r *Report) Top(min finding.Severity) *finding.Finding {
 // WriteJSON writes the report for machines.
 func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // "->" stays "->": the output is read, not embedded in a page
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
 }

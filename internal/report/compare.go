@@ -65,8 +65,9 @@ func changeText(c float64) string {
 // WriteCompareJSON writes the comparison for machines.
 func WriteCompareJSON(w io.Writer, r *compare.Result) error {
 	out := struct {
-		A, B     string
-		Kind     compare.Kind
+		A        string                  `json:"a"`
+		B        string                  `json:"b"`
+		Kind     compare.Kind            `json:"kind"`
 		Headline string                  `json:"headline"`
 		Metrics  []compare.Metric        `json:"metrics"`
 		Unit     string                  `json:"unit,omitempty"`
@@ -75,6 +76,7 @@ func WriteCompareJSON(w io.Writer, r *compare.Result) error {
 		Findings []finding.Finding       `json:"findings"`
 	}{r.A.Name, r.B.Name, r.A.Kind, r.Headline, finite(r.Metrics), r.Unit, r.Phases, r.Settings, r.Findings}
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // "->" stays "->": the output is read, not embedded in a page
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
 }

@@ -321,6 +321,7 @@ func share(ns uint64, seconds float64) float64 {
 // WriteStatJSON writes the summary as one JSON document.
 func WriteStatJSON(w io.Writer, v StatView) error {
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // "->" stays "->": the output is read, not embedded in a page
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }

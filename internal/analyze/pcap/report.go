@@ -323,6 +323,7 @@ func ipidReport(t *idTrack) IPIDReport {
 // WriteJSON writes the report for machines.
 func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // "->" stays "->": the output is read, not embedded in a page
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
 }
