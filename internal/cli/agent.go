@@ -110,8 +110,8 @@ unless --open-metrics.`,
 	f.StringVar(&o.TLSCert, "tls-cert", "", "serve HTTPS with this certificate `FILE`")
 	f.StringVar(&o.TLSKey, "tls-key", "", "and this key `FILE`")
 	f.StringSliceVar(&o.Netns, "netns", nil, "watch these network namespaces (`NAME`; default: this one and every named one, also later ones)")
-	f.StringVar(&window, "window", "10m", "keep this much of the past (`DURATION`)")
-	f.StringVar(&maxTrace, "max-trace", "64MiB", "keep at most this much of the window's trace (`SIZE`); older blocks go first")
+	f.StringVar(&window, "window", "10m", "keep this much of the past (`DURATION`: 10m, 1h)")
+	f.StringVar(&maxTrace, "max-trace", "64M", "keep at most this much of the window's trace (`SIZE`); older blocks go first")
 	f.BoolVar(&o.NoKernelEvents, "no-kernel-events", false, "record no kernel events: tcp_info, counters and settings only")
 	return c
 }

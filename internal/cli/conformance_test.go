@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // badInputs are the classes of input every reading command must refuse
@@ -138,4 +141,24 @@ func TestConformanceMalformedFlags(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2, one line and %q...", args, code, errs.String(), hint)
 		}
 	}
+}
+
+// Every flag's help names what it takes as users write it (DURATION, SIZE,
+// ADDR, FILE ...), never a Go type, and shows no stray backquote.
+func TestFlagPlaceholdersAreWords(t *testing.T) {
+	goTypes := map[string]bool{"string": true, "int": true, "uint": true, "uint16": true, "uint32": true, "int64": true,
+		"float": true, "float64": true, "duration": true, "strings": true, "stringSlice": true, "stringArray": true}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			name, usage := pflag.UnquoteUsage(f)
+			if goTypes[name] || strings.Contains(usage, "`") {
+				t.Errorf("%s --%s: placeholder %q, usage %q", c.CommandPath(), f.Name, name, usage)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot(&env{stdin: bytes.NewReader(nil), stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}))
 }

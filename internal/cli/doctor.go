@@ -107,7 +107,7 @@ joins the evidence.`,
 			return nil
 		},
 	}
-	c.Flags().StringVarP(&duration, "duration", "d", "", "observe this long (`10s`; default 10s without a command, else until it exits)")
+	c.Flags().StringVarP(&duration, "duration", "d", "", "observe this long (`DURATION`: 10, 10s, 2m; default 10s without a command, else until it exits)")
 	c.Flags().StringSliceVar(&netns, "netns", nil, "observe these network namespaces (`NAME`; default: this one and every named one)")
 	c.Flags().BoolVar(&asJSON, "json", false, "write the report as JSON (as --format json)")
 	c.Flags().StringVar(&format, "format", "", "report `FORMAT`: text, json or html (one self-contained page with charts; default: from the -o file's extension, else text)")

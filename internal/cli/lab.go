@@ -288,9 +288,9 @@ compares them. It fails when compare does not name what the bad run changed.`,
 			return nil
 		},
 	}
-	c.Flags().IntVarP(&hz, "frequency", "F", 999, "samples per second per CPU")
-	c.Flags().StringVarP(&duration, "duration", "d", "4s", "how long each run lasts")
-	c.Flags().StringVar(&dir, "dir", ".", "where the profiles are written")
+	c.Flags().IntVarP(&hz, "frequency", "F", 999, "samples per second per CPU (`HZ`)")
+	c.Flags().StringVarP(&duration, "duration", "d", "4s", "how long each run lasts (`DURATION`)")
+	c.Flags().StringVar(&dir, "dir", ".", "the `DIR` the profiles are written to")
 	c.Flags().BoolVar(&asJSON, "json", false, "one JSON document")
 	return c
 }

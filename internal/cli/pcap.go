@@ -103,6 +103,6 @@ Findings use skbtrace doctor's ids and format (docs/findings.md).`,
 	c.Flags().BoolVar(&asJSON, "json", false, "write the report as JSON")
 	c.Flags().StringVar(&graphs, "graphs", "", "write SVG graphs and an HTML page showing them into `DIR`")
 	c.Flags().StringVar(&flow, "flow", "", "only flows with an endpoint matching `FILTER`: ADDR, ADDR:PORT or :PORT")
-	c.Flags().IntVar(&mtu, "mtu", 0, "judge frames against this MTU (default: from the handshake's MSS, else 1500)")
+	c.Flags().IntVar(&mtu, "mtu", 0, "judge frames against this `MTU` (default: from the handshake's MSS, else 1500)")
 	return c
 }

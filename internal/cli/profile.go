@@ -94,11 +94,11 @@ file name (.pb.gz, .folded, .html) unless --format says.`,
 		},
 	}
 	f := c.Flags()
-	f.StringVarP(&duration, "duration", "d", "", "how long to profile (`5s`, 2m; default: while CMD runs)")
+	f.StringVarP(&duration, "duration", "d", "", "how long to profile (`DURATION`: 5, 5s, 2m; default: while CMD runs)")
 	f.IntVarP(&hz, "frequency", "F", 99, "samples per second per CPU (`HZ`)")
 	f.StringVar(&cpuList, "cpu", "", "only these CPUs (`LIST`: 0-3,6)")
 	f.StringVarP(&output, "output", "o", "", "write the profile to `FILE` (- writes it to standard output instead of the text)")
-	f.StringVar(&format, "format", "", "pprof, folded or html (default: from the -o file name, else pprof)")
+	f.StringVar(&format, "format", "", "`FORMAT`: pprof, folded or html (default: from the -o file name, else pprof)")
 	f.BoolVar(&softwareClock, "cpu-clock", false, "sample on the kernel's cpu-clock even where the CPU has cycle counters")
 	return c
 }

@@ -28,7 +28,7 @@ import (
 type recordFlags struct {
 	duration    string
 	families    []string
-	ringSize    uint32
+	ringSize    string
 	interval    time.Duration
 	rttInterval time.Duration
 	filters     filterFlags
@@ -50,17 +50,17 @@ type recordFlags struct {
 const defaultSample = 0.05
 
 func (r *recordFlags) bind(fs *pflag.FlagSet) {
-	fs.StringVarP(&r.duration, "duration", "d", "", "stop after this long (`5`, `5s`, `2m`; bare numbers are seconds)")
+	fs.StringVarP(&r.duration, "duration", "d", "", "stop after this long (`DURATION`: 5, 5s, 2m; bare numbers are seconds)")
 	fs.StringSliceVarP(&r.families, "events", "e", nil, "event `FAMILY`s to record, comma-separated, or all (default: all that can run)")
-	fs.Uint32Var(&r.ringSize, "ring-size", 8<<20, "kernel ring buffer `BYTES` (a power of two)")
-	fs.DurationVar(&r.interval, "interval", time.Second, "aggregation interval of the per-device, per-CPU and per-process families (at least 10ms)")
-	fs.DurationVar(&r.rttInterval, "rtt-interval", 10*time.Millisecond, "least time between two tcp_rtt samples of a socket")
+	fs.StringVar(&r.ringSize, "ring-size", "8M", "kernel ring buffer `SIZE` (a power of two: 4K to 1G)")
+	fs.DurationVar(&r.interval, "interval", time.Second, "aggregation `DURATION` of the per-device, per-CPU and per-process families (at least 10ms)")
+	fs.DurationVar(&r.rttInterval, "rtt-interval", 10*time.Millisecond, "least `DURATION` between two tcp_rtt samples of a socket")
 	r.filters.bind(fs)
 	fs.StringVar(&r.dev, "filter-dev", "", "only this network device (`NAME`), for device-level families")
 	fs.Uint32Var(&r.pid, "filter-pid", 0, "only this process (`PID`), for sock_io")
 	fs.StringArrayVar(&r.triggers, "trigger", nil, "flight recorder: keep the recent past in memory and write only the windows around events matching `EXPR` (repeat for several): "+record.TriggerHelp)
-	fs.DurationVar(&r.pre, "pre", 10*time.Second, "with --trigger, how much before a firing its window holds")
-	fs.DurationVar(&r.post, "post", 5*time.Second, "with --trigger, how much after the last firing its window holds")
+	fs.DurationVar(&r.pre, "pre", 10*time.Second, "with --trigger, how much before a firing its window holds (`DURATION`)")
+	fs.DurationVar(&r.post, "post", 5*time.Second, "with --trigger, how much after the last firing its window holds (`DURATION`)")
 	fs.StringVar(&r.ring, "ring", "64M", "with --trigger, the memory (`SIZE`) that holds the recent past")
 	fs.IntVar(&r.windowRate, "trigger-limit", 6, "with --trigger, at most `N` new windows a minute; firings beyond are counted, not written")
 	fs.StringVarP(&r.packets, "packet-filter", "F", "", "count in the per-packet families (dev_xmit, dev_recv, qdisc, skb_drop) only the packets this pcap-filter `EXPR` matches, "+
@@ -88,8 +88,12 @@ func (r *recordFlags) job(c *cobra.Command, args []string, stderr io.Writer) (*r
 	if err != nil {
 		return nil, err
 	}
-	if r.ringSize < 4096 || r.ringSize&(r.ringSize-1) != 0 {
-		return nil, usagef("--ring-size %d is not a power of two of at least 4096", r.ringSize)
+	ring, err := parseSize(r.ringSize)
+	if err != nil {
+		return nil, usagef("--ring-size: %v", err)
+	}
+	if ring < 4096 || ring > 1<<30 || ring&(ring-1) != 0 {
+		return nil, usagef("--ring-size %s is not a power of two from 4K to 1G", r.ringSize)
 	}
 	if r.interval < 10*time.Millisecond {
 		return nil, usagef("--interval %v is shorter than 10ms", r.interval)
@@ -132,7 +136,7 @@ func (r *recordFlags) job(c *cobra.Command, args []string, stderr io.Writer) (*r
 		return nil, err
 	}
 	return &recordJob{
-		opts: collect.Options{Families: fams, Required: required, Filter: pf, RingBytes: r.ringSize,
+		opts: collect.Options{Families: fams, Required: required, Filter: pf, RingBytes: uint32(ring),
 			Interval: r.interval, RTTInterval: r.rttInterval, Sample: r.sample},
 		duration: d,
 		command:  args,
