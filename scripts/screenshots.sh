@@ -21,7 +21,7 @@ shot() { # page png height
 		--window-size=1040,"$3" --virtual-time-budget=3000 --screenshot="$2" "file://$1" 2>/dev/null
 }
 
-"$bin" lab run sndbuf-limited --doctor --html "$tmp"
+"$bin" lab run sndbuf-limited --doctor --html-dir "$tmp"
 shot "$tmp/sndbuf-limited.html" "$out/doctor-report.png" 2200
 
 "$bin" load server --listen 127.0.0.1:5299 &

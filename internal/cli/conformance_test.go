@@ -126,7 +126,7 @@ func TestConformanceMalformedFlags(t *testing.T) {
 		{"parse", "--filter-port", "x"}, {"parse", "--filter-addr", "1.2.3"},
 		{"stat", "--filter-port", "65536"}, {"export", "--filter-addr", "x", "--perfetto", "x.json"},
 		{"doctor", "-d", "soon"}, {"doctor", "--format", "pdf"},
-		{"profile", "-d", "soon"}, {"profile", "-F", "fast"}, {"profile", "--cpu", "3-1"}, {"profile", "--format", "png"},
+		{"profile", "-d", "soon"}, {"profile", "--frequency", "fast"}, {"profile", "--cpu", "3-1"}, {"profile", "--format", "png"},
 		{"agent", "--window", "soon"}, {"agent", "--max-trace", "lots"},
 		{"pcap", "-", "--mtu", "x"}, {"pcap", "-", "--mtu", "70000"}, {"pcap", "-", "--flow", ":x"},
 		{"compare", "only-one"},
@@ -161,4 +161,37 @@ func TestFlagPlaceholdersAreWords(t *testing.T) {
 		}
 	}
 	walk(newRoot(&env{stdin: bytes.NewReader(nil), stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}))
+}
+
+// One vocabulary: a flag name has one shorthand and takes one kind of
+// value in every command, a shorthand names one flag, and docs/cli.md
+// lists them all as the commands define them.
+func TestFlagVocabulary(t *testing.T) {
+	root := newRoot(&env{stdin: bytes.NewReader(nil), stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}})
+	uses := flagUses(root)
+	shorthands := map[string]string{}
+	for name, us := range uses {
+		for _, u := range us {
+			if u.shorthand != us[0].shorthand || u.takes != us[0].takes {
+				t.Errorf("--%s: -%s %s in %s, -%s %s in %s", name, us[0].shorthand, us[0].takes, us[0].command, u.shorthand, u.takes, u.command)
+			}
+			if u.shorthand == "" {
+				continue
+			}
+			if other, ok := shorthands[u.shorthand]; ok && other != name {
+				t.Errorf("-%s is --%s and --%s", u.shorthand, other, name)
+			}
+			shorthands[u.shorthand] = name
+		}
+	}
+	doc := filepath.Join("..", "..", "docs", "cli.md")
+	want := flagVocabulary(root)
+	if *update {
+		if err := os.WriteFile(doc, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := os.ReadFile(doc); string(got) != want {
+		t.Errorf("docs/cli.md is not the command tree's flags: go test ./internal/cli -run TestFlagVocabulary -update")
+	}
 }

@@ -115,10 +115,10 @@ driver cannot make is reported as skipped, with the reason.`,
 				return usagef("--deep is the doctor's: give --doctor too")
 			}
 			if peer && !withDoctor {
-				return usagef("--peer is the doctor's: give --doctor too")
+				return usagef("--with-agent is the doctor's: give --doctor too")
 			}
 			if htmlDir != "" && !withDoctor {
-				return usagef("--html writes the doctor's pages: give --doctor too")
+				return usagef("--html-dir writes the doctor's pages: give --doctor too")
 			}
 			if len(wire) != 0 && (len(wire) != 2 || wire[0] == "" || wire[1] == "" || wire[0] == wire[1]) {
 				return usagef("--wire takes two devices, the sender's and the receiver's: --wire eth0,eth1")
@@ -185,9 +185,9 @@ driver cannot make is reported as skipped, with the reason.`,
 	c.Flags().BoolVar(&deep, "deep", false, "the doctor records the per-packet families all the time, as doctor --deep does (default: sampled, as doctor does)")
 	c.Flags().BoolVar(&calibrate, "calibrate", false, "run each fault's load once more with the doctor's remedy applied: what the remedy gains, beside the impact the doctor estimated")
 	c.Flags().BoolVar(&keep, "keep", false, "leave the namespaces in place to inspect them (remove with ip netns del)")
-	c.Flags().StringVar(&htmlDir, "html", "", "with --doctor, write each fault run's doctor page to `DIR`/NAME.html")
-	c.Flags().BoolVar(&peer, "peer", false, "with --doctor, the doctor watches the sender's namespace alone and joins an agent's evidence from the receiver's (doctor --peer)")
-	c.Flags().StringVar(&traceDir, "trace", "", "write each fault run's recording to `DIR`/NAME.trace, for parse, stat and export")
+	c.Flags().StringVar(&htmlDir, "html-dir", "", "with --doctor, write each fault run's doctor page to `DIR`/NAME.html")
+	c.Flags().BoolVar(&peer, "with-agent", false, "with --doctor, the doctor watches the sender's namespace alone and joins an agent's evidence from the receiver's (doctor --peer)")
+	c.Flags().StringVar(&traceDir, "trace-dir", "", "write each fault run's recording to `DIR`/NAME.trace, for parse, stat and export")
 	c.Flags().StringSliceVar(&wire, "wire", nil, "run on two existing devices cabled to each other, `SENDER,RECEIVER` (NICs), moved into the scenario's namespaces and handed back with their settings restored, instead of a veth pair")
 	return c
 }
@@ -288,7 +288,7 @@ compares them. It fails when compare does not name what the bad run changed.`,
 			return nil
 		},
 	}
-	c.Flags().IntVarP(&hz, "frequency", "F", 999, "samples per second per CPU (`HZ`)")
+	c.Flags().IntVar(&hz, "frequency", 999, "samples per second per CPU (`HZ`)")
 	c.Flags().StringVarP(&duration, "duration", "d", "4s", "how long each run lasts (`DURATION`)")
 	c.Flags().StringVar(&dir, "dir", ".", "the `DIR` the profiles are written to")
 	c.Flags().BoolVar(&asJSON, "json", false, "one JSON document")

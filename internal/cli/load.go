@@ -74,7 +74,7 @@ func loadServerCmd(e *env) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&listen, "listen", ":5201", "`ADDR` to listen on, TCP and UDP")
-	c.Flags().StringVar(&netns, "netns", "", "listen inside this named network `NAMESPACE`")
+	c.Flags().StringVar(&netns, "netns", "", "listen inside this named network namespace (`NAME`)")
 	c.Flags().StringVarP(&duration, "duration", "d", "", "stop after this long (`DURATION`; default: until interrupted)")
 	return c
 }
@@ -149,7 +149,7 @@ func loadClientCmd(e *env) *cobra.Command {
 	f.StringVar(&o.CC, "cc", "", "congestion control `ALGORITHM` for these sockets (cubic, bbr, reno ...)")
 	f.StringVar(&rate, "rate", "", "udp: bits per second (`RATE`: 100M, 1G; default as fast as possible)")
 	f.DurationVar(&o.Interval, "interval", time.Second, "`DURATION` between interval reports")
-	f.StringVar(&o.DialNetns, "netns", "", "connect from inside this named network `NAMESPACE`")
+	f.StringVar(&o.DialNetns, "netns", "", "connect from inside this named network namespace (`NAME`)")
 	f.BoolVar(&asJSON, "json", false, "results as one JSON document")
 	return c
 }

@@ -39,7 +39,7 @@ tool pprof, Pyroscope, speedscope, and skbtrace compare), folded stacks (for
 flamegraph.pl) or an interactive flame graph page; the format follows the
 file name (.pb.gz, .folded, .html) unless --format says.`,
 		Example: `  skbtrace profile -d 10 -o run.pb.gz
-  skbtrace profile -F 999 --cpu 0-1 -o flame.html -- iperf3 -c 10.0.0.2 -u -l 64 -b 0 -t 10
+  skbtrace profile --frequency 999 --cpu 0-1 -o flame.html -- iperf3 -c 10.0.0.2 -u -l 64 -b 0 -t 10
   skbtrace compare before.pb.gz after.pb.gz`,
 		RunE: func(c *cobra.Command, args []string) error {
 			d, err := parseDuration(duration)
@@ -95,7 +95,7 @@ file name (.pb.gz, .folded, .html) unless --format says.`,
 	}
 	f := c.Flags()
 	f.StringVarP(&duration, "duration", "d", "", "how long to profile (`DURATION`: 5, 5s, 2m; default: while CMD runs)")
-	f.IntVarP(&hz, "frequency", "F", 99, "samples per second per CPU (`HZ`)")
+	f.IntVar(&hz, "frequency", 99, "samples per second per CPU (`HZ`)")
 	f.StringVar(&cpuList, "cpu", "", "only these CPUs (`LIST`: 0-3,6)")
 	f.StringVarP(&output, "output", "o", "", "write the profile to `FILE` (- writes it to standard output instead of the text)")
 	f.StringVar(&format, "format", "", "`FORMAT`: pprof, folded or html (default: from the -o file name, else pprof)")

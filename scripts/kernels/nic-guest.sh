@@ -94,7 +94,7 @@ step nics-home nics_home
 # top finding must be the expected one. NIC_LAB names them, comma-separated.
 lab_wire() {
 	local rc=0
-	"$SKBTRACE" lab run --wire "$snd,$rcv" --doctor --html "$OUT/lab" ${NIC_LAB//,/ } >"$OUT/lab.txt" 2>&1 || rc=$?
+	"$SKBTRACE" lab run --wire "$snd,$rcv" --doctor --html-dir "$OUT/lab" ${NIC_LAB//,/ } >"$OUT/lab.txt" 2>&1 || rc=$?
 	cat "$OUT/lab.txt"
 	return "$rc"
 }

@@ -25,9 +25,9 @@ import (
 // receive buffer, GRO blocked by the sender's outer headers).
 func TestDoctorPeerNamesReceiverFaults(t *testing.T) {
 	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
-	out, err := exec.Command(binary, "lab", "run", "rwnd-limited", "gro-blocked", "--doctor", "--peer", "--json").Output()
+	out, err := exec.Command(binary, "lab", "run", "rwnd-limited", "gro-blocked", "--doctor", "--with-agent", "--json").Output()
 	if err != nil {
-		t.Fatalf("skbtrace lab run --doctor --peer: %v\n%s", err, out)
+		t.Fatalf("skbtrace lab run --doctor --with-agent: %v\n%s", err, out)
 	}
 	var reports []struct {
 		Name   string `json:"name"`

@@ -329,7 +329,7 @@ func BenchmarkProfileOverhead(b *testing.B) {
 			for i := range 6 {
 				profiled := func() float64 {
 					before := programIDs()
-					cmd := exec.Command(binary, "profile", "-F", hz, "-d", "60")
+					cmd := exec.Command(binary, "profile", "--frequency", hz, "-d", "60")
 					stderr, _ := cmd.StderrPipe()
 					if err := cmd.Start(); err != nil {
 						b.Fatal(err)

@@ -16,8 +16,8 @@ import (
 func TestExportOfALabTrace(t *testing.T) {
 	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	dir := t.TempDir()
-	if out, err := exec.Command(binary, "lab", "run", "sndbuf-limited", "--trace", dir).CombinedOutput(); err != nil {
-		t.Fatalf("lab run --trace: %v\n%s", err, out)
+	if out, err := exec.Command(binary, "lab", "run", "sndbuf-limited", "--trace-dir", dir).CombinedOutput(); err != nil {
+		t.Fatalf("lab run --trace-dir: %v\n%s", err, out)
 	}
 	tr := filepath.Join(dir, "sndbuf-limited.trace")
 	pf, pq := filepath.Join(dir, "run.json"), filepath.Join(dir, "tables")

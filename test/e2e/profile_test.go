@@ -23,7 +23,7 @@ func TestProfileAttributesUDPSendsAndCountsPackets(t *testing.T) {
 	pb := filepath.Join(dir, "udp.pb.gz")
 	// The sender is skbtrace's own load generator, so the guests of the
 	// kernel matrix need nothing beyond the binary.
-	cmd := exec.Command(binary, "profile", "-F", "499", "-o", pb, "--",
+	cmd := exec.Command(binary, "profile", "--frequency", "499", "-o", pb, "--",
 		binary, "load", "client", addr, "--mode", "udp", "-l", "64", "-d", "2")
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -75,9 +75,9 @@ func TestDoctorPagesOfLabRuns(t *testing.T) {
 	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	requireTool(t, "nft")
 	dir := t.TempDir()
-	out, err := exec.Command(binary, "lab", "run", "sndbuf-limited", "nagle-delay", "packet-loss", "--doctor", "--html", dir).CombinedOutput()
+	out, err := exec.Command(binary, "lab", "run", "sndbuf-limited", "nagle-delay", "packet-loss", "--doctor", "--html-dir", dir).CombinedOutput()
 	if err != nil {
-		t.Fatalf("skbtrace lab run --html: %v\n%s", err, out)
+		t.Fatalf("skbtrace lab run --html-dir: %v\n%s", err, out)
 	}
 	for _, name := range []string{"sndbuf-limited", "nagle-delay", "packet-loss"} {
 		file := filepath.Join(dir, name+".html")

@@ -15,7 +15,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/report"
 )
 
-// labTrace is `skbtrace lab run sndbuf-limited --trace DIR`'s recording:
+// labTrace is `skbtrace lab run sndbuf-limited --trace-dir DIR`'s recording:
 // an iperf3 sender held by a small send buffer, and its receiver.
 const labTrace = "testdata/sndbuf-limited.trace"
 
