@@ -35,6 +35,9 @@ type Analyzer struct {
 	outerOrder []*outerFlow
 
 	Frames, NonIP, Truncated, Filtered uint64
+	// Snapped counts the frames the capture kept shorter than they were
+	// (its snaplen); Truncated those of them cut inside a header read.
+	Snapped uint64
 	// Malformed counts the frames skipped because a header contradicts
 	// itself (or, in a pcapng, an interface's link type is unknown), by
 	// the header at fault; MalformedFirst are the first few of them.
@@ -114,7 +117,7 @@ func (a *Analyzer) Run(r *capture.Reader) error {
 	for b := range full {
 		for i := range b.frames {
 			d := &b.frames[i]
-			a.add(&d.f, &d.p, d.err)
+			a.add(&d.f, &d.p, d.err, d.snapped)
 		}
 		err = b.err
 		free <- b
@@ -143,9 +146,10 @@ type batch struct {
 }
 
 type decoded struct {
-	f   capture.Frame // without Data: the decoder's copy is p
-	p   packet.Packet
-	err error
+	f       capture.Frame // without Data: the decoder's copy is p
+	p       packet.Packet
+	err     error
+	snapped bool // the capture kept less of the frame than it was
 }
 
 // decodeBatches reads and decodes frames into the free batches until the
@@ -172,6 +176,7 @@ func decodeBatches(r *capture.Reader, full chan<- *batch, free <-chan *batch) {
 				return
 			}
 			d.err = packet.Decode(d.f.LinkType, d.f.Data, d.f.WireLen, &d.p)
+			d.snapped = len(d.f.Data) < d.f.WireLen
 			d.f.Data = nil // the reader's buffer moves on
 		}
 		full <- b
@@ -181,12 +186,15 @@ func decodeBatches(r *capture.Reader, full chan<- *batch, free <-chan *batch) {
 // Add analyzes one frame; one the decoder cannot take is counted in Malformed.
 func (a *Analyzer) Add(f capture.Frame) {
 	err := packet.Decode(f.LinkType, f.Data, f.WireLen, &a.pkt)
-	a.add(&f, &a.pkt, err)
+	a.add(&f, &a.pkt, err, len(f.Data) < f.WireLen)
 }
 
 // add analyzes a decoded frame, or counts why it could not be decoded.
-func (a *Analyzer) add(f *capture.Frame, p *packet.Packet, decodeErr error) {
+func (a *Analyzer) add(f *capture.Frame, p *packet.Packet, decodeErr error, snapped bool) {
 	a.Frames++
+	if snapped {
+		a.Snapped++
+	}
 	if decodeErr != nil {
 		a.malformed(f, decodeErr)
 		return

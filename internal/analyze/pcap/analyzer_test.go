@@ -677,3 +677,24 @@ func TestMissedDataIsWhatWasAcknowledgedButNeverCaptured(t *testing.T) {
 		t.Errorf("the flow's line does not say what it missed:\n%s", text.String())
 	}
 }
+
+// A capture taken with -s 128 says how many frames its snaplen cut, cut
+// inside a header or not.
+func TestSnaplenCutFramesAreCounted(t *testing.T) {
+	var frames [][]byte
+	for i := range 5 {
+		frames = append(frames, tcpFrame(t, "10.0.0.1", "10.0.0.2", 1, 2, 1000+uint32(i)*1448, 0, 1448, false))
+	}
+	frames = append(frames, tcpFrame(t, "10.0.0.2", "10.0.0.1", 2, 1, 1, 1000, 0, true))
+	a := New(Options{})
+	for i, f := range frames {
+		data := f
+		if len(data) > 128 {
+			data = data[:128]
+		}
+		a.Add(capture.Frame{Number: uint64(i + 1), TimeNs: int64(1e18) + int64(i), LinkType: 1, WireLen: len(f), Data: data})
+	}
+	if rep := a.Report("s128", "pcap", nil); rep.Capture.Snapped != 5 || rep.Capture.Truncated != 0 {
+		t.Errorf("%d frames cut by the snaplen (%d inside a header), want 5 (none inside)", rep.Capture.Snapped, rep.Capture.Truncated)
+	}
+}

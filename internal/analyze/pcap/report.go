@@ -29,7 +29,8 @@ type CaptureInfo struct {
 	Format     string  `json:"format"`
 	Frames     uint64  `json:"frames"`
 	NonIP      uint64  `json:"frames_without_tcp_or_udp"`
-	Truncated  uint64  `json:"frames_cut_by_snaplen"`
+	Snapped    uint64  `json:"frames_cut_by_snaplen"`
+	Truncated  uint64  `json:"frames_cut_inside_headers,omitempty"`
 	Filtered   uint64  `json:"frames_filtered_out,omitempty"`
 	Seconds    float64 `json:"seconds"`
 	ICMPTooBig uint64  `json:"icmp_too_big,omitempty"`
@@ -164,7 +165,7 @@ type TunnelReport struct {
 
 // Report summarizes what the analyzer saw.
 func (a *Analyzer) Report(file, format string, readErr error) *Report {
-	r := &Report{Capture: CaptureInfo{File: file, Format: format, Frames: a.Frames, NonIP: a.NonIP, Truncated: a.Truncated,
+	r := &Report{Capture: CaptureInfo{File: file, Format: format, Frames: a.Frames, NonIP: a.NonIP, Snapped: a.Snapped, Truncated: a.Truncated,
 		Filtered: a.Filtered, ICMPTooBig: a.ICMPTooBig, Fragments: a.Fragments, FragDatagrams: a.FragDatagrams}}
 	// Datagrams still open at the end are as incomplete as those given up,
 	// unless the capture's end cut them.
@@ -342,6 +343,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "%d without TCP or UDP", c.NonIP)
 	if c.Filtered > 0 {
 		fmt.Fprintf(&b, ", %d filtered out", c.Filtered)
+	}
+	if c.Snapped > 0 {
+		fmt.Fprintf(&b, ", %d cut by the snaplen", c.Snapped)
 	}
 	b.WriteString("\n")
 	for _, link := range slices.Sorted(maps.Keys(c.UnsupportedLinks)) {
