@@ -111,7 +111,7 @@ func TestStatJSONFromCatalogFixture(t *testing.T) {
 	for _, want := range []string{
 		`"throughput_bytes_per_s": 125000000`, // 125 MB acked between samples one second apart
 		`"retrans_segs": 7`, `"xmit_segs_per_skb": 30`, `"reason": "NETFILTER_DROP"`, `"location": "nf_hook_slow+0x10"`,
-		`"rtt_min_us": 80`, `"cwnd_max": 30`, `"Recovery": 1`,
+		`"min_rtt_us": 80`, `"cwnd_max": 30`, `"Recovery": 1`,
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("stat --json lacks %s:\n%s", want, out.String())

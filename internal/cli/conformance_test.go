@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -193,5 +194,56 @@ func TestFlagVocabulary(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(doc); string(got) != want {
 		t.Errorf("docs/cli.md is not the command tree's flags: go test ./internal/cli -run TestFlagVocabulary -update")
+	}
+}
+
+// One JSON vocabulary: the outputs name a thing one way (parse's, from the
+// seed's line format): min_rtt_us, inflight, netns as the inode beside
+// netns_name, snake_case top-level keys. Each output's keys are walked for
+// the other spellings that once appeared.
+func TestJSONVocabulary(t *testing.T) {
+	dir := t.TempDir()
+	tr := filepath.Join(dir, "catalog.trace")
+	if err := os.WriteFile(tr, catalogFixture(t, binary.LittleEndian), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	capture := filepath.Join("..", "analyze", "pcap", "testdata", "loss-sender.pcap.gz")
+	banned := map[string]string{"rtt_min_us": "min_rtt_us", "in_flight": "inflight", "A": "a", "B": "b", "Kind": "kind"}
+	for _, args := range [][]string{
+		{"parse", "--json", tr}, {"stat", "--json", tr}, {"pcap", "--json", capture}, {"compare", "--json", tr, tr},
+	} {
+		var out, errs bytes.Buffer
+		if code := Main(args, bytes.NewReader(nil), &out, &errs); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs.String())
+		}
+		dec := json.NewDecoder(&out)
+		for dec.More() {
+			var v any
+			if err := dec.Decode(&v); err != nil {
+				t.Fatalf("%v: %v", args, err)
+			}
+			walkJSON(v, func(key string, val any) {
+				if want, ok := banned[key]; ok {
+					t.Errorf("%v: key %q, which the other outputs call %q", args, key, want)
+				}
+				if _, isNumber := val.(float64); key == "netns" && !isNumber {
+					t.Errorf("%v: netns %v is not the inode (the name is netns_name)", args, val)
+				}
+			})
+		}
+	}
+}
+
+func walkJSON(v any, fn func(key string, val any)) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, val := range x {
+			fn(k, val)
+			walkJSON(val, fn)
+		}
+	case []any:
+		for _, e := range x {
+			walkJSON(e, fn)
+		}
 	}
 }

@@ -57,7 +57,7 @@ func TestParseAndStatReadARotationsFilesAsOneRecording(t *testing.T) {
 	out.Reset()
 	errs.Reset()
 	if code := Main([]string{"stat", "--json", "-i", strings.Join(rot.Files, ",")}, nil, &out, &errs); code != 0 ||
-		!strings.Contains(out.String(), `"netns": "blue"`) {
+		!strings.Contains(out.String(), `"netns_name": "blue"`) {
 		t.Errorf("stat of the listed files: exit %d, %s %s", code, errs.String(), out.String()[:min(300, out.Len())])
 	}
 	out.Reset()
@@ -67,7 +67,7 @@ func TestParseAndStatReadARotationsFilesAsOneRecording(t *testing.T) {
 		t.Errorf("the second file alone: exit %d, %s", code, errs.String())
 	}
 	out.Reset()
-	if code := Main([]string{"stat", "--json", "-i", rot.Files[2]}, nil, &out, &errs); code != 0 || !strings.Contains(out.String(), `"netns": "blue"`) {
+	if code := Main([]string{"stat", "--json", "-i", rot.Files[2]}, nil, &out, &errs); code != 0 || !strings.Contains(out.String(), `"netns_name": "blue"`) {
 		t.Errorf("the third file alone does not name its namespace: exit %d", code)
 	}
 }

@@ -16,6 +16,9 @@ type fields interface {
 	time(key string, ns int64)
 	hist(key string, v []uint64)
 	socket(s *event.Socket, names Names)
+	// netns names a namespace: the text form by its name (or inode), JSON
+	// by its inode with the name beside it, as the socket fields are.
+	netns(inode uint32, names Names)
 }
 
 // catalogFields lists the fields of the families after tcp_conn and tcp_sendlim.
@@ -160,14 +163,17 @@ func catalogFields(f fields, ev *event.Event, names Names) {
 	}
 }
 
-func netns(f fields, inode uint32, names Names) {
+func netns(f fields, inode uint32, names Names) { f.netns(inode, names) }
+
+func (t *textFields) netns(inode uint32, names Names) { t.b = appendNetns(t.b, inode, names) }
+
+func (j *jsonFields) netns(inode uint32, names Names) {
+	j.b = jsonUint(j.b, "netns", uint64(inode))
 	if names != nil {
 		if n := names.NetnsName(inode); n != "" {
-			f.str("netns", n)
-			return
+			j.b = jsonString(j.b, "netns_name", n)
 		}
 	}
-	f.uint("netns", uint64(inode))
 }
 
 func enumName(names Names, v uint32, lookup func(Names, uint32) string) string {

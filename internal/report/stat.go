@@ -68,10 +68,25 @@ type ProcView struct {
 	CallsPerSec float64 `json:"calls_per_second"`
 }
 
+// NetnsRef names a row's namespace as every JSON output does: its inode
+// as netns, the name the trace gave it as netns_name.
+type NetnsRef struct {
+	Netns     uint32 `json:"netns"`
+	NetnsName string `json:"netns_name,omitempty"`
+}
+
+// Label is the name, or the inode of an unnamed namespace.
+func (n NetnsRef) Label() string {
+	if n.NetnsName != "" {
+		return n.NetnsName
+	}
+	return fmt.Sprint(n.Netns)
+}
+
 // QdiscView is one qdisc in StatView.
 type QdiscView struct {
 	Dev        string `json:"dev"`
-	Netns      string `json:"netns"`
+	NetnsRef
 	Kind       string `json:"kind"`
 	Handle     string `json:"handle"`
 	Parent     string `json:"parent"`
@@ -87,7 +102,7 @@ type ConnView struct {
 	Sock    string   `json:"sock"`
 	Local   string   `json:"local"`
 	Peer    string   `json:"peer"`
-	Netns   string   `json:"netns"`
+	NetnsRef
 	Seconds float64  `json:"seconds"`
 	States  []string `json:"states,omitempty"`
 	// Bytes and throughput come from tcp_rtt, RTTs from its samples, the
@@ -99,7 +114,7 @@ type ConnView struct {
 	LimitShare     map[string]float64 `json:"limit_share"`
 	LimitDecisions map[string]uint64  `json:"limit_decisions"`
 	RetransSegs    uint64             `json:"retrans_segs"`
-	MinRTTus       *uint32            `json:"rtt_min_us"`
+	MinRTTus       *uint32            `json:"min_rtt_us"`
 	AvgSRTTus      *float64           `json:"srtt_avg_us"`
 	MaxSRTTus      *uint32            `json:"srtt_max_us"`
 	CwndMin        *uint32            `json:"cwnd_min"`
@@ -159,7 +174,7 @@ func kernelLimits(c *analyze.ConnStat) *KernelLimitsView {
 // DevView is one device in StatView.
 type DevView struct {
 	Dev             string  `json:"dev"`
-	Netns           string  `json:"netns"`
+	NetnsRef
 	XmitPPS         float64 `json:"xmit_packets_per_s"`
 	XmitBytes       uint64  `json:"xmit_bytes"`
 	XmitSegsPerSkb  float64 `json:"xmit_segs_per_skb"`
@@ -194,7 +209,7 @@ type DropView struct {
 
 // ResetView is one row of resets without a connection.
 type ResetView struct {
-	Netns    string `json:"netns"`
+	NetnsRef
 	Owner    string `json:"owner"`
 	Sent     uint64 `json:"sent"`
 	Received uint64 `json:"received"`
@@ -206,12 +221,7 @@ type ResetView struct {
 func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 	st.Sort()
 	names := sum.Names
-	nsName := func(ino uint32) string {
-		if n := names.NetnsName(ino); n != "" {
-			return n
-		}
-		return fmt.Sprint(ino)
-	}
+	nsRef := func(ino uint32) NetnsRef { return NetnsRef{ino, names.NetnsName(ino)} }
 	v := StatView{Seconds: st.Seconds(), Events: st.Events, Lost: sum.TotalLost(), Missing: sum.Missing,
 		Connections: []ConnView{}, Devices: []DevView{}, CPUs: []CPUView{}, Drops: []DropView{}, Qdiscs: []QdiscView{},
 		Resets: []ResetView{}}
@@ -231,7 +241,7 @@ func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 		v.Processes = append(v.Processes, pv)
 	}
 	for _, q := range st.Qdiscs {
-		v.Qdiscs = append(v.Qdiscs, QdiscView{Dev: q.Dev, Netns: nsName(q.Netns), Kind: q.Kind, Handle: event.QdiscHandle(q.Handle),
+		v.Qdiscs = append(v.Qdiscs, QdiscView{Dev: q.Dev, NetnsRef: nsRef(q.Netns), Kind: q.Kind, Handle: event.QdiscHandle(q.Handle),
 			Parent: event.QdiscHandle(q.Parent), Enqueues: q.Enqueues, Dequeues: q.Dequeues, Drops: q.Drops,
 			Requeues: q.Requeues, BacklogMax: q.BacklogMax})
 	}
@@ -241,7 +251,7 @@ func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 			continue
 		}
 		cv := ConnView{
-			Sock: fmt.Sprintf("0x%x", c.Sock), Local: c.Local, Peer: c.Peer, Netns: nsName(c.Netns),
+			Sock: fmt.Sprintf("0x%x", c.Sock), Local: c.Local, Peer: c.Peer, NetnsRef: nsRef(c.Netns),
 			Seconds: c.Duration(), States: c.States, LimitShare: c.LimitShares(), LimitDecisions: c.LimitCount(),
 			RetransSegs: c.RetransSegs, CongStates: c.CongStates, Resets: c.Resets, Kernel: kernelLimits(c),
 		}
@@ -258,11 +268,11 @@ func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 		v.Connections = append(v.Connections, cv)
 	}
 	for _, r := range st.Resets {
-		v.Resets = append(v.Resets, ResetView{Netns: nsName(r.Netns), Owner: r.Owner, Sent: r.Sent, Received: r.Received,
+		v.Resets = append(v.Resets, ResetView{NetnsRef: nsRef(r.Netns), Owner: r.Owner, Sent: r.Sent, Received: r.Received,
 			Local: r.Local.String(), Peer: r.Peer.String()})
 	}
 	for _, d := range st.Devices {
-		dv := DevView{Dev: d.Name, Netns: nsName(d.Netns),
+		dv := DevView{Dev: d.Name, NetnsRef: nsRef(d.Netns),
 			XmitPPS: d.Xmit.PacketsPerSecond(), XmitBytes: d.Xmit.Bytes, XmitSegsPerSkb: d.Xmit.SegsPerSkb(),
 			XmitMaxBytes: d.Xmit.MaxBytes, XmitErrors: d.Xmit.Errors,
 			RecvPPS: d.Recv.PacketsPerSecond(), RecvBytes: d.Recv.Bytes, RecvSegsPerSkb: d.Recv.SegsPerSkb(),
@@ -358,7 +368,7 @@ func WriteStatText(w io.Writer, v StatView) error {
 				cwnd = fmt.Sprintf("%d-%d", *c.CwndMin, *c.CwndMax)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%d\t%s/%s/%s\t%s\t%d\n",
-				c.Local, c.Peer, c.Netns, c.Seconds, orDash(c.Bytes(), units.Bytes),
+				c.Local, c.Peer, c.Label(), c.Seconds, orDash(c.Bytes(), units.Bytes),
 				orDash(c.ThroughputBps, func(b float64) string { return units.Bits(b * 8) }), shares(c.LimitShare), c.RetransSegs,
 				orDash(c.MinRTTus, us), orDash(c.AvgSRTTus, func(v float64) string { return fmt.Sprintf("%.0f", v) }), orDash(c.MaxSRTTus, us),
 				cwnd, c.Resets)
@@ -370,7 +380,7 @@ func WriteStatText(w io.Writer, v StatView) error {
 	if len(v.Resets) > 0 {
 		fmt.Fprintln(tw, "\nRESETS WITHOUT A CONNECTION\nnetns\towner\tsent\treceived\tlast local\tlast peer")
 		for _, r := range v.Resets {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", r.Netns, r.Owner, r.Sent, r.Received, r.Local, r.Peer)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", r.Label(), r.Owner, r.Sent, r.Received, r.Local, r.Peer)
 		}
 	}
 	var differ []ConnView
@@ -390,7 +400,7 @@ func WriteStatText(w io.Writer, v StatView) error {
 	if len(v.Devices) > 0 {
 		fmt.Fprintln(tw, "\nDEVICES\ndev\tnetns\txmit pkt/s\txmit segs/skb\txmit max skb\trecv pkt/s\trecv segs/skb\trecv max skb\tGRO in/skb")
 		for _, d := range v.Devices {
-			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%d\t%.0f\t%.2f\t%d\t%.2f\n", d.Dev, d.Netns, d.XmitPPS, d.XmitSegsPerSkb,
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%d\t%.0f\t%.2f\t%d\t%.2f\n", d.Dev, d.Label(), d.XmitPPS, d.XmitSegsPerSkb,
 				d.XmitMaxBytes, d.RecvPPS, d.RecvSegsPerSkb, d.RecvMaxBytes, d.RecvGroInPerSkb)
 		}
 	}
@@ -413,7 +423,7 @@ func WriteStatText(w io.Writer, v StatView) error {
 	if len(v.Qdiscs) > 0 {
 		fmt.Fprintln(tw, "\nQDISCS\ndev\tnetns\tkind\thandle\tparent\tenqueues\tdrops\trequeues\tbacklog max")
 		for _, q := range v.Qdiscs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", q.Dev, q.Netns, q.Kind, q.Handle, q.Parent,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", q.Dev, q.Label(), q.Kind, q.Handle, q.Parent,
 				q.Enqueues, q.Drops, q.Requeues, q.BacklogMax)
 		}
 	}

@@ -51,7 +51,7 @@ func TestStatPrintsNotMeasuredAsADash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{`"bytes_acked":null`, `"throughput_bytes_per_s":null`, `"rtt_min_us":null`, `"srtt_avg_us":null`, `"cwnd_min":10`, `"cwnd_max":14`} {
+	for _, k := range []string{`"bytes_acked":null`, `"throughput_bytes_per_s":null`, `"min_rtt_us":null`, `"srtt_avg_us":null`, `"cwnd_min":10`, `"cwnd_max":14`} {
 		if !strings.Contains(string(b), k) {
 			t.Errorf("JSON lacks %s: %s", k, b)
 		}

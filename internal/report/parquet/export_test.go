@@ -362,7 +362,7 @@ func flowsEqualStat(t *testing.T, data []byte) {
 			t.Errorf("flow %d spans %d .. %d, %v s, stat says %v s", i, f.FirstNs, f.LastNs, got, f.Seconds)
 		}
 		c := view.Connections[i]
-		if f.Sock != c.Sock || f.Local != c.Local || f.Peer != c.Peer || f.NetnsName != c.Netns ||
+		if f.Sock != c.Sock || f.Local != c.Local || f.Peer != c.Peer || f.NetnsName != c.NetnsName ||
 			!same(f.BytesAcked, c.BytesAcked) || !same(f.BytesReceived, c.BytesReceived) ||
 			!same(f.Bytes, c.Bytes()) || !same(f.Throughput, c.ThroughputBps) || f.Seconds != c.Seconds ||
 			f.RetransSegs != int64(c.RetransSegs) || !same(f.SRTTAvgUs, c.AvgSRTTus) || !same(f.CwndMin, c.CwndMin) ||

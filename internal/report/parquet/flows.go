@@ -29,7 +29,7 @@ type flowRow struct {
 	LimitShare            reasons[float64] `parquet:"limit_share"`
 	LimitDecisions        reasons[int64]   `parquet:"limit_decisions"`
 	RetransSegs           int64            `parquet:"retrans_segs"`
-	RTTMinUs              *int64           `parquet:"rtt_min_us,optional"`
+	RTTMinUs              *int64           `parquet:"min_rtt_us,optional"`
 	SRTTAvgUs             *float64         `parquet:"srtt_avg_us,optional"`
 	SRTTMaxUs             *int64           `parquet:"srtt_max_us,optional"`
 	CwndMin               *int64           `parquet:"cwnd_min,optional"`

@@ -74,7 +74,7 @@ type tcpSendlimRow struct {
 	SentPkts              int64  `parquet:"sent_pkts"`
 	Cwnd                  int64  `parquet:"cwnd"`
 	Ssthresh              int64  `parquet:"ssthresh"`
-	InFlight              int64  `parquet:"in_flight"`
+	InFlight              int64  `parquet:"inflight"`
 	SndWnd                int64  `parquet:"snd_wnd"`
 	MSS                   int64  `parquet:"mss"`
 	Unsent                int64  `parquet:"unsent"`
@@ -115,7 +115,7 @@ type tcpRTTRow struct {
 	MinRttUs      int64 `parquet:"min_rtt_us"`
 	Cwnd          int64 `parquet:"cwnd"`
 	Ssthresh      int64 `parquet:"ssthresh"`
-	InFlight      int64 `parquet:"in_flight"`
+	InFlight      int64 `parquet:"inflight"`
 	SndWnd        int64 `parquet:"snd_wnd"`
 	RcvWnd        int64 `parquet:"rcv_wnd"`
 	DeliveryRate  int64 `parquet:"delivery_rate"`

@@ -282,7 +282,7 @@ type flowSeriesRow struct {
 	// Null where no event of the interval reported them; they point into
 	// the bins or the row, so a row costs no allocation.
 	Cwnd       *int64   `parquet:"cwnd"`
-	InFlight   *int64   `parquet:"in_flight"`
+	InFlight   *int64   `parquet:"inflight"`
 	SrttAvgUs  *float64 `parquet:"srtt_avg_us"`
 	RTTSamples int64    `parquet:"rtt_samples"`
 	srtt       float64

@@ -112,7 +112,7 @@ const (
 // its value's key, which Perfetto appends to the name.
 var counterNames = [counterKinds][2]string{
 	cwnd:         {"cwnd ", "segments"},
-	inFlight:     {"in_flight ", "segments"},
+	inFlight:     {"inflight ", "segments"},
 	srtt:         {"srtt ", "us"},
 	sentRate:     {"throughput sent ", "bit/s"},
 	ackedRate:    {"throughput acked ", "bit/s"},
@@ -251,7 +251,7 @@ func (x *Exporter) addSendlim(ev *event.Event) {
 	x.argU("sent_pkts", uint64(s.SentPkts))
 	x.argU("cwnd", uint64(s.Cwnd))
 	x.argU("ssthresh", uint64(s.Ssthresh))
-	x.argU("in_flight", uint64(s.InFlight))
+	x.argU("inflight", uint64(s.InFlight))
 	x.argU("snd_wnd", uint64(s.SndWnd))
 	x.argU("mss", uint64(s.MSS))
 	x.argU("unsent", uint64(s.Unsent))

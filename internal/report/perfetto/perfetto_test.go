@@ -507,7 +507,7 @@ func TestExportFixture(t *testing.T) {
 	}{
 		// A value is written when it changes.
 		{"cwnd " + label, "segments", [][2]float64{{10*ms + 200, 10}, {30 * ms, 20}, {80 * ms, 10}, {80 * ms, 20}, {85 * ms, 7}, {160 * ms, 10}}},
-		{"in_flight " + label, "segments", [][2]float64{{10*ms + 200, 10}, {30 * ms, 18}, {80 * ms, 10}, {80 * ms, 18}, {160 * ms, 10}}},
+		{"inflight " + label, "segments", [][2]float64{{10*ms + 200, 10}, {30 * ms, 18}, {80 * ms, 10}, {80 * ms, 18}, {160 * ms, 10}}},
 		{"srtt " + label, "us", [][2]float64{{30 * ms, 500}}},
 		// Segments times the MSS over each run (as recorded); zero in the
 		// gap the lost events left and after the last run.
