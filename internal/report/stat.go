@@ -85,7 +85,7 @@ func (n NetnsRef) Label() string {
 
 // QdiscView is one qdisc in StatView.
 type QdiscView struct {
-	Dev        string `json:"dev"`
+	Dev string `json:"dev"`
 	NetnsRef
 	Kind       string `json:"kind"`
 	Handle     string `json:"handle"`
@@ -99,9 +99,9 @@ type QdiscView struct {
 
 // ConnView is one connection in StatView.
 type ConnView struct {
-	Sock    string   `json:"sock"`
-	Local   string   `json:"local"`
-	Peer    string   `json:"peer"`
+	Sock  string `json:"sock"`
+	Local string `json:"local"`
+	Peer  string `json:"peer"`
 	NetnsRef
 	Seconds float64  `json:"seconds"`
 	States  []string `json:"states,omitempty"`
@@ -173,7 +173,7 @@ func kernelLimits(c *analyze.ConnStat) *KernelLimitsView {
 
 // DevView is one device in StatView.
 type DevView struct {
-	Dev             string  `json:"dev"`
+	Dev string `json:"dev"`
 	NetnsRef
 	XmitPPS         float64 `json:"xmit_packets_per_s"`
 	XmitBytes       uint64  `json:"xmit_bytes"`

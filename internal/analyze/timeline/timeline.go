@@ -64,7 +64,7 @@ type Flow struct {
 	ThroughputFrom string  `json:"throughput_from"`
 	Throughput     []Point `json:"throughput"` // bit/s
 	Cwnd           []Point `json:"cwnd"`       // segments
-	InFlight       []Point `json:"inflight"`  // segments
+	InFlight       []Point `json:"inflight"`   // segments
 	SRTT           []Point `json:"srtt"`       // µs
 	Limits         []Span  `json:"limits,omitempty"`
 	// LimitShare is each reason's share of the sender's recorded time.
