@@ -177,7 +177,11 @@ func halve[T any](s *bins[T], merge func(into, from *T)) {
 }
 
 type flowAcc struct {
-	bins       bins[flowBin]
+	bins bins[flowBin]
+	// runNs is each reason's whole runs, as stat counts them: the bins
+	// leave out what began before the timeline did, and the legend read
+	// sndbuf 99 % where stat's text said 96 %.
+	runNs      [event.SendlimCount]int64
 	lastAcked  uint64
 	lastAckedT int64
 	acked      bool
@@ -309,6 +313,9 @@ func (b *Builder) Add(ev *event.Event) {
 		f := b.flow(s.Netns, s.Local, s.Peer)
 		bytes := float64(s.SentPkts) * float64(s.MSS)
 		reason := int(s.Reason)
+		if reason < len(f.runNs) && ev.Time > s.Begin {
+			f.runNs[reason] += ev.Time - s.Begin
+		}
 		b.spread(s.Begin, ev.Time, func(i int, share float64, ns int64) {
 			bin := f.bins.at(i)
 			if reason < len(bin.limitNs) {
@@ -538,11 +545,15 @@ func (b *Builder) buildFlow(k flowKey, acc *flowAcc, center func(int) float64) *
 		f.Limits = append(f.Limits, Span{from, to, reason})
 		open = &f.Limits[len(f.Limits)-1]
 	}
-	if totalNs > 0 {
+	var runsNs int64
+	for _, ns := range acc.runNs {
+		runsNs += ns
+	}
+	if runsNs > 0 {
 		f.LimitShare = map[string]float64{}
-		for r, ns := range limitNs {
+		for r, ns := range acc.runNs {
 			if ns > 0 {
-				f.LimitShare[event.SendlimReason(r).String()] = float64(ns) / float64(totalNs)
+				f.LimitShare[event.SendlimReason(r).String()] = float64(ns) / float64(runsNs)
 			}
 		}
 	}

@@ -152,3 +152,16 @@ func TestCPUSharesFromProcStatAndFromSoftirq(t *testing.T) {
 		}
 	}
 }
+
+// The legend's shares are stat's: whole runs, also the part of a run
+// before the timeline began, which the bins leave out.
+func TestLimitSharesCountWholeRunsAsStatDoes(t *testing.T) {
+	b := NewBuilder(t0)
+	// A run that began 3 s before the timeline, then 1 s sending freely.
+	b.Add(sendlim(-3000e6, 1000e6, event.SendlimSndbuf, 800))
+	b.Add(sendlim(1000e6, 2000e6, event.SendlimOK, 200))
+	f := b.Build(func(uint32) string { return "blue" }).Flows[0]
+	if math.Abs(f.LimitShare["sndbuf"]-0.8) > 0.001 || math.Abs(f.LimitShare["ok"]-0.2) > 0.001 {
+		t.Errorf("shares = %v, want stat's sndbuf 0.8 and ok 0.2 of the 5 s of runs", f.LimitShare)
+	}
+}
