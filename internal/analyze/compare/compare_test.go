@@ -212,15 +212,7 @@ func TestUnlikeRunsAreNotCompared(t *testing.T) {
 
 func TestDoctorReportsNameDropsAndRetransmits(t *testing.T) {
 	report := func(name string) *Run {
-		b, err := os.ReadFile(filepath.Join("..", "..", "doctor", "testdata", "lab", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ev doctor.Evidence
-		if err := json.Unmarshal(b, &ev); err != nil {
-			t.Fatal(err)
-		}
-		rep := doctor.Diagnose(&ev)
+		rep := doctor.Diagnose(labEvidence(t, name))
 		var buf bytes.Buffer
 		if err := rep.WriteJSON(&buf); err != nil {
 			t.Fatal(err)
@@ -301,20 +293,9 @@ func TestChangeFromNothing(t *testing.T) {
 // Of two doctor reports the headline is what moved the flow: a sender that
 // went from free to sndbuf-bound, not a routine drop beside it.
 func TestReportHeadlineIsTheLimitNotARoutineDrop(t *testing.T) {
-	evidence := func(name string) *doctor.Evidence {
-		b, err := os.ReadFile(filepath.Join("..", "..", "doctor", "testdata", "lab", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ev doctor.Evidence
-		if err := json.Unmarshal(b, &ev); err != nil {
-			t.Fatal(err)
-		}
-		return &ev
-	}
-	b := evidence("sndbuf-limited.json")
+	b := labEvidence(t, "sndbuf-limited.json")
 	b.Drops = append(b.Drops, doctor.Drop{Reason: "QUEUE_PURGE", Location: "tcp_write_queue_purge+0x1c", Count: 1})
-	r, err := Compare(FromReport("a", doctor.Diagnose(evidence("baseline.json"))), FromReport("b", doctor.Diagnose(b)))
+	r, err := Compare(FromReport("a", doctor.Diagnose(labEvidence(t, "baseline.json"))), FromReport("b", doctor.Diagnose(b)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,4 +320,18 @@ func TestTraceLimitsAreTheSenders(t *testing.T) {
 	if got := r.Limits["sndbuf"]; math.Abs(got-0.96) > 0.001 {
 		t.Errorf("sndbuf share %.3f, want the sender's 0.96: %v", got, r.Limits)
 	}
+}
+
+// labEvidence is the doctor's evidence of one lab scenario (its fixtures).
+func labEvidence(t *testing.T, name string) *doctor.Evidence {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "doctor", "testdata", "lab", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev doctor.Evidence
+	if err := json.Unmarshal(b, &ev); err != nil {
+		t.Fatal(err)
+	}
+	return &ev
 }
