@@ -2,8 +2,10 @@ package cli
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"encoding/json"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -38,6 +40,16 @@ func badInputs(t *testing.T, dir string, good []byte) map[string]string {
 	if err := os.Mkdir(sub, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// A capture cut short as a killed tcpdump leaves it: pcap's truncated input.
+	zr, err := gzip.NewReader(bytes.NewReader(capture))
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write("truncated.pcap", whole[:len(whole)/2])
 	return map[string]string{
 		"missing":   filepath.Join(dir, "no-such-file"),
 		"empty":     write("empty", nil),
@@ -65,8 +77,8 @@ func errorLines(stderr string) []string {
 }
 
 // Every command that reads a file refuses each class of bad input with
-// exit 1 and one line, never a panic, and leaves an earlier output as it
-// was; of a truncated trace it writes what was read.
+// exit 1 and one line, never a panic, and leaves every earlier output as it
+// was, a truncated input's included (--partial writes those: tested apart).
 func TestConformanceBadInputs(t *testing.T) {
 	dir := t.TempDir()
 	good := fixture(t, binary.LittleEndian)
@@ -75,12 +87,16 @@ func TestConformanceBadInputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	earlier := []byte("an earlier output\n")
-	html, perfetto, flame := filepath.Join(dir, "out.html"), filepath.Join(dir, "out.json"), filepath.Join(dir, "flame.html")
+	graphs := filepath.Join(dir, "graphs")
+	if err := os.Mkdir(graphs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	html, perfetto, flame, graphsPage := filepath.Join(dir, "out.html"), filepath.Join(dir, "out.json"), filepath.Join(dir, "flame.html"), filepath.Join(graphs, "index.html")
 	commands := map[string]func(in string) []string{
 		"parse":   func(in string) []string { return []string{"parse", in} },
 		"stat":    func(in string) []string { return []string{"stat", in, "--html", html} },
 		"export":  func(in string) []string { return []string{"export", in, "--perfetto", perfetto} },
-		"pcap":    func(in string) []string { return []string{"pcap", in} },
+		"pcap":    func(in string) []string { return []string{"pcap", in, "--graphs", graphs} },
 		"compare": func(in string) []string { return []string{"compare", goodTrace, in, "--flame", flame} },
 	}
 	for class, in := range badInputs(t, dir, good) {
@@ -90,9 +106,10 @@ func TestConformanceBadInputs(t *testing.T) {
 				in = goodTrace // a trace, to the capture reader
 			}
 			if name == "pcap" && class == "truncated" {
-				continue // a capture cut short is analyzed up to its cut (exit 1 tested in its package)
+				in = filepath.Join(dir, "truncated.pcap")
 			}
-			for _, p := range []string{html, perfetto, flame} {
+			outputs := []string{html, perfetto, flame, graphsPage}
+			for _, p := range outputs {
 				if err := os.WriteFile(p, earlier, 0o644); err != nil {
 					t.Fatal(err)
 				}
@@ -103,17 +120,46 @@ func TestConformanceBadInputs(t *testing.T) {
 			if code != 1 || len(lines) != 1 || !strings.HasPrefix(lines[0], "skbtrace: ") || strings.Contains(errs.String(), "panic") {
 				t.Errorf("%s, %s input: exit %d, stderr %q; want exit 1 and one line", name, class, code, errs.String())
 			}
-			for _, p := range []string{html, perfetto, flame} {
-				// A trace cut short (as by a crash) is written as far as it
-				// goes, and exit 1 says it is cut: not a failed run.
-				if class == "truncated" {
-					break
-				}
+			if entries, _ := os.ReadDir(graphs); len(entries) != 1 {
+				t.Errorf("%s, %s input: the graphs directory holds %d entries, want only the earlier index.html", name, class, len(entries))
+			}
+			for _, p := range outputs {
 				if b, _ := os.ReadFile(p); !bytes.Equal(b, earlier) {
 					t.Errorf("%s, %s input: %s changed", name, class, filepath.Base(p))
 				}
 			}
 		}
+	}
+}
+
+// --partial accepts a truncated input: the outputs are written from what was
+// read, the damage is one warning line and the run succeeds.
+func TestPartialWritesWhatWasRead(t *testing.T) {
+	dir := t.TempDir()
+	good := fixture(t, binary.LittleEndian)
+	badInputs(t, dir, good)
+	trace, capture := filepath.Join(dir, "truncated"), filepath.Join(dir, "truncated.pcap")
+	html, perfetto, graphs := filepath.Join(dir, "out.html"), filepath.Join(dir, "out.json"), filepath.Join(dir, "graphs")
+	for _, args := range [][]string{
+		{"parse", trace, "--partial"},
+		{"stat", trace, "--html", html, "--partial"},
+		{"export", trace, "--perfetto", perfetto, "--partial"},
+		{"pcap", capture, "--graphs", graphs, "--partial"},
+	} {
+		var out, errs bytes.Buffer
+		code := Main(args, bytes.NewReader(nil), &out, &errs)
+		warned := strings.Contains(errs.String(), "skbtrace: warning: ") && strings.Contains(errs.String(), "accepted with --partial")
+		if code != 0 || !warned || len(errorLines(errs.String())) > 1 {
+			t.Errorf("%v: exit %d, stderr %q; want exit 0 and a warning of the damage", args, code, errs.String())
+		}
+	}
+	for _, p := range []string{html, perfetto, filepath.Join(graphs, "index.html")} {
+		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+			t.Errorf("%s not written: %v", filepath.Base(p), err)
+		}
+	}
+	if entries, _ := os.ReadDir(graphs); len(entries) == 0 || strings.HasPrefix(entries[0].Name(), ".") {
+		t.Errorf("graphs directory %v: the staging directory was left", entries)
 	}
 }
 

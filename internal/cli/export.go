@@ -26,6 +26,7 @@ func exportCmd(e *env) *cobra.Command {
 	var perfettoOut, parquetDir string
 	var inputs []string
 	var filters filterFlags
+	var partial partialFlag
 	c := &cobra.Command{
 		Use:   "export [TRACE...] [--perfetto FILE] [--parquet DIR] [filters]",
 		Short: "write a trace for the systems people already run: Perfetto timelines, Parquet tables",
@@ -41,9 +42,10 @@ func exportCmd(e *env) *cobra.Command {
                    with the host and the recording on every row, for DuckDB,
                    Spark or ClickHouse across many hosts
 
-A damaged trace is exported up to the damage, then export fails. The
-outputs are moved into place only when complete: a trace of which nothing
-can be read leaves an earlier FILE and DIR as they were.`,
+The outputs are moved into place only when complete: a run that fails,
+a damaged trace included, leaves an earlier FILE and DIR as they were.
+--partial exports what can be read of a damaged trace (a crashed recording)
+and warns of the damage.`,
 		Example: `  skbtrace export run.trace --perfetto run.json
   skbtrace export run.trace --parquet exports/$(hostname)
   duckdb -c "select host, local, peer, bytes from 'exports/*/flows.parquet'"`,
@@ -90,16 +92,20 @@ can be read leaves an earlier FILE and DIR as they were.`,
 				}
 				return nil
 			})
-			// What was read is written even from a damaged trace; when
-			// nothing could be read, earlier outputs stay as they were.
-			if rerr != nil && (!isDamage(rerr) || sum.Matched == 0) {
+			// A damaged trace is exported only as far as it can be read and
+			// only when --partial accepts it; when nothing could be read, or
+			// without --partial, earlier outputs stay as they were.
+			if rerr != nil && (!isDamage(rerr) || sum.Matched == 0 || !partial.writes(true)) {
 				for _, x := range outs {
 					x.Discard()
 				}
-				if isDamage(rerr) {
+				switch {
+				case !isDamage(rerr):
+					return rerr
+				case sum.Matched == 0:
 					return fmt.Errorf("%w (no event could be read; nothing exported)", rerr)
 				}
-				return rerr
+				return partial.settle(e.stderr, rerr, fmt.Sprintf("%d events %s could be read", sum.Matched, readPart(rerr)), fileOutputs(perfettoOut, parquetDir))
 			}
 			var errs []error
 			for _, x := range outs {
@@ -109,7 +115,7 @@ can be read leaves an earlier FILE and DIR as they were.`,
 				return err
 			}
 			if rerr != nil {
-				return fmt.Errorf("%w (exported the %d events %s)", rerr, sum.Matched, readPart(rerr))
+				return partial.settle(e.stderr, rerr, fmt.Sprintf("exported the %d events %s", sum.Matched, readPart(rerr)), nil)
 			}
 			return nil
 		},
@@ -118,6 +124,7 @@ can be read leaves an earlier FILE and DIR as they were.`,
 	c.Flags().StringVar(&perfettoOut, "perfetto", "", "write Chrome/Perfetto trace events to `FILE` (- for standard output)")
 	c.Flags().StringVar(&parquetDir, "parquet", "", "write Parquet tables into `DIR`")
 	filters.bind(c.Flags())
+	partial.bind(c.Flags())
 	return c
 }
 

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 // pendingFile is an output written beside its path and moved over it only
@@ -121,4 +123,41 @@ func oneOnStdout(outputs map[string]string) error {
 		return usagef("%s all go to standard output (-), where they would mix: give all but one a file", strings.Join(on, ", "))
 	}
 	return nil
+}
+
+// partialFlag is what a damaged input (a trace or capture cut short by a
+// crash, or a damaged block) means for the output files: without it the run
+// fails and writes none, so earlier ones stay; with it they are written from
+// what could be read, the damage is a warning and the run succeeds.
+type partialFlag bool
+
+func (p *partialFlag) bind(fs *pflag.FlagSet) {
+	fs.BoolVar((*bool)(p), "partial", false, "accept a damaged or truncated input (a crashed recording): write the outputs from what can be read, warn of the damage and exit 0")
+}
+
+// writes says whether a run whose input was damaged (or not) writes its files.
+func (p partialFlag) writes(damaged bool) bool { return !damaged || bool(p) }
+
+// settle ends a run whose input was damaged: covered says what the printed
+// results cover, unwritten names the files left alone.
+func (p partialFlag) settle(stderr io.Writer, damage error, covered string, unwritten []string) error {
+	if p {
+		fmt.Fprintf(stderr, "skbtrace: warning: %v (%s; accepted with --partial)\n", damage, covered)
+		return nil
+	}
+	if len(unwritten) == 0 {
+		return fmt.Errorf("%w (%s)", damage, covered)
+	}
+	return fmt.Errorf("%w (%s; %s not written: --partial writes what was read)", damage, covered, strings.Join(unwritten, ", "))
+}
+
+// fileOutputs are the paths of outputs that are files, standard output left out.
+func fileOutputs(paths ...string) []string {
+	var out []string
+	for _, p := range paths {
+		if p != "" && p != "-" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

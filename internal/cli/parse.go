@@ -18,6 +18,7 @@ import (
 type parseFlags struct {
 	json    bool
 	filters filterFlags
+	partial partialFlag
 }
 
 func parseCmd(e *env) *cobra.Command {
@@ -33,7 +34,8 @@ original skbtrace:
 
 Lines are ordered by the kernel's sequence number. A summary (events, lost
 events, sequence gaps, a torn tail) goes to standard error. A damaged trace
-is printed up to the damage, then parse fails with the offset.`,
+is printed up to the damage (or past it, from the next intact block), then
+parse fails with the offset, or only warns with --partial.`,
 		Example: `  skbtrace parse run.trace
   skbtrace parse -i run.trace --filter-port 5201 --json
   skbtrace record -o - -d 5 | skbtrace parse -`,
@@ -47,12 +49,13 @@ is printed up to the damage, then parse fails with the offset.`,
 				return err
 			}
 			defer tf.close()
-			return parseTraces(tf, e.stdout, e.stderr, &filter, flags.json)
+			return parseTraces(tf, e.stdout, e.stderr, &filter, flags.json, flags.partial)
 		},
 	}
 	c.Flags().StringSliceVarP(&inputs, "input", "i", []string{"skbtrace.trace"}, inputHelp)
 	c.Flags().BoolVar(&flags.json, "json", false, "one JSON object per line, with the text form's field names")
 	flags.filters.bind(c.Flags())
+	flags.partial.bind(c.Flags())
 	return c
 }
 
@@ -115,11 +118,11 @@ func isDamage(err error) bool {
 
 // parseTrace prints every event of a trace, then its summary on stderr.
 func parseTrace(in io.Reader, stdout, stderr io.Writer, filter *event.Filter, asJSON bool) error {
-	return parseTraces(&traceFiles{names: []string{"-"}, ins: []io.Reader{in}}, stdout, stderr, filter, asJSON)
+	return parseTraces(&traceFiles{names: []string{"-"}, ins: []io.Reader{in}}, stdout, stderr, filter, asJSON, false)
 }
 
 // parseTraces prints every event of a recording's files, then the summary.
-func parseTraces(tf *traceFiles, stdout, stderr io.Writer, filter *event.Filter, asJSON bool) error {
+func parseTraces(tf *traceFiles, stdout, stderr io.Writer, filter *event.Filter, asJSON bool, partial partialFlag) error {
 	out := bufio.NewWriterSize(stdout, 1<<20)
 	var buf []byte
 	sum := analyze.NewSummary()
@@ -158,7 +161,7 @@ func parseTraces(tf *traceFiles, stdout, stderr io.Writer, filter *event.Filter,
 	}
 	printSummary(stderr, sum, read, len(tf.ins))
 	if isDamage(rerr) {
-		return fmt.Errorf("%w (every event %s was printed)", rerr, readPart(rerr))
+		return partial.settle(stderr, rerr, "every event "+readPart(rerr)+" was printed", nil)
 	}
 	return rerr
 }

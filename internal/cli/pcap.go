@@ -15,11 +15,12 @@ const graphFlows = 8
 
 func pcapCmd(e *env) *cobra.Command {
 	var (
-		asJSON bool
-		graphs string
-		flow   string
-		mtu    int
-		input  string
+		asJSON  bool
+		graphs  string
+		flow    string
+		mtu     int
+		input   string
+		partial partialFlag
 	)
 	c := &cobra.Command{
 		Use:   "pcap FILE|- [flags]",
@@ -33,7 +34,9 @@ the MTU and whether sender TSO or receiver GRO made them, and for DF=0 packets
 the IP-ID continuity GRO needs, outer and inner headers of VXLAN and Geneve.
 IP fragments are put back into their datagrams and flows, and segments that
 came as fragments are reported.
-Findings use skbtrace doctor's ids and format (docs/findings.md).`,
+Findings use skbtrace doctor's ids and format (docs/findings.md).
+A capture cut short is reported up to the cut, then pcap fails and writes
+no --graphs unless --partial accepts it.`,
 		Example: `  skbtrace pcap receiver.pcapng
   tcpdump -i eth0 -s 128 -w - | skbtrace pcap - --json
   skbtrace pcap vxlan.pcap.gz --graphs out/ --flow :5201`,
@@ -87,14 +90,14 @@ Findings use skbtrace doctor's ids and format (docs/findings.md).`,
 			if err != nil {
 				return err
 			}
-			if graphs != "" {
+			if graphs != "" && partial.writes(readErr != nil) {
 				if err := report.WriteGraphs(graphs, a.Graphs(graphFlows)); err != nil {
 					return err
 				}
 				fmt.Fprintf(e.stderr, "skbtrace: graphs in %s/index.html\n", graphs)
 			}
 			if readErr != nil {
-				return fmt.Errorf("%s: %w (the report covers everything before it)", name, readErr)
+				return partial.settle(e.stderr, fmt.Errorf("%s: %w", name, readErr), "the report covers everything before it", fileOutputs(graphs))
 			}
 			return nil
 		},
@@ -103,6 +106,7 @@ Findings use skbtrace doctor's ids and format (docs/findings.md).`,
 	c.Flags().BoolVar(&asJSON, "json", false, "write the report as JSON")
 	c.Flags().StringVar(&graphs, "graphs", "", "write SVG graphs and an HTML page showing them into `DIR`")
 	c.Flags().StringVar(&flow, "flow", "", "only flows with an endpoint matching `FILTER`: ADDR, ADDR:PORT or :PORT")
+	partial.bind(c.Flags())
 	c.Flags().IntVar(&mtu, "mtu", 0, "judge frames against this `MTU` (default: from the handshake's MSS, else 1500)")
 	return c
 }

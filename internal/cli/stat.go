@@ -18,6 +18,7 @@ func statCmd(e *env) *cobra.Command {
 	var asJSON bool
 	var htmlOut string
 	var filters filterFlags
+	var partial partialFlag
 	c := &cobra.Command{
 		Use:   "stat [TRACE...] [flags]",
 		Short: "summarize a trace: per connection, device and CPU, drops and loss",
@@ -25,7 +26,10 @@ func statCmd(e *env) *cobra.Command {
 (duration, bytes, throughput, share of time in each send-limit reason,
 retransmits, RTT, cwnd range, resets), per device (packets/s and segments per
 skb at transmit and receive: TSO/GSO and GRO at work), per CPU (network
-softirq time), drops by reason and location, and lost events.`,
+softirq time), drops by reason and location, and lost events.
+
+A damaged trace is summarized up to the damage (or over its intact blocks),
+then stat fails and writes no --html page unless --partial accepts it.`,
 		Example: `  skbtrace stat run.trace
   skbtrace stat -i run.trace --filter-port 5201 --json
   skbtrace stat run.trace --html run.html`,
@@ -58,7 +62,7 @@ softirq time), drops by reason and location, and lost events.`,
 				return rerr
 			}
 			view := report.NewStatView(st, sum)
-			if htmlOut != "" {
+			if htmlOut == "-" || htmlOut != "" && partial.writes(rerr != nil) {
 				var text strings.Builder
 				if err := report.WriteStatText(&text, view); err != nil {
 					return err
@@ -84,7 +88,7 @@ softirq time), drops by reason and location, and lost events.`,
 				return fmt.Errorf("writing output: %w", err)
 			}
 			if rerr != nil {
-				return fmt.Errorf("%w (the summary covers every event %s)", rerr, readPart(rerr))
+				return partial.settle(e.stderr, rerr, "the summary covers every event "+readPart(rerr), fileOutputs(htmlOut))
 			}
 			return nil
 		},
@@ -93,5 +97,6 @@ softirq time), drops by reason and location, and lost events.`,
 	c.Flags().BoolVar(&asJSON, "json", false, "one JSON document")
 	c.Flags().StringVar(&htmlOut, "html", "", "also write the trace's story as one self-contained page to `FILE` (- writes it to standard output instead of the text): per flow the send-limit reason, throughput, cwnd, in flight, RTT, retransmits and drops over time; per CPU and per device; the settings")
 	filters.bind(c.Flags())
+	partial.bind(c.Flags())
 	return c
 }

@@ -16,10 +16,19 @@ import (
 // time-sequence graph (data, the ACK line, the receive-window line,
 // retransmissions and SACKs marked), throughput, RTT and packet size over
 // time, as SVG files and one self-contained HTML page showing them all.
+//
+// The files are written into a staging directory inside dir and moved into
+// place only when all are written: a failed run leaves an earlier set as it
+// was; a complete one replaces it, earlier flows' files included.
 func WriteGraphs(dir string, graphs []pcap.FlowGraph) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating the graphs directory: %w", err)
 	}
+	staging, err := os.MkdirTemp(dir, ".graphs-*")
+	if err != nil {
+		return fmt.Errorf("creating the graphs directory: %w", err)
+	}
+	defer os.RemoveAll(staging)
 	var page strings.Builder
 	page.WriteString("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>skbtrace pcap</title>\n" +
 		"<style>body{font-family:sans-serif;margin:20px} svg{display:block;margin:8px 0;border:1px solid #ddd}</style></head><body>\n" +
@@ -27,6 +36,7 @@ func WriteGraphs(dir string, graphs []pcap.FlowGraph) error {
 	if len(graphs) == 0 {
 		page.WriteString("<p>No flow carried data to draw.</p>\n")
 	}
+	names := map[string]bool{}
 	for i, g := range graphs {
 		fmt.Fprintf(&page, "<h2>%s</h2>\n", html.EscapeString(g.Title))
 		for _, c := range []struct {
@@ -35,15 +45,29 @@ func WriteGraphs(dir string, graphs []pcap.FlowGraph) error {
 		}{{"tseq", timeSequence}, {"throughput", throughput}, {"rtt", rtt}, {"size", packetSize}} {
 			svg := c.draw(g)
 			name := fmt.Sprintf("flow%d-%s.svg", i+1, c.name)
-			if err := os.WriteFile(filepath.Join(dir, name), []byte(svg), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(staging, name), []byte(svg), 0o644); err != nil {
 				return fmt.Errorf("writing %s: %w", name, err)
 			}
+			names[name] = true
 			page.WriteString(svg)
 		}
 	}
 	page.WriteString("</body></html>\n")
-	if err := os.WriteFile(filepath.Join(dir, "index.html"), []byte(page.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(staging, "index.html"), []byte(page.String()), 0o644); err != nil {
 		return fmt.Errorf("writing index.html: %w", err)
+	}
+	names["index.html"] = true
+	for name := range names {
+		if err := os.Rename(filepath.Join(staging, name), filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("writing %s: %w", name, err)
+		}
+	}
+	// An earlier run's graphs of flows this one does not have.
+	stale, _ := filepath.Glob(filepath.Join(dir, "flow*-*.svg"))
+	for _, p := range stale {
+		if !names[filepath.Base(p)] {
+			os.Remove(p)
+		}
 	}
 	return nil
 }
