@@ -248,32 +248,19 @@ func TestFlagVocabulary(t *testing.T) {
 // netns_name, snake_case top-level keys. Each output's keys are walked for
 // the other spellings that once appeared.
 func TestJSONVocabulary(t *testing.T) {
-	dir := t.TempDir()
-	tr := filepath.Join(dir, "catalog.trace")
-	if err := os.WriteFile(tr, catalogFixture(t, binary.LittleEndian), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	capture := filepath.Join("..", "analyze", "pcap", "testdata", "loss-sender.pcap.gz")
 	banned := map[string]string{"rtt_min_us": "min_rtt_us", "in_flight": "inflight", "A": "a", "B": "b", "Kind": "kind"}
-	for _, args := range [][]string{
-		{"parse", "--json", tr}, {"stat", "--json", tr}, {"pcap", "--json", capture}, {"compare", "--json", tr, tr},
-	} {
-		var out, errs bytes.Buffer
-		if code := Main(args, bytes.NewReader(nil), &out, &errs); code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, errs.String())
-		}
-		dec := json.NewDecoder(&out)
-		for dec.More() {
+	for name, docs := range jsonOutputs(t) {
+		for _, doc := range docs {
 			var v any
-			if err := dec.Decode(&v); err != nil {
-				t.Fatalf("%v: %v", args, err)
+			if err := json.Unmarshal(doc, &v); err != nil {
+				t.Fatalf("%s: %v", name, err)
 			}
 			walkJSON(v, func(key string, val any) {
 				if want, ok := banned[key]; ok {
-					t.Errorf("%v: key %q, which the other outputs call %q", args, key, want)
+					t.Errorf("%s: key %q, which the other outputs call %q", name, key, want)
 				}
 				if _, isNumber := val.(float64); key == "netns" && !isNumber {
-					t.Errorf("%v: netns %v is not the inode (the name is netns_name)", args, val)
+					t.Errorf("%s: netns %v is not the inode (the name is netns_name)", name, val)
 				}
 			})
 		}

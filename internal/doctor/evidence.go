@@ -1,6 +1,8 @@
 package doctor
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/netip"
 	"strings"
 
@@ -35,6 +37,50 @@ type Evidence struct {
 	// Profile is where the CPU went, when the observation was profiled (--profile).
 	Profile *profile.Summary `json:"profile,omitempty"`
 	Notes   []string         `json:"notes,omitempty"`
+}
+
+// MarshalJSON writes the evidence with each flow's namespace inode beside
+// its name.
+func (e Evidence) MarshalJSON() ([]byte, error) {
+	type plain Evidence
+	inodes := map[string]uint32{}
+	for _, ns := range e.Namespaces {
+		inodes[ns.Name] = ns.Inode
+	}
+	flows := make([]Flow, len(e.Flows))
+	for i, f := range e.Flows {
+		f.NetnsInode = inodes[f.Netns]
+		flows[i] = f
+	}
+	e.Flows = flows
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // the report's encoder does not escape either
+	if err := enc.Encode(plain(e)); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// UnmarshalJSON reads a flow of this version and of versions that wrote
+// the namespace's name as netns.
+func (f *Flow) UnmarshalJSON(b []byte) error {
+	type plain Flow
+	var v struct {
+		plain
+		Netns json.RawMessage `json:"netns"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*f = Flow(v.plain)
+	if len(v.Netns) > 0 && v.Netns[0] == '"' {
+		return json.Unmarshal(v.Netns, &f.Netns)
+	}
+	if len(v.Netns) > 0 {
+		return json.Unmarshal(v.Netns, &f.NetnsInode)
+	}
+	return nil
 }
 
 // Settings are the observed host's settings, without counters.
@@ -135,7 +181,10 @@ func (d *DirUse) SegsPerSkb() float64 {
 // Flow is one TCP socket seen from its own end: tcp_info over the
 // observation joined with what the recording saw of it.
 type Flow struct {
-	Netns string         `json:"netns"`
+	// Netns names the flow's namespace; NetnsInode, its inode, is set when
+	// the evidence is written (from Namespaces), as every output calls it netns.
+	Netns      string `json:"netns_name"`
+	NetnsInode uint32 `json:"netns,omitempty"`
 	Local netip.AddrPort `json:"local"`
 	Peer  netip.AddrPort `json:"peer"`
 	// Dev is the device that holds the local address.

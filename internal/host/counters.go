@@ -77,7 +77,16 @@ func ReadCounters() (Counters, error) {
 
 // Softnet is the per-CPU backlog accounting of /proc/net/softnet_stat.
 type Softnet struct {
-	Processed, Dropped, TimeSqueeze uint64
+	Processed   uint64 `json:"processed"`
+	Dropped     uint64 `json:"dropped"`
+	TimeSqueeze uint64 `json:"time_squeeze"`
+}
+
+// UnmarshalJSON reads this version's keys and those of versions that wrote
+// the field names (Processed ...).
+func (s *Softnet) UnmarshalJSON(b []byte) error {
+	type plain Softnet
+	return unmarshalSnake(b, (*plain)(s))
 }
 
 // ParseSoftnet parses /proc/net/softnet_stat: one line per CPU of hex columns,
@@ -136,7 +145,15 @@ func ReadSysctls(names []string) map[string]string {
 
 // Mitigation is one CPU vulnerability's state as the kernel reports it.
 type Mitigation struct {
-	Name, State string
+	Name  string `json:"name"`
+	State string `json:"state"`
+}
+
+// UnmarshalJSON reads this version's keys and those of versions that wrote
+// the field names.
+func (m *Mitigation) UnmarshalJSON(b []byte) error {
+	type plain Mitigation
+	return unmarshalSnake(b, (*plain)(m))
 }
 
 // ReadMitigations lists the vulnerabilities for which a mitigation is in

@@ -77,8 +77,21 @@ type Coalesce struct {
 
 // LinkStats are the kernel's per-device counters.
 type LinkStats struct {
-	RxPackets, TxPackets, RxBytes, TxBytes   uint64
-	RxDropped, TxDropped, RxErrors, TxErrors uint64
+	RxPackets uint64 `json:"rx_packets"`
+	TxPackets uint64 `json:"tx_packets"`
+	RxBytes   uint64 `json:"rx_bytes"`
+	TxBytes   uint64 `json:"tx_bytes"`
+	RxDropped uint64 `json:"rx_dropped"`
+	TxDropped uint64 `json:"tx_dropped"`
+	RxErrors  uint64 `json:"rx_errors"`
+	TxErrors  uint64 `json:"tx_errors"`
+}
+
+// UnmarshalJSON reads this version's keys and those of versions that wrote
+// the field names (RxPackets ...).
+func (s *LinkStats) UnmarshalJSON(b []byte) error {
+	type plain LinkStats
+	return unmarshalSnake(b, (*plain)(s))
 }
 
 // Sub is the change since an earlier reading.

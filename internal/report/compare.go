@@ -62,19 +62,25 @@ func changeText(c float64) string {
 	return fmt.Sprintf("%+.0f%%", 100*c)
 }
 
+// CompareJSON is compare's JSON output (docs/schema/compare.schema.json).
+type CompareJSON struct {
+	// A and B name the two inputs; Kind is what both are: trace, report or profile.
+	A        string                  `json:"a"`
+	B        string                  `json:"b"`
+	Kind     compare.Kind            `json:"kind"`
+	Headline string                  `json:"headline"`
+	Metrics  []compare.Metric        `json:"metrics"`
+	Unit     string                  `json:"unit,omitempty"`
+	Phases   []compare.PhaseChange   `json:"phases,omitempty"`
+	Settings []compare.SettingChange `json:"settings,omitempty"`
+	Findings []finding.Finding       `json:"findings"`
+}
+
 // WriteCompareJSON writes the comparison for machines.
 func WriteCompareJSON(w io.Writer, r *compare.Result) error {
-	out := struct {
-		A        string                  `json:"a"`
-		B        string                  `json:"b"`
-		Kind     compare.Kind            `json:"kind"`
-		Headline string                  `json:"headline"`
-		Metrics  []compare.Metric        `json:"metrics"`
-		Unit     string                  `json:"unit,omitempty"`
-		Phases   []compare.PhaseChange   `json:"phases,omitempty"`
-		Settings []compare.SettingChange `json:"settings,omitempty"`
-		Findings []finding.Finding       `json:"findings"`
-	}{r.A.Name, r.B.Name, r.A.Kind, r.Headline, finite(r.Metrics), r.Unit, r.Phases, r.Settings, r.Findings}
+	// No finding is an empty list, not null, as the schema says.
+	findings := append([]finding.Finding{}, r.Findings...)
+	out := CompareJSON{r.A.Name, r.B.Name, r.A.Kind, r.Headline, finite(r.Metrics), r.Unit, r.Phases, r.Settings, findings}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false) // "->" stays "->": the output is read, not embedded in a page
 	enc.SetIndent("", "  ")
@@ -84,7 +90,7 @@ func WriteCompareJSON(w io.Writer, r *compare.Result) error {
 // finite replaces an infinite change (from zero) by JSON's nearest: null is
 // not a number, so the change is left at zero and A says it was none.
 func finite(ms []compare.Metric) []compare.Metric {
-	out := append([]compare.Metric(nil), ms...)
+	out := append([]compare.Metric{}, ms...)
 	for i := range out {
 		if math.IsInf(out[i].Change, 0) || math.IsNaN(out[i].Change) {
 			out[i].Change = 0
