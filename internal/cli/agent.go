@@ -23,7 +23,7 @@ const agentHeapAllowance = 192 << 20
 func agentCmd(e *env) *cobra.Command {
 	var (
 		o         agent.Options
-		listen    string
+		listen    = addrValue(agent.DefaultListen)
 		tokenFile string
 		window    string
 		maxTrace  string
@@ -60,7 +60,7 @@ unless --open-metrics.`,
 			if (o.TLSCert == "") != (o.TLSKey == "") {
 				return usagef("--tls-cert and --tls-key go together")
 			}
-			if err := agent.CheckListen(listen, o.Token); err != nil {
+			if err := agent.CheckListen(string(listen), o.Token); err != nil {
 				return err
 			}
 			d, err := parseDuration(window)
@@ -77,9 +77,9 @@ unless --open-metrics.`,
 			if os.Getenv("GOMEMLIMIT") == "" {
 				debug.SetMemoryLimit(int64(o.MaxTraceBytes) + agentHeapAllowance)
 			}
-			ln, err := net.Listen("tcp", listen)
+			ln, err := net.Listen("tcp", string(listen))
 			if err != nil {
-				return fmt.Errorf("listening on %s: %w", listen, err)
+				return fmt.Errorf("listening on %s: %w", string(listen), err)
 			}
 			a, err := agent.Start(o)
 			if err != nil {
@@ -104,7 +104,7 @@ unless --open-metrics.`,
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&listen, "listen", agent.DefaultListen, "`ADDR` to serve on (another than loopback needs --token-file)")
+	f.Var(&listen, "listen", "`ADDR` to serve on (another than loopback needs --token-file)")
 	f.StringVar(&tokenFile, "token-file", "", "bearer token `FILE`: required on /v1/, and on /metrics unless --open-metrics")
 	f.BoolVar(&o.OpenMetrics, "open-metrics", false, "serve /metrics without the token")
 	f.StringVar(&o.TLSCert, "tls-cert", "", "serve HTTPS with this certificate `FILE`")

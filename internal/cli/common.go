@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -243,3 +244,23 @@ func parseSize(s string) (int, error) {
 	}
 	return int(n << shift), nil
 }
+
+// addrValue is a listening address, HOST:PORT (HOST may be empty: every
+// address), refused at the flag when it is not one.
+type addrValue string
+
+func (a *addrValue) String() string { return string(*a) }
+
+func (a *addrValue) Set(s string) error {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("%q is not HOST:PORT", s)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("%q: port %q is not 0-65535", s, port)
+	}
+	*a = addrValue(s)
+	return nil
+}
+
+func (a *addrValue) Type() string { return "ADDR" }

@@ -3,14 +3,18 @@ package cli
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -163,31 +167,94 @@ func TestPartialWritesWhatWasRead(t *testing.T) {
 	}
 }
 
-// Each malformed flag, in every command that takes its kind, is a usage
-// error: exit 2, one line and the command's help hint.
-func TestConformanceMalformedFlags(t *testing.T) {
-	cases := [][]string{
-		{"record", "-d", "soon"}, {"record", "--max-size", "lots"}, {"record", "--filter-port", "70000"},
-		{"record", "--filter-addr", "nowhere"}, {"record", "--interval", "-1"}, {"record", "--ring-size", "3"},
-		{"live", "-d", "soon"}, {"live", "--filter-port", "0"},
-		{"parse", "--filter-port", "x"}, {"parse", "--filter-addr", "1.2.3"},
-		{"stat", "--filter-port", "65536"}, {"export", "--filter-addr", "x", "--perfetto", "x.json"},
-		{"doctor", "-d", "soon"}, {"doctor", "--format", "pdf"},
-		{"profile", "-d", "soon"}, {"profile", "--frequency", "fast"}, {"profile", "--cpu", "3-1"}, {"profile", "--format", "png"},
-		{"agent", "--window", "soon"}, {"agent", "--max-trace", "lots"},
-		{"pcap", "-", "--mtu", "x"}, {"pcap", "-", "--mtu", "70000"}, {"pcap", "-", "--flow", ":x"},
-		{"compare", "only-one"},
-		{"load", "client", "10.0.0.2:5201", "--mode", "nope"}, {"load", "client", "10.0.0.2:5201", "-d", "soon"},
+// malformed is a value each kind of flag refuses, by the placeholder its
+// help shows; freeForm are the kinds any word is, checked only when used
+// (a file opened, a name looked up), so no value is malformed at the flag.
+var (
+	malformed = map[string]string{
+		"DURATION": "soon", "N": "x", "BYTES": "lots", "SIZE": "lots", "HZ": "fast", "PORT": "70000",
+		"IP": "nowhere", "MTU": "x", "FORMAT": "pdf", "MODE": "nope", "CTX": "nowhere", "LIST": "3-1",
+		"FAMILY": "nosuch", "SHARE": "2", "RATE": "fast", "EXPR": "(((", "FILTER": ":x", "PID": "x",
+		"SENDER,RECEIVER": "onlyone", "ADDR": "no-port-here",
 	}
-	for _, args := range cases {
-		var out, errs bytes.Buffer
-		code := Main(args, bytes.NewReader(nil), &out, &errs)
-		lines := strings.Split(strings.TrimSpace(errs.String()), "\n")
-		hint := "run 'skbtrace " + args[0]
-		if code != 2 || len(lines) != 2 || !strings.HasPrefix(lines[0], "skbtrace: ") || !strings.HasPrefix(lines[1], hint) {
-			t.Errorf("%v: exit %d, stderr %q; want exit 2, one line and %q...", args, code, errs.String(), hint)
+	freeForm = map[string]string{
+		"":           "a switch",
+		"FILE":       "any path: opened when used",
+		"DIR":        "any path: created when used",
+		"NAME":       "any name: looked up when used",
+		"NAME|INODE": "any name: looked up in the trace",
+		"URL":        "any URL: fetched when used",
+		"ALGORITHM":  "any name: the kernel is asked when the socket is made",
+	}
+)
+
+// Every flag of every command, given a malformed value of its kind, is a
+// usage error: exit 2, one line and the command's help hint, before the
+// command does anything (each runs in a child with a deadline: a command
+// that starts working instead fails the test). A flag of a kind neither
+// table knows fails the test, so a new flag gets its case.
+func TestConformanceMalformedFlags(t *testing.T) {
+	if os.Getenv("SKBTRACE_CLI_CHILD") != "" {
+		return
+	}
+	root := newRoot(&env{stdin: bytes.NewReader(nil), stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}})
+	// Positional arguments a command needs before it reads its flags.
+	operands := map[string][]string{"pcap": {"-"}, "compare": {"a", "b"}, "load client": {"10.0.0.2:5201"}}
+	for name, uses := range flagUses(root) {
+		for _, u := range uses {
+			bad, ok := malformed[u.takes]
+			if !ok {
+				if _, free := freeForm[u.takes]; !free {
+					t.Errorf("%s --%s takes %q, which neither malformed nor freeForm knows", u.command, name, u.takes)
+				}
+				continue
+			}
+			args := append(strings.Fields(u.command), operands[u.command]...)
+			args = append(args, "--"+name, bad)
+			code, stderr := runChild(t, args)
+			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			hint := "run 'skbtrace " + u.command
+			if code != 2 || len(lines) != 2 || !strings.HasPrefix(lines[0], "skbtrace: ") || !strings.HasPrefix(lines[1], hint) {
+				t.Errorf("%v: exit %d, stderr %q; want exit 2, one line and %q...", args, code, stderr, hint)
+			}
 		}
 	}
+}
+
+// runChild runs Main with args in a child process (this test binary) with
+// a deadline, so that a command that does not refuse its flags cannot hang
+// or change the machine for long.
+func runChild(t *testing.T, args []string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestChildMain$")
+	enc, _ := json.Marshal(args)
+	cmd.Env = append(os.Environ(), "SKBTRACE_CLI_CHILD="+string(enc))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		return -1, "still running after 20 s: " + stderr.String()
+	}
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("%v: %v", args, err)
+	}
+	return cmd.ProcessState.ExitCode(), stderr.String()
+}
+
+// TestChildMain is runChild's child: Main with the arguments it was given.
+func TestChildMain(t *testing.T) {
+	env := os.Getenv("SKBTRACE_CLI_CHILD")
+	if env == "" {
+		t.Skip("runs only as TestConformanceMalformedFlags's child")
+	}
+	var args []string
+	if err := json.Unmarshal([]byte(env), &args); err != nil {
+		t.Fatal(err)
+	}
+	os.Exit(Main(args, bytes.NewReader(nil), io.Discard, os.Stderr))
 }
 
 // Every flag's help names what it takes as users write it (DURATION, SIZE,

@@ -34,7 +34,8 @@ received). Either side can run inside a named network namespace.`,
 }
 
 func loadServerCmd(e *env) *cobra.Command {
-	var listen, netns, duration string
+	var netns, duration string
+	listen := addrValue(":5201")
 	c := &cobra.Command{
 		Use:   "server [flags]",
 		Short: "accept load clients (TCP and UDP on one port) until interrupted",
@@ -46,7 +47,7 @@ func loadServerCmd(e *env) *cobra.Command {
 			}
 			var srv *load.Server
 			open := func() (err error) {
-				srv, err = load.Listen(listen)
+				srv, err = load.Listen(string(listen))
 				return err
 			}
 			if netns != "" {
@@ -73,7 +74,7 @@ func loadServerCmd(e *env) *cobra.Command {
 			return srv.Serve(ctx)
 		},
 	}
-	c.Flags().StringVar(&listen, "listen", ":5201", "`ADDR` to listen on, TCP and UDP")
+	c.Flags().Var(&listen, "listen", "`ADDR` to listen on, TCP and UDP")
 	c.Flags().StringVar(&netns, "netns", "", "listen inside this named network namespace (`NAME`)")
 	c.Flags().StringVarP(&duration, "duration", "d", "", "stop after this long (`DURATION`; default: until interrupted)")
 	return c

@@ -178,7 +178,7 @@ func TestMainExitCodes(t *testing.T) {
 		{[]string{"parse", "-i", good, "--filter-addr", "not-an-ip"}, 2, "not an IP address"},
 		{[]string{"record", "-d", "soon"}, 2, "not a number of seconds"},
 		{[]string{"record", "--ring-size", "1000"}, 2, "power of two"},
-		{[]string{"record", "-e", "nosuchfamily"}, 1, "unknown event family"},
+		{[]string{"record", "-e", "nosuchfamily"}, 2, "unknown event family"},
 		{[]string{"record", "--max-files", "3"}, 2, "--max-files needs --max-size"},
 		{[]string{"record", "--trigger", "srtt>fast"}, 2, "srtt> wants a positive duration"},
 		{[]string{"record", "--trigger", "bogus"}, 2, "unknown trigger"},

@@ -128,11 +128,11 @@ func (r *recordFlags) job(c *cobra.Command, args []string, stderr io.Writer) (*r
 	if r.dev != "" && !host.DeviceExists(r.dev) {
 		fmt.Fprintf(stderr, "skbtrace: warning: no device named %s in this or any named network namespace yet: device-level events will be empty unless it appears\n", r.dev)
 	}
-	if err := host.CheckTracingCaps(); err != nil {
-		return nil, err
-	}
 	fams, required, err := collect.Select(splitList(r.families))
 	if err != nil {
+		return nil, usageError{err}
+	}
+	if err := host.CheckTracingCaps(); err != nil {
 		return nil, err
 	}
 	return &recordJob{
