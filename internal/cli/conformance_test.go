@@ -257,6 +257,20 @@ func TestChildMain(t *testing.T) {
 	os.Exit(Main(args, bytes.NewReader(nil), io.Discard, os.Stderr))
 }
 
+// Every command a user runs shows examples in its help.
+func TestEveryCommandHasExamples(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Runnable() && !c.Hidden && c.Example == "" && c.Name() != "help" && c.Name() != "completion" && c.HasParent() {
+			t.Errorf("%s has no examples", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot(&env{stdin: bytes.NewReader(nil), stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}))
+}
+
 // Every flag's help names what it takes as users write it (DURATION, SIZE,
 // ADDR, FILE ...), never a Go type, and shows no stray backquote.
 func TestFlagPlaceholdersAreWords(t *testing.T) {

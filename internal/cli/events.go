@@ -29,6 +29,8 @@ func eventsCmd(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "events",
 		Short: "list the event families and what each does on this kernel",
+		Example: `  sudo skbtrace events
+  skbtrace events --json | jq -r 'select(.runs | not) | .family'`,
 		Long: `events lists every event family and what record does with it on this
 kernel: the hook used for each attach point (a tracepoint, or a kernel
 function where the kernel lacks the tracepoint), or why the family is

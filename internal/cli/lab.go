@@ -37,9 +37,10 @@ is reported skipped, naming it; the others still run.`,
 
 func labDemoCmd(e *env) *cobra.Command {
 	return &cobra.Command{
-		Use:   "demo",
-		Short: "tell seed 001's story: a send buffer too small, what skbtrace shows, the fix",
-		Args:  noArgs,
+		Use:     "demo",
+		Short:   "tell seed 001's story: a send buffer too small, what skbtrace shows, the fix",
+		Example: `  sudo skbtrace lab demo`,
+		Args:    noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := host.CheckTracingCaps(); err != nil {
 				return err
@@ -55,7 +56,9 @@ func labListCmd(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
 		Short: "list the scenarios: the lab's faults (all), their variants and the noise runs",
-		Args:  noArgs,
+		Example: `  skbtrace lab list
+  skbtrace lab list | awk '$1 == "all" {print $2}'`,
+		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "LIST\tSCENARIO\tEXPECTED FINDING\tFAULT")
@@ -237,6 +240,8 @@ func labCompareCmd(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "compare [PAIR...]",
 		Short: "profile a good and a bad run of one workload and check that compare names the change",
+		Example: `  sudo skbtrace lab compare
+  sudo skbtrace lab compare nft-chain --dir profiles --frequency 499`,
 		Long: `compare runs the lab's profile pairs (all, or those named): each profiles a good
 and a bad run of one workload (a chain of nftables rules that never match,
 TSO and GSO off, small UDP datagrams), writes both profiles to --dir, and

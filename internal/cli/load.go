@@ -39,7 +39,9 @@ func loadServerCmd(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "server [flags]",
 		Short: "accept load clients (TCP and UDP on one port) until interrupted",
-		Args:  noArgs,
+		Example: `  skbtrace load server
+  skbtrace load server --listen 10.0.0.2:5201 --netns blue -d 60s`,
+		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			d, err := parseDuration(duration)
 			if err != nil {
@@ -87,6 +89,9 @@ func loadClientCmd(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "client ADDR [flags]",
 		Short: "send traffic to a load server and report the throughput",
+		Example: `  skbtrace load client 10.0.0.2:5201 -d 10 -P 4
+  skbtrace load client 10.0.0.2:5201 --mode rr --writes 2 --json
+  skbtrace load client 10.0.0.2:5201 --mode udp --rate 500M -l 1400`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usagef("load client takes the server's address, got %d arguments", len(args))

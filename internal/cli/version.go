@@ -14,6 +14,8 @@ func versionCmd(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "version",
 		Short: "print the version, commit, build date, Go version and platform",
+		Example: `  skbtrace version
+  skbtrace version --json`,
 		Long: `version prints which build this is: the version, the commit it was built
 from, that commit's date (the build date of a release: builds of one commit
 are byte-identical), the Go version and the platform.`,
