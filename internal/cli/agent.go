@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -49,13 +48,11 @@ unless --open-metrics.`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			if tokenFile != "" {
-				b, err := os.ReadFile(tokenFile)
+				token, err := readToken(tokenFile)
 				if err != nil {
-					return fmt.Errorf("reading the token: %w", err)
+					return err
 				}
-				if o.Token = strings.TrimSpace(string(b)); o.Token == "" {
-					return fmt.Errorf("the token file %s is empty", tokenFile)
-				}
+				o.Token = token
 			}
 			if (o.TLSCert == "") != (o.TLSKey == "") {
 				return usagef("--tls-cert and --tls-key go together")

@@ -264,3 +264,28 @@ func (a *addrValue) Set(s string) error {
 }
 
 func (a *addrValue) Type() string { return "ADDR" }
+
+// readToken reads a bearer token from its file: surrounding white space
+// (a trailing newline) is not part of it.
+func readToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the token file: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("the token file %s is empty", path)
+	}
+	return token, checkToken(token, "the token file "+path)
+}
+
+// checkToken refuses what an Authorization header cannot carry, which
+// would otherwise fail only at the first request.
+func checkToken(token, from string) error {
+	for _, c := range []byte(token) {
+		if c < 0x21 || c > 0x7e {
+			return fmt.Errorf("%s holds a byte a bearer token cannot carry (0x%02x; visible ASCII only)", from, c)
+		}
+	}
+	return nil
+}

@@ -136,6 +136,27 @@ func TestConformanceBadInputs(t *testing.T) {
 	}
 }
 
+// The commands that read a token file refuse each class of bad input
+// before they serve or observe (in a child with a deadline: one that
+// accepts the input and starts serving fails the test).
+func TestConformanceBadTokenFiles(t *testing.T) {
+	if os.Getenv("SKBTRACE_CLI_CHILD") != "" {
+		return
+	}
+	dir := t.TempDir()
+	for class, in := range badInputs(t, dir, fixture(t, binary.LittleEndian)) {
+		for _, args := range [][]string{
+			{"agent", "--listen", "127.0.0.1:0", "--no-kernel-events", "--token-file", in},
+			{"doctor", "-d", "1", "--peer", "http://127.0.0.1:1", "--peer-token-file", in},
+		} {
+			code, stderr := runChild(t, args)
+			if lines := errorLines(stderr); code != 1 || len(lines) != 1 || !strings.Contains(lines[0], "token") {
+				t.Errorf("%s, %s token file: exit %d, stderr %q; want exit 1 and one line about the token", args[0], class, code, stderr)
+			}
+		}
+	}
+}
+
 // --partial accepts a truncated input: the outputs are written from what was
 // read, the damage is one warning line and the run succeeds.
 func TestPartialWritesWhatWasRead(t *testing.T) {

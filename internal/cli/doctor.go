@@ -130,11 +130,13 @@ type peerOptions struct {
 func newPeerOptions(urls []string, tokenFile string) (peerOptions, error) {
 	p := peerOptions{urls: urls, token: os.Getenv("SKBTRACE_PEER_TOKEN")}
 	if tokenFile != "" {
-		b, err := os.ReadFile(tokenFile)
+		token, err := readToken(tokenFile)
 		if err != nil {
-			return p, fmt.Errorf("reading the peers' token: %w", err)
+			return p, err
 		}
-		p.token = strings.TrimSpace(string(b))
+		p.token = token
+	} else if err := checkToken(p.token, "$SKBTRACE_PEER_TOKEN"); err != nil {
+		return p, err
 	}
 	return p, nil
 }
