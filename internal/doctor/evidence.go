@@ -183,10 +183,10 @@ func (d *DirUse) SegsPerSkb() float64 {
 type Flow struct {
 	// Netns names the flow's namespace; NetnsInode, its inode, is set when
 	// the evidence is written (from Namespaces), as every output calls it netns.
-	Netns      string `json:"netns_name"`
-	NetnsInode uint32 `json:"netns,omitempty"`
-	Local netip.AddrPort `json:"local"`
-	Peer  netip.AddrPort `json:"peer"`
+	Netns      string         `json:"netns_name"`
+	NetnsInode uint32         `json:"netns,omitempty"`
+	Local      netip.AddrPort `json:"local"`
+	Peer       netip.AddrPort `json:"peer"`
 	// Dev is the device that holds the local address.
 	Dev string `json:"dev,omitempty"`
 	// FromRecording says the flow was built from the recording because
