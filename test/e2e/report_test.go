@@ -104,7 +104,8 @@ func TestDoctorPagesOfLabRuns(t *testing.T) {
 }
 
 // TestStatPageOfDamagedTrace: stat --html of a whole trace and of one cut
-// short: the cut one still draws the flow and says where the damage is.
+// short: the cut one fails and writes no page, unless --partial accepts it;
+// then its page draws the flow read and says where the damage is.
 func TestStatPageOfDamagedTrace(t *testing.T) {
 	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	addr := loopbackServer(t)
@@ -136,8 +137,12 @@ func TestStatPageOfDamagedTrace(t *testing.T) {
 	}
 	damaged := filepath.Join(dir, "damaged.html")
 	out, err = exec.Command(binary, "stat", "-i", cut, "--html", damaged).CombinedOutput()
-	if err == nil {
-		t.Errorf("stat of a cut trace exited 0:\n%s", out)
+	if _, serr := os.Stat(damaged); err == nil || serr == nil {
+		t.Errorf("stat of a cut trace without --partial: exit error %v, page written: %v; want a failure and no page:\n%s", err, serr == nil, out)
+	}
+	out, err = exec.Command(binary, "stat", "-i", cut, "--html", damaged, "--partial").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "warning: ") {
+		t.Errorf("stat --partial of a cut trace: %v, want exit 0 and a warning:\n%s", err, out)
 	}
 	r = openOffline(t, damaged)
 	if !strings.Contains(r.DOM, `id="damage"`) || !strings.Contains(r.DOM, "offset") {
