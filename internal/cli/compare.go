@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/skbtrace/skbtrace/internal/analyze/compare"
+	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/report"
 	"github.com/skbtrace/skbtrace/internal/report/flame"
 )
@@ -89,5 +90,5 @@ func loadRun(path string, stdin io.Reader) (*compare.Run, error) {
 	if path == "-" {
 		name = "standard input"
 	}
-	return compare.Load(name, in)
+	return compare.Load(name, in, doctor.ReadReport)
 }

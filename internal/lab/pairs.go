@@ -197,5 +197,5 @@ func loadPprof(path string) (*compare.Run, error) {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	defer f.Close()
-	return compare.Load(path, f)
+	return compare.Load(path, f, nil) // a profile the pair wrote
 }

@@ -2,7 +2,6 @@ package compare
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"flag"
 	"math"
@@ -13,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
-	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/profile"
@@ -28,7 +26,7 @@ func loadFile(t *testing.T, path string) *Run {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	r, err := Load(path, f)
+	r, err := Load(path, f, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +188,7 @@ func TestBadInputIsRefusedWithOneLine(t *testing.T) {
 		"json":      []byte(`{"findings": []}`),
 		"notrace":   []byte("SKBTRACEgarbage"),
 	} {
-		_, err := Load(name, bytes.NewReader(in))
+		_, err := Load(name, bytes.NewReader(in), nil)
 		if err == nil || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: want a one-line error, got %v", name, err)
 		}
@@ -199,7 +197,7 @@ func TestBadInputIsRefusedWithOneLine(t *testing.T) {
 
 func TestUnlikeRunsAreNotCompared(t *testing.T) {
 	prof := loadFile(t, "testdata/nft-good.pb.gz")
-	rep := FromReport("r.json", &doctor.Report{Evidence: &doctor.Evidence{Seconds: 1}})
+	rep := &Run{Kind: KindReport, Name: "r.json", Seconds: 1}
 	if _, err := Compare(prof, rep); err == nil || !strings.Contains(err.Error(), "two of a kind") {
 		t.Errorf("a profile against a report: %v", err)
 	}
@@ -207,34 +205,6 @@ func TestUnlikeRunsAreNotCompared(t *testing.T) {
 	other.Workload = []string{"nginx"}
 	if _, err := Compare(prof, &other); !errors.Is(err, ErrDifferentWorkloads) {
 		t.Errorf("different workloads: %v", err)
-	}
-}
-
-func TestDoctorReportsNameDropsAndRetransmits(t *testing.T) {
-	report := func(name string) *Run {
-		rep := doctor.Diagnose(labEvidence(t, name))
-		var buf bytes.Buffer
-		if err := rep.WriteJSON(&buf); err != nil {
-			t.Fatal(err)
-		}
-		run, err := Load(name, &buf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return run
-	}
-	r, err := Compare(report("baseline.json"), report("packet-loss.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m, ok := r.Metric("retransmits"); !ok || m.B <= m.A {
-		t.Errorf("retransmits did not rise: %+v", m)
-	}
-	if m, ok := r.Metric("tcp goodput"); !ok || m.Change > -0.1 {
-		t.Errorf("goodput did not fall: %+v", m)
-	}
-	if !strings.Contains(r.Headline, "TCP goodput -") {
-		t.Errorf("headline: %s", r.Headline)
 	}
 }
 
@@ -290,20 +260,6 @@ func TestChangeFromNothing(t *testing.T) {
 	}
 }
 
-// Of two doctor reports the headline is what moved the flow: a sender that
-// went from free to sndbuf-bound, not a routine drop beside it.
-func TestReportHeadlineIsTheLimitNotARoutineDrop(t *testing.T) {
-	b := labEvidence(t, "sndbuf-limited.json")
-	b.Drops = append(b.Drops, doctor.Drop{Reason: "QUEUE_PURGE", Location: "tcp_write_queue_purge+0x1c", Count: 1})
-	r, err := Compare(FromReport("a", doctor.Diagnose(labEvidence(t, "baseline.json"))), FromReport("b", doctor.Diagnose(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(r.Headline, "QUEUE_PURGE") || len(r.Metrics) == 0 || r.Metrics[0].Name != "send limit sndbuf" {
-		t.Errorf("headline %q, metrics %+v: want the sndbuf share first and no routine drop", r.Headline, r.Metrics)
-	}
-}
-
 // Of a trace, the send limits are the senders': a receiver's socket, all
 // app, is not averaged in.
 func TestTraceLimitsAreTheSenders(t *testing.T) {
@@ -320,18 +276,4 @@ func TestTraceLimitsAreTheSenders(t *testing.T) {
 	if got := r.Limits["sndbuf"]; math.Abs(got-0.96) > 0.001 {
 		t.Errorf("sndbuf share %.3f, want the sender's 0.96: %v", got, r.Limits)
 	}
-}
-
-// labEvidence is the doctor's evidence of one lab scenario (its fixtures).
-func labEvidence(t *testing.T, name string) *doctor.Evidence {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "doctor", "testdata", "lab", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ev doctor.Evidence
-	if err := json.Unmarshal(b, &ev); err != nil {
-		t.Fatal(err)
-	}
-	return &ev
 }

@@ -3,7 +3,6 @@ package compare
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
-	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/profile"
@@ -67,9 +65,13 @@ func (r *Run) Rate(n float64) float64 {
 	return n / r.Seconds
 }
 
-// Load reads a profile (pprof from skbtrace profile), a trace or a doctor
-// report (JSON), telling them apart by their first bytes.
-func Load(name string, in io.Reader) (*Run, error) {
+// ReportReader reads a doctor report (JSON) as a run. The doctor provides it
+// (doctor.ReadReport): compare sits below the doctor in the pipeline.
+type ReportReader func(name string, in io.Reader) (*Run, error)
+
+// Load reads a profile (pprof from skbtrace profile), a trace or, with
+// reports, a doctor report (JSON), telling them apart by their first bytes.
+func Load(name string, in io.Reader, reports ReportReader) (*Run, error) {
 	br := bufio.NewReaderSize(in, 1<<20)
 	head, _ := br.Peek(8)
 	switch {
@@ -79,8 +81,8 @@ func Load(name string, in io.Reader) (*Run, error) {
 		return loadTrace(name, br)
 	case len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b:
 		return loadProfile(name, br)
-	case bytes.HasPrefix(bytes.TrimLeft(head, " \t\r\n"), []byte("{")):
-		return loadReport(name, br)
+	case bytes.HasPrefix(bytes.TrimLeft(head, " \t\r\n"), []byte("{")) && reports != nil:
+		return reports(name, br)
 	case isCapture(head):
 		return nil, fmt.Errorf("%s is a packet capture: compare takes profiles, traces or doctor reports (analyze captures with skbtrace pcap)", name)
 	}
@@ -137,73 +139,6 @@ func loadProfile(name string, in io.Reader) (*Run, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return FromProfile(name, p), nil
-}
-
-func loadReport(name string, in io.Reader) (*Run, error) {
-	var rep doctor.Report
-	dec := json.NewDecoder(in)
-	if err := dec.Decode(&rep); err != nil {
-		return nil, fmt.Errorf("%s: reading a doctor report: %w", name, err)
-	}
-	if rep.Evidence == nil || rep.Evidence.Seconds <= 0 {
-		return nil, fmt.Errorf("%s is JSON but not a doctor report (skbtrace doctor --json): it has no evidence", name)
-	}
-	return FromReport(name, &rep), nil
-}
-
-// FromReport measures a doctor report.
-func FromReport(name string, rep *doctor.Report) *Run {
-	ev := rep.Evidence
-	r := &Run{Kind: KindReport, Name: name, Seconds: ev.Seconds, Limits: map[string]float64{}, Drops: map[string]uint64{}}
-	r.Settings = ev.Settings()
-	for _, ns := range ev.Namespaces {
-		for i := range ns.Devices {
-			if x := ns.Devices[i].Xmit; x != nil {
-				r.HasTraffic = true
-				r.Packets += x.Segs
-				r.Bytes += x.Bytes
-				r.Skbs += x.Skbs
-			}
-		}
-	}
-	for _, c := range ev.CPUs {
-		r.HasCPU = true
-		r.CPUNs += c.Busy() * ev.Seconds * 1e9
-	}
-	var senderNs float64
-	for _, f := range ev.Flows {
-		r.TCPBytes += f.BytesAcked
-		r.Retrans += uint64(f.Retrans)
-		w := f.Seconds * float64(f.BytesAcked)
-		for reason, share := range f.LimitShares {
-			r.Limits[reason] += share * w
-		}
-		if len(f.LimitShares) > 0 {
-			senderNs += w
-		}
-	}
-	for k := range r.Limits {
-		r.Limits[k] /= senderNs
-	}
-	for _, d := range ev.Drops {
-		// What the stack drops in normal operation (a closed socket's
-		// queue, old duplicates) is no change between runs.
-		if !event.RoutineDrop(d.Reason, d.Location) {
-			r.Drops[d.Reason+" at "+d.Location] += d.Count
-		}
-	}
-	if ev.Command != nil && len(ev.Command.Argv) > 0 {
-		r.Workload = []string{filepath.Base(ev.Command.Argv[0])}
-	}
-	if p := ev.Profile; p != nil {
-		// The profile saw every CPU and every namespace: its CPU time and
-		// packets replace what the counters gave.
-		r.Phases, r.CPUNs, r.HasCPU = p.PhaseNs, p.BusyNs, true
-		if t := p.Traffic; t.Counted {
-			r.HasTraffic, r.Packets, r.Bytes, r.Skbs = true, t.Packets(), t.Bytes(), t.Skbs()
-		}
-	}
-	return r
 }
 
 func loadTrace(name string, in io.Reader) (*Run, error) {
