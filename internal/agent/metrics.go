@@ -10,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/event"
 )
@@ -93,7 +92,7 @@ func (t *totals) dropReasons(names map[uint32]string) {
 
 func (t *totals) loss(family uint16, n uint64) {
 	t.mu.Lock()
-	t.lost[analyze.FamilyName(family)] += float64(n)
+	t.lost[event.FamilyName(family)] += float64(n)
 	t.mu.Unlock()
 }
 

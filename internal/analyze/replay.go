@@ -76,10 +76,6 @@ func (n *Names) ResetReason(v uint32) string { return n.ResetReasons[v] }
 // Symbol implements report.Names.
 func (n *Names) Symbol(addr uint64) string { return n.Symbols[addr] }
 
-// FamilyName names a loss record's family; it is set by the collector
-// package, which owns the family list, so this package stays free of it.
-var FamilyName = func(id uint16) string { return fmt.Sprintf("family%d", id) }
-
 // NewSummary returns an empty summary for Replay to fill.
 func NewSummary() *Summary {
 	return &Summary{ByType: map[event.Type]uint64{}, Lost: map[string]uint64{}, Names: NewNames()}
@@ -215,7 +211,7 @@ func replayRecords(r *trace.Reader, s *Summary, ord *Orderer, ev *event.Event, o
 			if err != nil {
 				return &trace.FormatError{Offset: rec.Offset, Msg: err.Error()}
 			}
-			s.Lost[FamilyName(l.Family)] += l.Count
+			s.Lost[event.FamilyName(l.Family)] += l.Count
 		case rec.Type == trace.RecordEnum:
 			e, err := trace.DecodeEnum(r.ByteOrder(), rec.Body)
 			if err != nil {

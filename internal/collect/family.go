@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/skbtrace/skbtrace/internal/analyze"
+	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/probe"
 )
@@ -41,16 +41,15 @@ type Family struct {
 	Paused string
 }
 
-// Families lists every family in the order `skbtrace events` prints them.
-var Families = []Family{
+// Families lists every family in the order `skbtrace events` prints them,
+// each named by event.FamilyName.
+var Families = named([]Family{
 	{
-		Name:        "tcp_conn",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_CONN),
 		Description: "TCP state changes with addresses, namespace, pid and command",
 		Hooks:       slots(tracepoint(probe.SkbtraceProgTcpConn, "sock", "inet_sock_set_state")),
 	},
 	{
-		Name:        "tcp_sendlim",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_SENDLIM),
 		Description: "why an established sender is not sending more, decided per ACK and folded in the kernel",
 		Hooks: slots(btf(probe.SkbtraceProgTcpProbe, "tcp_probe"),
@@ -70,7 +69,6 @@ var Families = []Family{
 		Consts: map[string]any{probe.SkbtraceVarEnableSendlim: true, probe.SkbtraceVarEnableSendlimWrite: true},
 	},
 	{
-		Name:        "tcp_cong",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_CONG),
 		Description: "congestion-state changes (Open, Disorder, CWR, Recovery, Loss) with cwnd, ssthresh and RTO",
 		Hooks: [][]probe.Hook{{
@@ -81,7 +79,6 @@ var Families = []Family{
 		}},
 	},
 	{
-		Name:        "tcp_retrans",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_RETRANS),
 		Description: "retransmitted segments, folded per socket per interval",
 		Hooks: slots(btf(probe.SkbtraceProgTcpRetrans, "tcp_retransmit_skb"),
@@ -89,7 +86,6 @@ var Families = []Family{
 			iter(probe.SkbtraceProgRetransOpenRuns)),
 	},
 	{
-		Name:        "tcp_rtt",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_RTT),
 		Description: "per-socket samples of RTT, cwnd, windows and delivery rate, at most one per --rtt-interval",
 		// The close hook takes a last sample, with the totals of the last ACK.
@@ -98,7 +94,6 @@ var Families = []Family{
 		Consts: map[string]any{probe.SkbtraceVarEnableRtt: true},
 	},
 	{
-		Name:        "tcp_reset",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_RESET),
 		Description: "resets sent (with the kernel's reason) and received",
 		// tcp_send_reset fires for every reset from the version with its
@@ -112,7 +107,6 @@ var Families = []Family{
 		},
 	},
 	{
-		Name:        "tcp_rcvbuf",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_RCVBUF),
 		Description: "receive-buffer autotuning steps",
 		Hooks: [][]probe.Hook{
@@ -121,7 +115,6 @@ var Families = []Family{
 		},
 	},
 	{
-		Name:        "sk_limit",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_SK_LIMIT),
 		Description: "sockets over their send or receive memory limit, or with a full receive queue, per interval",
 		Hooks: slots(btf(probe.SkbtraceProgSkLimitExceed, "sock_exceed_buf_limit"),
@@ -129,14 +122,12 @@ var Families = []Family{
 		Drain: drainSkLimit,
 	},
 	{
-		Name:        "skb_drop",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_SKB_DROP),
 		Description: "dropped packets by reason, location and device, per interval",
 		Hooks:       slots(btf(probe.SkbtraceProgSkbDrop, "kfree_skb")),
 		Drain:       drainSkbDrop,
 	},
 	{
-		Name:        "dev_xmit",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_DEV_XMIT),
 		Description: "skbs, bytes and segments per skb handed to each device (TSO/GSO at work), per interval",
 		Hooks:       slots(btf(probe.SkbtraceProgDevXmit, "net_dev_xmit")),
@@ -144,7 +135,6 @@ var Families = []Family{
 		PerPacket:   true,
 	},
 	{
-		Name:        "dev_recv",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_DEV_RECV),
 		Description: "skbs, bytes and segments per skb received from each device (GRO at work), per interval",
 		// What GRO was handed comes from the device's NAPI polls (the
@@ -159,7 +149,6 @@ var Families = []Family{
 		PerPacket: true,
 	},
 	{
-		Name:        "napi_poll",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_NAPI_POLL),
 		Description: "NAPI polls per device and CPU: work against budget, per interval",
 		Hooks:       slots(btf(probe.SkbtraceProgNapiPoll, "napi_poll")),
@@ -168,7 +157,6 @@ var Families = []Family{
 		PerPacket:   true,
 	},
 	{
-		Name:        "softirq",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_SOFTIRQ),
 		Description: "NET_RX and NET_TX softirq time per CPU, per interval",
 		Hooks: slots(btf(probe.SkbtraceProgSoftirqEnter, "softirq_entry"),
@@ -177,7 +165,6 @@ var Families = []Family{
 		PerPacket: true,
 	},
 	{
-		Name:        "qdisc",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_QDISC),
 		Description: "qdisc enqueues, dequeues, drops, requeues and backlog, per interval",
 		Hooks: slots(btf(probe.SkbtraceProgQdiscEnqueue, "qdisc_enqueue"),
@@ -185,7 +172,6 @@ var Families = []Family{
 		Drain: drainQdisc,
 	},
 	{
-		Name:        "sock_io",
 		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_SOCK_IO),
 		Description: "socket send and receive calls per process: calls, bytes, size histogram, per interval",
 		// Where the tracepoints are missing, the IPv4 and IPv6 calls, each an attach point.
@@ -200,7 +186,7 @@ var Families = []Family{
 		Drain:     drainSockIO,
 		PerPacket: true,
 	},
-}
+})
 
 var (
 	everyReset     = probe.Hook{Program: probe.SkbtraceProgTcpResetSent, Kind: probe.BTFTracepoint, Name: "tcp_send_reset", Args: 3}
@@ -236,15 +222,11 @@ func iter(prog string) probe.Hook {
 	return probe.Hook{Program: prog, Kind: probe.Iterator, Name: "bpf_sk_storage_map"}
 }
 
-func init() {
-	analyze.FamilyName = func(id uint16) string {
-		for _, f := range Families {
-			if f.ID == id {
-				return f.Name
-			}
-		}
-		return fmt.Sprintf("family%d", id)
+func named(fams []Family) []Family {
+	for i := range fams {
+		fams[i].Name = event.FamilyName(fams[i].ID)
 	}
+	return fams
 }
 
 // Select resolves -e. No names, or "all", selects every family: Start
