@@ -1,22 +1,17 @@
 package probe
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"net/netip"
 	"os"
 	"slices"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
-	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -63,30 +58,6 @@ func (h Hook) String() string {
 	}
 	return h.Group + ":" + h.Name
 }
-
-// Filter restricts what the kernel side emits; the zero value passes everything.
-type Filter struct {
-	Port       uint16
-	Addr       netip.Addr
-	NetnsInode uint32
-	// NetnsAddrs are the namespace's addresses: an event whose namespace the
-	// kernel cannot say passes when one of its addresses is among them.
-	NetnsAddrs []netip.Addr
-	Dev        string // device name, for device-level families
-	Pid        uint32 // process (thread group), for sock_io
-	// CPUs keeps only events written on these CPUs; empty keeps every CPU.
-	CPUs []int
-	// Contexts is a mask of SkbtraceContextFilter: only events written in
-	// these contexts; zero keeps every context.
-	Contexts SkbtraceContextFilter
-	// Packets is a classic BPF program over a packet from its IP header
-	// (pktfilter.Compile): the per-packet families count only the packets
-	// it keeps. Nil keeps every packet.
-	Packets []bpf.Instruction
-}
-
-// maxFilterCPUs is CPU_FILTER_WORDS*64 in skbtrace.bpf.c.
-const maxFilterCPUs = 16 * 64
 
 // contextUnit keeps the per-CPU context that --context reads. It is not
 // one of Config.Units: Open fails when it cannot run.
@@ -438,60 +409,6 @@ func (s *Session) Features() Features { return s.features }
 // Units says, for each unit in the order given, the hooks it runs on or why it does not run.
 func (s *Session) Units() []UnitStatus { return s.units }
 
-func setFilter(spec *ebpf.CollectionSpec, f Filter) error {
-	set := func(name string, v any) error {
-		if err := spec.Variables[name].Set(v); err != nil {
-			return fmt.Errorf("setting filter %s: %w", name, err)
-		}
-		return nil
-	}
-	if err := set(SkbtraceVarFilterPort, f.Port); err != nil {
-		return err
-	}
-	if err := set(SkbtraceVarFilterNetns, f.NetnsInode); err != nil {
-		return err
-	}
-	if err := setNetnsAddrs(set, f.NetnsAddrs); err != nil {
-		return err
-	}
-	if err := set(SkbtraceVarFilterPid, f.Pid); err != nil {
-		return err
-	}
-	if len(f.Dev) > 15 {
-		return fmt.Errorf("device name %q is longer than the kernel's 15 characters", f.Dev)
-	}
-	var dev [16]byte
-	copy(dev[:], f.Dev)
-	if err := set(SkbtraceVarFilterDev, dev); err != nil {
-		return err
-	}
-	if err := setCPUs(set, f.CPUs); err != nil {
-		return err
-	}
-	if err := set(SkbtraceVarFilterContexts, uint8(f.Contexts)); err != nil {
-		return err
-	}
-	if err := set(SkbtraceVarFilterPackets, f.Packets != nil); err != nil {
-		return err
-	}
-	if !f.Addr.IsValid() {
-		return nil
-	}
-	var family uint16 = unix.AF_INET6
-	var addr [16]byte
-	if f.Addr.Unmap().Is4() {
-		family = unix.AF_INET
-		a4 := f.Addr.Unmap().As4()
-		copy(addr[:], a4[:])
-	} else {
-		addr = f.Addr.As16()
-	}
-	if err := set(SkbtraceVarFilterFamily, family); err != nil {
-		return err
-	}
-	return set(SkbtraceVarFilterAddr, addr)
-}
-
 func (s *Session) attachHook(h Hook) error {
 	prog := s.progs[programKey(h)]
 	if prog == nil {
@@ -533,21 +450,6 @@ func (s *Session) ReadInto(rec *ringbuf.Record) error {
 // SetDeadline bounds the next ReadInto calls.
 func (s *Session) SetDeadline(t time.Time) { s.ring.SetDeadline(t) }
 
-// Lost returns, per family, the events each CPU could not queue because the
-// ring buffer was full.
-func (s *Session) Lost() ([][]uint64, error) {
-	m := s.coll.Maps[SkbtraceMapLost]
-	out := make([][]uint64, SkbtraceEventFamilyFAMILY_MAX)
-	for family := range out {
-		var perCPU []uint64
-		if err := m.Lookup(uint32(family), &perCPU); err != nil {
-			return nil, fmt.Errorf("reading lost-event counters: %w", err)
-		}
-		out[family] = perCPU
-	}
-	return out, nil
-}
-
 // Attach attaches again hooks that DetachHooks removed.
 func (s *Session) Attach(hooks []Hook) error {
 	for _, h := range hooks {
@@ -580,88 +482,6 @@ func (s *Session) Detach() {
 	}
 }
 
-// NextSeq is the sequence number the next event will take. After Detach no
-// program takes numbers any more, so user space may number events from here.
-func (s *Session) NextSeq() (uint64, error) {
-	var seq uint64
-	if err := s.coll.Variables[SkbtraceVarSeqCounter].Get(&seq); err != nil {
-		return 0, fmt.Errorf("reading the sequence counter: %w", err)
-	}
-	return seq, nil
-}
-
-// OpenSendlimRuns returns the send-limit runs still open in the kernel,
-// the ones that would have been emitted at the socket's next ACK or close.
-func (s *Session) OpenSendlimRuns() ([]SkbtraceSendlimRun, error) {
-	if !s.features.SkStorage {
-		return dumpHash(s, SkbtraceMapSendlimRunsBySock, func(r *SkbtraceSendlimRun) bool {
-			return r.Ev.Reason != uint8(SkbtraceSendlimReasonSENDLIM_IGNORED) && r.Ev.Cnt != 0
-		})
-	}
-	return dumpStorage[SkbtraceSendlimRun](s, SkbtraceProgSendlimOpenRuns, SkbtraceMapSendlimRuns)
-}
-
-// OpenRetransRuns returns the retransmit runs still open in the kernel.
-func (s *Session) OpenRetransRuns() ([]SkbtraceTcpRetransRun, error) {
-	if !s.features.SkStorage {
-		return dumpHash(s, SkbtraceMapRetransRunsBySock, func(r *SkbtraceTcpRetransRun) bool {
-			return r.Ev.State != uint8(SkbtraceSendlimReasonSENDLIM_IGNORED) && r.Ev.Cnt != 0
-		})
-	}
-	return dumpStorage[SkbtraceTcpRetransRun](s, SkbtraceProgRetransOpenRuns, SkbtraceMapRetransRuns)
-}
-
-// dumpHash reads the per-socket state kept in a hash map (kernels without
-// socket storage for tracing), with the iterators' selection.
-func dumpHash[T any](s *Session, mapName string, keep func(*T) bool) ([]T, error) {
-	var out []T
-	var key uint64
-	var v T
-	it := s.coll.Maps[mapName].Iterate()
-	for it.Next(&key, &v) {
-		if keep(&v) {
-			out = append(out, v)
-		}
-	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", mapName, err)
-	}
-	return out, nil
-}
-
-// dumpStorage runs an iterator over a socket-storage map; the iterator
-// writes each value it keeps, a T, verbatim.
-func dumpStorage[T any](s *Session, progName, mapName string) ([]T, error) {
-	prog, ok := s.progs[progName]
-	if !ok {
-		return nil, nil
-	}
-	it, err := link.AttachIter(link.IterOptions{Program: prog, Map: s.coll.Maps[mapName]})
-	if err != nil {
-		return nil, fmt.Errorf("attaching iterator %s: %w", progName, err)
-	}
-	defer it.Close()
-	rd, err := it.Open()
-	if err != nil {
-		return nil, fmt.Errorf("opening iterator %s: %w", progName, err)
-	}
-	defer rd.Close()
-	data, err := io.ReadAll(rd)
-	if err != nil {
-		return nil, fmt.Errorf("reading iterator %s: %w", progName, err)
-	}
-	var zero T
-	size := int(unsafe.Sizeof(zero))
-	if len(data)%size != 0 {
-		return nil, fmt.Errorf("iterator %s returned %d bytes, not a multiple of %d", progName, len(data), size)
-	}
-	out := make([]T, len(data)/size)
-	for i := range out {
-		out[i] = *(*T)(unsafe.Pointer(&data[i*size]))
-	}
-	return out, nil
-}
-
 // Close detaches and unloads everything.
 func (s *Session) Close() error {
 	s.Detach()
@@ -686,115 +506,4 @@ func jiffiesPerSecond() uint64 {
 		return 1000 // the most common HZ; only the once-a-second rule depends on it
 	}
 	return uint64(time.Second / time.Duration(res.Nano()))
-}
-
-// Map returns one of the session's maps, or nil when its family is not loaded.
-func (s *Session) Map(name string) *ebpf.Map { return s.coll.Maps[name] }
-
-// ReserveSeq takes n numbers from the kernel's sequence counter, for events
-// the recorder writes itself, and returns the first.
-func (s *Session) ReserveSeq(n uint64) (uint64, error) {
-	prog, ok := s.progs[SkbtraceProgSeqReserve]
-	if !ok {
-		return 0, errors.New("the seq_reserve program is not loaded")
-	}
-	r := SkbtraceSeqReservation{Count: n}
-	buf := unsafe.Slice((*byte)(unsafe.Pointer(&r)), unsafe.Sizeof(r))
-	if _, err := prog.Run(&ebpf.RunOptions{Context: buf, ContextOut: buf}); err != nil {
-		return 0, fmt.Errorf("reserving sequence numbers: %w", err)
-	}
-	return r.First, nil
-}
-
-// NextDrainGeneration starts a new aggregation interval: fields that
-// describe one interval (maxima, first times) reset at their next update.
-func (s *Session) NextDrainGeneration(gen uint64) error {
-	if err := s.coll.Variables[SkbtraceVarDrainGen].Set(gen); err != nil {
-		return fmt.Errorf("starting drain generation %d: %w", gen, err)
-	}
-	return nil
-}
-
-// SetPaused sets the variables that pause a family's part of a program
-// shared with another family (its name in Family.Paused).
-func (s *Session) SetPaused(vars []string, paused bool) error {
-	var v uint32
-	if paused {
-		v = 1
-	}
-	for _, name := range vars {
-		if err := s.coll.Variables[name].Set(v); err != nil {
-			return fmt.Errorf("setting %s: %w", name, err)
-		}
-	}
-	return nil
-}
-
-// ForgetSoftirqStarts clears the softirq entry times a detached softirq_exit
-// never saw, so that the first exit after re-attaching does not count the
-// time since then. Call it only while the softirq hooks are detached.
-func (s *Session) ForgetSoftirqStarts() error {
-	m := s.coll.Maps[SkbtraceMapSoftirqs]
-	if m == nil {
-		return nil
-	}
-	for _, vec := range []uint32{2, 3} { // NET_TX, NET_RX
-		var vs []SkbtraceSoftirqStats
-		if err := m.Lookup(vec, &vs); err != nil {
-			return fmt.Errorf("reading softirq times: %w", err)
-		}
-		for i := range vs {
-			vs[i].StartNs = 0
-		}
-		if err := m.Put(vec, vs); err != nil {
-			return fmt.Errorf("resetting softirq entry times: %w", err)
-		}
-	}
-	return nil
-}
-
-// setCPUs sets the kernel's CPU mask, one bit a CPU.
-func setCPUs(set func(string, any) error, cpus []int) error {
-	if len(cpus) == 0 {
-		return nil
-	}
-	var words [maxFilterCPUs / 64]uint64
-	for _, c := range cpus {
-		if c < 0 || c >= maxFilterCPUs {
-			return fmt.Errorf("CPU %d is beyond the %d the CPU filter holds", c, maxFilterCPUs)
-		}
-		words[c/64] |= 1 << (c % 64)
-	}
-	if err := set(SkbtraceVarFilterCpus, words); err != nil {
-		return err
-	}
-	return set(SkbtraceVarFilterCpusOn, true)
-}
-
-// filterNetnsAddrs is FILTER_NETNS_ADDRS in skbtrace.bpf.c.
-const filterNetnsAddrs = 16
-
-// setNetnsAddrs lays the addresses out as struct sock_addrs holds them
-// (IPv4 in the first 4 bytes), as two native-endian words each.
-func setNetnsAddrs(set func(string, any) error, addrs []netip.Addr) error {
-	var words [filterNetnsAddrs][2]uint64
-	n := 0
-	for _, a := range addrs {
-		if n == filterNetnsAddrs {
-			break
-		}
-		var b [16]byte
-		if a = a.Unmap(); a.Is4() {
-			a4 := a.As4()
-			copy(b[:], a4[:])
-		} else {
-			b = a.As16()
-		}
-		words[n] = [2]uint64{binary.NativeEndian.Uint64(b[:8]), binary.NativeEndian.Uint64(b[8:])}
-		n++
-	}
-	if err := set(SkbtraceVarFilterNetnsAddrs, words); err != nil {
-		return err
-	}
-	return set(SkbtraceVarFilterNetnsNaddrs, uint32(n))
 }
