@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"time"
 	"unsafe"
 
@@ -203,55 +202,6 @@ func readHostFacts(feat probe.Features, families []Family) (hostFacts, error) {
 	}
 	h.settings = body
 	return h, nil
-}
-
-// planSampling picks the hooks sampling detaches: the per-packet families'
-// own. A hook a family that always runs shares (sock_send_length, with
-// tcp_sendlim) stays attached, and the family's part of it is paused instead.
-func (r *Recording) planSampling() {
-	alwaysOn := map[probe.Hook]bool{}
-	for _, run := range r.Running {
-		if !run.Family.PerPacket {
-			for _, h := range run.Hooks {
-				alwaysOn[h] = true
-			}
-		}
-	}
-	for _, run := range r.Running {
-		if !run.Family.PerPacket || !reattachable(run.Hooks) {
-			continue
-		}
-		var own []probe.Hook
-		shared := false
-		for _, h := range run.Hooks {
-			if alwaysOn[h] {
-				shared = true
-			} else {
-				own = append(own, h)
-			}
-		}
-		if shared && run.Family.Paused == "" {
-			continue // it cannot stop, so it counts exactly
-		}
-		if shared {
-			r.paused = append(r.paused, run.Family.Paused)
-		}
-		r.sampled = append(r.sampled, own...)
-		r.sampledFamilies = append(r.sampledFamilies, run.Family.Name)
-	}
-}
-
-// reattachable says whether sampling may detach and attach the hooks again:
-// on older kernels (5.10 measured) an fentry or fexit program attaches once
-// only (ENOENT after), so families on kernel functions stay attached and
-// count exactly.
-func reattachable(hooks []probe.Hook) bool {
-	for _, h := range hooks {
-		if h.Kind == probe.FEntry || h.Kind == probe.FExit {
-			return false
-		}
-	}
-	return true
 }
 
 // Features says how the programs were adapted to this kernel.
@@ -457,26 +407,6 @@ func (st *recorderState) drainAt(now uint64) error {
 	return st.sess.NextDrainGeneration(d.gen)
 }
 
-// baselineSampled takes what the sampled families counted before the
-// recording began as the start of their first window: their programs were
-// attached while later families loaded (up to a second before), and those
-// counts would stand for a 50 ms window.
-func (st *recorderState) baselineSampled() error {
-	d := st.drainer
-	if d == nil || st.sampledFamilies == nil {
-		return nil
-	}
-	for _, f := range st.opts.Families {
-		if f.Drain != nil && slices.Contains(st.sampledFamilies, f.Name) {
-			if err := f.Drain(d); err != nil {
-				return err
-			}
-		}
-	}
-	d.pending = d.pending[:0]
-	return nil
-}
-
 // symbolize writes a symbol record the first time a drop location appears.
 func (st *recorderState) symbolize(b []byte) error {
 	var e probe.SkbtraceSkbDropEvent
@@ -539,57 +469,6 @@ func (st *recorderState) loop(stop <-chan struct{}) error {
 			return err
 		}
 	}
-}
-
-// sample flips the per-packet hooks: attached for Sample of each interval.
-// A drain at each flip makes their events cover exactly the attached
-// windows (drained at attach, they have counted nothing since the last).
-func (st *recorderState) sample(now time.Time) error {
-	if st.sampledFamilies == nil || now.Before(st.nextFlip) {
-		return nil
-	}
-	if st.detached {
-		if err := st.drain(); err != nil {
-			return err
-		}
-		if err := st.sess.ForgetSoftirqStarts(); err != nil {
-			return err
-		}
-		// Hooks count from the moment each attaches, and attaching takes
-		// milliseconds here, tens of them on an emulated CPU: the window
-		// is taken to begin halfway through attaching and to end halfway
-		// through detaching, the counts read only once every hook is off,
-		// and it lasts its full length after the last hook is on. (Timed
-		// from before attaching, it scaled a QEMU guest's dev_xmit
-		// 1,500-fold; begun after attaching, with counts read while hooks
-		// still ran, dev_recv 2.4-fold; now within 16 % of the NIC's
-		// counters there.)
-		start := host.BootNow()
-		if err := st.sess.Attach(st.sampled); err != nil {
-			return err
-		}
-		if err := st.sess.SetPaused(st.paused, false); err != nil {
-			return err
-		}
-		if st.drainer != nil {
-			st.drainer.begin = start + (host.BootNow()-start)/2
-		}
-		st.detached, st.nextFlip = false, time.Now().Add(time.Duration(float64(st.opts.Interval)*st.opts.Sample))
-	} else {
-		start := host.BootNow()
-		st.sess.DetachHooks(st.sampled)
-		if err := st.sess.SetPaused(st.paused, true); err != nil {
-			return err
-		}
-		if st.drainer != nil {
-			if err := st.drainAt(start + (host.BootNow()-start)/2); err != nil {
-				return err
-			}
-		}
-		st.detached, st.nextFlip = true, now.Add(time.Duration(float64(st.opts.Interval)*(1-st.opts.Sample)))
-	}
-	st.lastDrain = now
-	return nil
 }
 
 // flush drains the aggregated families and writes the buffer out.
