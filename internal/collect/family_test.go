@@ -10,13 +10,6 @@ import (
 	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
-// withFamilies replaces the family list for one test.
-func withFamilies(t *testing.T, fams []Family) {
-	saved := Families
-	Families = fams
-	t.Cleanup(func() { Families = saved })
-}
-
 func TestSelectAllIsEveryFamilyNotRequired(t *testing.T) {
 	for _, names := range [][]string{nil, {"all"}} {
 		fams, required, err := Select(names)

@@ -281,9 +281,10 @@ func (b *Builder) spread(from, to int64, add func(i int, share float64, ns int64
 		add(b.index(to), 1, 0)
 		return
 	}
-	first, last := b.index(from), b.index(to)
-	// index may have widened the bins: take first again.
-	first = b.index(from)
+	b.index(from)
+	last := b.index(to)
+	// index may have widened the bins for to: take first after it.
+	first := b.index(from)
 	for i := first; i <= last; i++ {
 		lo := max(from, b.start+int64(i)*b.width)
 		hi := min(to, b.start+int64(i+1)*b.width)
