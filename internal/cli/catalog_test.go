@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/skbtrace/skbtrace/internal/event"
-	"github.com/skbtrace/skbtrace/internal/probe"
 	"github.com/skbtrace/skbtrace/internal/trace"
 	"github.com/skbtrace/skbtrace/internal/tracetest"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 func name16(s string) (out [16]int8) {
@@ -36,8 +36,8 @@ func catalogFixture(t *testing.T, o trace.ByteOrder) []byte {
 	}
 	const netns = 4026532000
 	a := tracetest.Addrs(netip.MustParseAddrPort("10.200.0.1:40000"), netip.MustParseAddrPort("10.200.0.2:5201"), netns)
-	hdr := func(seq uint64, ts uint64, cpu uint32, typ event.Type) probe.SkbtraceEventHeader {
-		return probe.SkbtraceEventHeader{Seq: seq, TsNs: ts, Cpu: cpu, Type: uint16(typ)}
+	hdr := func(seq uint64, ts uint64, cpu uint32, typ event.Type) wire.EventHeader {
+		return wire.EventHeader{Seq: seq, TsNs: ts, Cpu: cpu, Type: uint16(typ)}
 	}
 	const sock = 0xffff888100001000
 	must(w.AppendNetns(trace.Netns{Inode: netns, Name: "lab-snd"}))
@@ -45,32 +45,32 @@ func catalogFixture(t *testing.T, o trace.ByteOrder) []byte {
 	must(w.AppendEnum(trace.Enum{Kind: trace.EnumResetReason, Names: map[uint32]string{1: "NO_SOCKET"}}))
 	must(w.AppendSymbol(trace.Symbol{Addr: 0xffffffff81a00010, Name: "nf_hook_slow+0x10"}))
 	ev := func(typ event.Type, v any) { must(w.Event(uint16(typ), v)) }
-	ev(event.TypeTCPCong, &probe.SkbtraceTcpCongEvent{Hdr: hdr(0, 1_000, 0, event.TypeTCPCong), Sock: sock, Addrs: a,
+	ev(event.TypeTCPCong, &wire.TcpCongEvent{Hdr: hdr(0, 1_000, 0, event.TypeTCPCong), Sock: sock, Addrs: a,
 		Cwnd: 20, Ssthresh: 14, SndNxt: 5000, SndUna: 3000, RtoUs: 204000, State: 3})
-	ev(event.TypeTCPRTT, &probe.SkbtraceTcpRttEvent{Hdr: hdr(1, 2_000, 1, event.TypeTCPRTT), Sock: sock, Addrs: a,
+	ev(event.TypeTCPRTT, &wire.TcpRttEvent{Hdr: hdr(1, 2_000, 1, event.TypeTCPRTT), Sock: sock, Addrs: a,
 		SrttUs: 120, RttvarUs: 30, MinRttUs: 80, Cwnd: 20, Ssthresh: 14, InFlight: 18, SndWnd: 65536, RcvWnd: 65536,
 		DeliveryRate: 125_000_000, BytesAcked: 1_000_000})
-	ev(event.TypeTCPRTT, &probe.SkbtraceTcpRttEvent{Hdr: hdr(2, 1_000_002_000, 1, event.TypeTCPRTT), Sock: sock, Addrs: a,
+	ev(event.TypeTCPRTT, &wire.TcpRttEvent{Hdr: hdr(2, 1_000_002_000, 1, event.TypeTCPRTT), Sock: sock, Addrs: a,
 		SrttUs: 200, RttvarUs: 40, MinRttUs: 80, Cwnd: 30, Ssthresh: 14, InFlight: 28, SndWnd: 65536, RcvWnd: 65536,
 		DeliveryRate: 125_000_000, BytesAcked: 126_000_000})
-	ev(event.TypeTCPRetrans, &probe.SkbtraceTcpRetransEvent{Hdr: hdr(3, 1_000_003_000, 0, event.TypeTCPRetrans), Sock: sock,
+	ev(event.TypeTCPRetrans, &wire.TcpRetransEvent{Hdr: hdr(3, 1_000_003_000, 0, event.TypeTCPRetrans), Sock: sock,
 		BeginNs: 500_000_000, Addrs: a, Cnt: 7, Skbs: 3, State: 1})
-	ev(event.TypeTCPReset, &probe.SkbtraceTcpResetEvent{Hdr: hdr(4, 1_000_004_000, 0, event.TypeTCPReset), Addrs: a, Reason: 1, Path: 3})
-	ev(event.TypeTCPRcvbuf, &probe.SkbtraceTcpRcvbufEvent{Hdr: hdr(5, 1_000_005_000, 1, event.TypeTCPRcvbuf), Sock: sock, Addrs: a,
+	ev(event.TypeTCPReset, &wire.TcpResetEvent{Hdr: hdr(4, 1_000_004_000, 0, event.TypeTCPReset), Addrs: a, Reason: 1, Path: 3})
+	ev(event.TypeTCPRcvbuf, &wire.TcpRcvbufEvent{Hdr: hdr(5, 1_000_005_000, 1, event.TypeTCPRcvbuf), Sock: sock, Addrs: a,
 		Rcvbuf: 262144, OldRcvbuf: 131072, RcvSpace: 65536, WindowClamp: 3145728, RcvWnd: 131072, RmemAlloc: 4096})
-	ev(event.TypeSkLimit, &probe.SkbtraceSkLimitEvent{Hdr: hdr(6, 1_000_006_000, 0, event.TypeSkLimit), BeginNs: 0, Sock: sock, Addrs: a, Cnt: 5, Kind: 2})
-	ev(event.TypeSkbDrop, &probe.SkbtraceSkbDropEvent{Hdr: hdr(7, 1_000_007_000, 0, event.TypeSkbDrop), BeginNs: 100, Location: 0xffffffff81a00010,
+	ev(event.TypeSkLimit, &wire.SkLimitEvent{Hdr: hdr(6, 1_000_006_000, 0, event.TypeSkLimit), BeginNs: 0, Sock: sock, Addrs: a, Cnt: 5, Kind: 2})
+	ev(event.TypeSkbDrop, &wire.SkbDropEvent{Hdr: hdr(7, 1_000_007_000, 0, event.TypeSkbDrop), BeginNs: 100, Location: 0xffffffff81a00010,
 		Dev: name16("skbr1"), Ifindex: 2, Netns: netns, Reason: 23, Protocol: 0x0800, L4proto: 6, Cnt: 12, Addrs: a})
-	ev(event.TypeDevXmit, &probe.SkbtraceDevEvent{Hdr: hdr(8, 1_000_008_000, 0, event.TypeDevXmit), BeginNs: 8_000, Name: name16("skbs1"),
+	ev(event.TypeDevXmit, &wire.DevEvent{Hdr: hdr(8, 1_000_008_000, 0, event.TypeDevXmit), BeginNs: 8_000, Name: name16("skbs1"),
 		Ifindex: 2, Netns: netns, Skbs: 100, Bytes: 4_000_000, Segs: 3000, MaxBytes: 65226, Hist: [8]uint64{10, 0, 0, 0, 0, 90}})
-	ev(event.TypeDevRecv, &probe.SkbtraceDevEvent{Hdr: hdr(9, 1_000_008_000, 0, event.TypeDevRecv), BeginNs: 8_000, Name: name16("skbs1"),
+	ev(event.TypeDevRecv, &wire.DevEvent{Hdr: hdr(9, 1_000_008_000, 0, event.TypeDevRecv), BeginNs: 8_000, Name: name16("skbs1"),
 		Ifindex: 2, Netns: netns, Skbs: 50, Bytes: 3000, Segs: 50, GroIn: 50, MaxBytes: 66, Hist: [8]uint64{50}})
-	ev(event.TypeNapiPoll, &probe.SkbtraceNapiEvent{Hdr: hdr(10, 1_000_008_000, 1, event.TypeNapiPoll), BeginNs: 8_000, Name: name16("backlog"),
+	ev(event.TypeNapiPoll, &wire.NapiEvent{Hdr: hdr(10, 1_000_008_000, 1, event.TypeNapiPoll), BeginNs: 8_000, Name: name16("backlog"),
 		Polls: 40, Work: 45, Exhausted: 1, Budget: 64})
-	ev(event.TypeSoftirq, &probe.SkbtraceSoftirqEvent{Hdr: hdr(11, 1_000_008_000, 1, event.TypeSoftirq), BeginNs: 8_000, Entries: 41, TimeNs: 250_000_000, Vec: 3})
-	ev(event.TypeQdisc, &probe.SkbtraceQdiscEvent{Hdr: hdr(12, 1_000_008_000, 0, event.TypeQdisc), BeginNs: 8_000, Dev: name16("skbs1"), Kind: name16("tbf"),
+	ev(event.TypeSoftirq, &wire.SoftirqEvent{Hdr: hdr(11, 1_000_008_000, 1, event.TypeSoftirq), BeginNs: 8_000, Entries: 41, TimeNs: 250_000_000, Vec: 3})
+	ev(event.TypeQdisc, &wire.QdiscEvent{Hdr: hdr(12, 1_000_008_000, 0, event.TypeQdisc), BeginNs: 8_000, Dev: name16("skbs1"), Kind: name16("tbf"),
 		Ifindex: 2, Netns: netns, Handle: 0x80010000, Parent: 0xffffffff, Enqueues: 90, Dequeues: 80, Drops: 10, BacklogMax: 65000, QlenMax: 44, Backlog: 1500, Qlen: 1})
-	ev(event.TypeSockIO, &probe.SkbtraceSockIoEvent{Hdr: hdr(13, 1_000_008_000, 0, event.TypeSockIO), BeginNs: 8_000, Pid: 4242, Dir: 0, Comm: name16("iperf3"),
+	ev(event.TypeSockIO, &wire.SockIoEvent{Hdr: hdr(13, 1_000_008_000, 0, event.TypeSockIO), BeginNs: 8_000, Pid: 4242, Dir: 0, Comm: name16("iperf3"),
 		Calls: 3, Bytes: 393216, Hist: [20]uint64{17: 3}})
 	must(w.AppendEnd(trace.End{NextSeq: 14, BootNs: 1_000_009_000}))
 	must(w.Flush())

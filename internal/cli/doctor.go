@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/skbtrace/skbtrace/internal/collect/profiler"
 	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/profile"
 	"github.com/skbtrace/skbtrace/internal/version"
@@ -193,7 +194,7 @@ func runDoctor(opts doctor.Options, d time.Duration, argv []string, format strin
 		opts.Workload = func(ctx context.Context) error {
 			ran := false
 			var workErr error
-			prof, profErr = profile.Collect(ctx, profile.Options{Hz: 99, Version: version.Version,
+			prof, profErr = profiler.Collect(ctx, profiler.Options{Hz: 99, Version: version.Version,
 				Workload: func(ctx context.Context) error {
 					ran = true
 					workErr = workload(ctx)

@@ -14,9 +14,9 @@ import (
 	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/analyze/compare"
 	"github.com/skbtrace/skbtrace/internal/event"
-	"github.com/skbtrace/skbtrace/internal/probe"
 	"github.com/skbtrace/skbtrace/internal/trace"
 	"github.com/skbtrace/skbtrace/internal/tracetest"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 // writeBigTrace writes n events, nine send-limit runs to one state change,
@@ -36,7 +36,7 @@ func writeBigTrace(b *testing.B, path string, n int) {
 	a := tracetest.Addrs(netip.MustParseAddrPort("10.200.0.1:40000"), netip.MustParseAddrPort("10.200.0.2:5201"), 1)
 	conn, _ := binary.Append(nil, trace.NativeOrder, tracetest.Conn(0, 0, 0, 0xffff888100000000, a, 2, 1, 0, ""))
 	lim, _ := binary.Append(nil, trace.NativeOrder, tracetest.Sendlim(0, 0, 0, 1, 0xffff888100000000, a, uint8(event.SendlimCwnd), 300, 450))
-	var hdr probe.SkbtraceEventHeader
+	var hdr wire.EventHeader
 	seqOff, tsOff := unsafe.Offsetof(hdr.Seq), unsafe.Offsetof(hdr.TsNs)
 	for i := 0; i < n; i++ {
 		body, typ := lim, event.TypeTCPSendlim

@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/skbtrace/skbtrace/internal/collect/profiler"
 	"github.com/skbtrace/skbtrace/internal/host"
-	"github.com/skbtrace/skbtrace/internal/profile"
 	"github.com/skbtrace/skbtrace/internal/report"
 	"github.com/skbtrace/skbtrace/internal/report/flame"
 	"github.com/skbtrace/skbtrace/internal/version"
@@ -66,7 +66,7 @@ file name (.pb.gz, .folded, .html) unless --format says.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			p, err := profile.Collect(ctx, profile.Options{Duration: d, Hz: hz, CPUs: cpus, Command: args,
+			p, err := profiler.Collect(ctx, profiler.Options{Duration: d, Hz: hz, CPUs: cpus, Command: args,
 				Stdout: e.stderr, Stderr: e.stderr, SoftwareClock: softwareClock, Version: version.Version,
 				Ready: func(clock string, cpus []int) {
 					fmt.Fprintf(e.stderr, "skbtrace: profiling %d CPUs at %d Hz on %s; Ctrl-C ends\n", len(cpus), hz, clock)

@@ -22,6 +22,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/probe"
 	"github.com/skbtrace/skbtrace/internal/record"
 	"github.com/skbtrace/skbtrace/internal/trace"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 // recordFlags are shared by record and live.
@@ -170,10 +171,10 @@ func (r *recordFlags) kernelFilters(pf *probe.Filter) error {
 	return nil
 }
 
-var contextNames = map[string]probe.SkbtraceContextFilter{
-	"syscall": probe.SkbtraceContextFilterCONTEXT_FILTER_TASK,
-	"softirq": probe.SkbtraceContextFilterCONTEXT_FILTER_SOFTIRQ,
-	"hardirq": probe.SkbtraceContextFilterCONTEXT_FILTER_HARDIRQ,
+var contextNames = map[string]wire.ContextFilter{
+	"syscall": wire.ContextFilterCONTEXT_FILTER_TASK,
+	"softirq": wire.ContextFilterCONTEXT_FILTER_SOFTIRQ,
+	"hardirq": wire.ContextFilterCONTEXT_FILTER_HARDIRQ,
 }
 
 // maxCPUs is how many CPUs --cpu can name (the kernel side's mask).

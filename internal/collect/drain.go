@@ -9,6 +9,7 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/probe"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 // drainFunc turns what a family's maps counted since the previous drain
@@ -26,14 +27,14 @@ type drainer struct {
 	begin, now  uint64 // the interval, CLOCK_BOOTTIME
 	gen         uint64
 	pending     [][]byte
-	devXmitPrev map[uint64]probe.SkbtraceDevStats
-	devRecvPrev map[uint64]probe.SkbtraceDevStats
-	napiPrev    map[napiKey]probe.SkbtraceNapiStats
-	softirqPrev map[softirqKey]probe.SkbtraceSoftirqStats
-	qdiscPrev   map[probe.SkbtraceQdiscKey]probe.SkbtraceQdiscStats
-	sockIOPrev  map[probe.SkbtraceSockIoKey]probe.SkbtraceSockIoStats
-	dropPrev    map[probe.SkbtraceDropKey]probe.SkbtraceDropStats
-	skLimitPrev map[probe.SkbtraceSkLimitKey]probe.SkbtraceSkLimitStats
+	devXmitPrev map[uint64]wire.DevStats
+	devRecvPrev map[uint64]wire.DevStats
+	napiPrev    map[napiKey]wire.NapiStats
+	softirqPrev map[softirqKey]wire.SoftirqStats
+	qdiscPrev   map[wire.QdiscKey]wire.QdiscStats
+	sockIOPrev  map[wire.SockIoKey]wire.SockIoStats
+	dropPrev    map[wire.DropKey]wire.DropStats
+	skLimitPrev map[wire.SkLimitKey]wire.SkLimitStats
 }
 
 type napiKey struct {
@@ -49,14 +50,14 @@ type softirqKey struct {
 func newDrainer(sess *probe.Session, seq *sequencer, order binary.ByteOrder, begin uint64) *drainer {
 	return &drainer{
 		sess: sess, seq: seq, order: order, begin: begin,
-		devXmitPrev: map[uint64]probe.SkbtraceDevStats{},
-		devRecvPrev: map[uint64]probe.SkbtraceDevStats{},
-		napiPrev:    map[napiKey]probe.SkbtraceNapiStats{},
-		softirqPrev: map[softirqKey]probe.SkbtraceSoftirqStats{},
-		qdiscPrev:   map[probe.SkbtraceQdiscKey]probe.SkbtraceQdiscStats{},
-		sockIOPrev:  map[probe.SkbtraceSockIoKey]probe.SkbtraceSockIoStats{},
-		dropPrev:    map[probe.SkbtraceDropKey]probe.SkbtraceDropStats{},
-		skLimitPrev: map[probe.SkbtraceSkLimitKey]probe.SkbtraceSkLimitStats{},
+		devXmitPrev: map[uint64]wire.DevStats{},
+		devRecvPrev: map[uint64]wire.DevStats{},
+		napiPrev:    map[napiKey]wire.NapiStats{},
+		softirqPrev: map[softirqKey]wire.SoftirqStats{},
+		qdiscPrev:   map[wire.QdiscKey]wire.QdiscStats{},
+		sockIOPrev:  map[wire.SockIoKey]wire.SockIoStats{},
+		dropPrev:    map[wire.DropKey]wire.DropStats{},
+		skLimitPrev: map[wire.SkLimitKey]wire.SkLimitStats{},
 	}
 }
 
@@ -67,7 +68,7 @@ func (d *drainer) emit(typ event.Type, cpu uint32, ev any) error {
 	if err != nil {
 		return fmt.Errorf("encoding a %s event: %w", typ.Action(), err)
 	}
-	var h probe.SkbtraceEventHeader
+	var h wire.EventHeader
 	d.order.PutUint64(b[unsafe.Offsetof(h.TsNs):], d.now)
 	d.order.PutUint32(b[unsafe.Offsetof(h.Cpu):], cpu)
 	d.order.PutUint16(b[unsafe.Offsetof(h.Type):], uint16(typ))
@@ -84,7 +85,7 @@ func (d *drainer) number() error {
 	if err != nil {
 		return err
 	}
-	var h probe.SkbtraceEventHeader
+	var h wire.EventHeader
 	for i, b := range d.pending {
 		d.order.PutUint64(b[unsafe.Offsetof(h.Seq):], first+uint64(i))
 	}
@@ -160,15 +161,15 @@ func slotValues[S, V any](m *ebpf.Map, key func(*S) uint64, value func(*S) *V, f
 	return nil
 }
 
-func drainDev(d *drainer, slotsName, mapName string, prev map[uint64]probe.SkbtraceDevStats, typ event.Type) error {
-	sums := map[uint64]*probe.SkbtraceDevStats{}
-	add := func(k uint64, v *probe.SkbtraceDevStats) {
+func drainDev(d *drainer, slotsName, mapName string, prev map[uint64]wire.DevStats, typ event.Type) error {
+	sums := map[uint64]*wire.DevStats{}
+	add := func(k uint64, v *wire.DevStats) {
 		if v.Ready == 0 {
 			return
 		}
 		sum := sums[k]
 		if sum == nil {
-			sum = &probe.SkbtraceDevStats{}
+			sum = &wire.DevStats{}
 			sums[k] = sum
 		}
 		sum.Ignored |= v.Ignored
@@ -186,13 +187,13 @@ func drainDev(d *drainer, slotsName, mapName string, prev map[uint64]probe.Skbtr
 		}
 	}
 	err := slotValues(d.sess.Map(slotsName),
-		func(s *probe.SkbtraceDevSlot) uint64 { return s.Key },
-		func(s *probe.SkbtraceDevSlot) *probe.SkbtraceDevStats { return &s.Stats },
-		func(k uint64, _ int, v *probe.SkbtraceDevStats) { add(k, v) })
+		func(s *wire.DevSlot) uint64 { return s.Key },
+		func(s *wire.DevSlot) *wire.DevStats { return &s.Stats },
+		func(k uint64, _ int, v *wire.DevStats) { add(k, v) })
 	if err != nil {
 		return err
 	}
-	err = perCPU(d.sess.Map(mapName), func(k uint64, vs []probe.SkbtraceDevStats) error {
+	err = perCPU(d.sess.Map(mapName), func(k uint64, vs []wire.DevStats) error {
 		for i := range vs {
 			add(k, &vs[i])
 		}
@@ -207,7 +208,7 @@ func drainDev(d *drainer, slotsName, mapName string, prev map[uint64]probe.Skbtr
 		if sum.Ignored != 0 || (sum.Skbs == p.Skbs && sum.GroIn == p.GroIn && sum.Errors == p.Errors) {
 			continue
 		}
-		ev := probe.SkbtraceDevEvent{
+		ev := wire.DevEvent{
 			BeginNs: d.begin, Name: sum.Name, Ifindex: sum.Ifindex, Netns: sum.Netns,
 			Skbs: sum.Skbs - p.Skbs, Bytes: sum.Bytes - p.Bytes, Segs: sum.Segs - p.Segs,
 			Errors: sum.Errors - p.Errors, GroIn: sum.GroIn - p.GroIn, MaxBytes: sum.MaxBytes,
@@ -223,15 +224,15 @@ func drainDev(d *drainer, slotsName, mapName string, prev map[uint64]probe.Skbtr
 }
 
 func drainNapi(d *drainer) error {
-	sums := map[napiKey]*probe.SkbtraceNapiStats{}
-	add := func(k uint64, cpu int, v *probe.SkbtraceNapiStats) {
+	sums := map[napiKey]*wire.NapiStats{}
+	add := func(k uint64, cpu int, v *wire.NapiStats) {
 		if v.Ready == 0 || v.Ignored != 0 {
 			return
 		}
 		key := napiKey{k, cpu}
 		sum := sums[key]
 		if sum == nil {
-			sum = &probe.SkbtraceNapiStats{Netns: v.Netns, Ifindex: v.Ifindex, Name: v.Name, Budget: v.Budget}
+			sum = &wire.NapiStats{Netns: v.Netns, Ifindex: v.Ifindex, Name: v.Name, Budget: v.Budget}
 			sums[key] = sum
 		}
 		sum.Polls += v.Polls
@@ -239,12 +240,12 @@ func drainNapi(d *drainer) error {
 		sum.Exhausted += v.Exhausted
 	}
 	err := slotValues(d.sess.Map(probe.SkbtraceMapNapiSlots),
-		func(s *probe.SkbtraceNapiSlot) uint64 { return s.Key },
-		func(s *probe.SkbtraceNapiSlot) *probe.SkbtraceNapiStats { return &s.Stats }, add)
+		func(s *wire.NapiSlot) uint64 { return s.Key },
+		func(s *wire.NapiSlot) *wire.NapiStats { return &s.Stats }, add)
 	if err != nil {
 		return err
 	}
-	err = perCPU(d.sess.Map(probe.SkbtraceMapNapiPolls), func(k uint64, vs []probe.SkbtraceNapiStats) error {
+	err = perCPU(d.sess.Map(probe.SkbtraceMapNapiPolls), func(k uint64, vs []wire.NapiStats) error {
 		for cpu := range vs {
 			add(k, cpu, &vs[cpu])
 		}
@@ -259,7 +260,7 @@ func drainNapi(d *drainer) error {
 		if v.Polls == p.Polls {
 			continue
 		}
-		ev := probe.SkbtraceNapiEvent{
+		ev := wire.NapiEvent{
 			BeginNs: d.begin, Name: v.Name, Ifindex: v.Ifindex, Netns: v.Netns,
 			Polls: v.Polls - p.Polls, Work: v.Work - p.Work, Exhausted: v.Exhausted - p.Exhausted, Budget: v.Budget,
 		}
@@ -276,7 +277,7 @@ func drainSoftirq(d *drainer) error {
 		return nil
 	}
 	for _, vec := range []uint32{netTxSoftirq, netRxSoftirq} {
-		var vs []probe.SkbtraceSoftirqStats
+		var vs []wire.SoftirqStats
 		if err := m.Lookup(vec, &vs); err != nil {
 			return fmt.Errorf("reading softirq times: %w", err)
 		}
@@ -287,7 +288,7 @@ func drainSoftirq(d *drainer) error {
 			if v.Entries == p.Entries {
 				continue
 			}
-			ev := probe.SkbtraceSoftirqEvent{BeginNs: d.begin, Entries: v.Entries - p.Entries, TimeNs: v.TimeNs - p.TimeNs, Vec: vec}
+			ev := wire.SoftirqEvent{BeginNs: d.begin, Entries: v.Entries - p.Entries, TimeNs: v.TimeNs - p.TimeNs, Vec: vec}
 			if err := d.emit(event.TypeSoftirq, uint32(cpu), &ev); err != nil {
 				return err
 			}
@@ -303,7 +304,7 @@ const (
 )
 
 func drainQdisc(d *drainer) error {
-	return entries(d.sess.Map(probe.SkbtraceMapQdiscs), func(k probe.SkbtraceQdiscKey, v probe.SkbtraceQdiscStats) error {
+	return entries(d.sess.Map(probe.SkbtraceMapQdiscs), func(k wire.QdiscKey, v wire.QdiscStats) error {
 		p, seen := d.qdiscPrev[k]
 		d.qdiscPrev[k] = v
 		if v.Enqueues == p.Enqueues && v.Dequeues == p.Dequeues && v.Drops == p.Drops {
@@ -313,7 +314,7 @@ func drainQdisc(d *drainer) error {
 			// The qdisc's own counters started at its creation: count from when the recording first saw it.
 			p.Drops, p.Requeues, p.Overlimits = v.DropsBase, v.RequeuesBase, v.OverlimitsBase
 		}
-		ev := probe.SkbtraceQdiscEvent{
+		ev := wire.QdiscEvent{
 			BeginNs: d.begin, Dev: v.Dev, Kind: v.Kind, Ifindex: k.Ifindex, Netns: k.Netns, Handle: k.Handle, Parent: k.Parent,
 			Enqueues: v.Enqueues - p.Enqueues, Dequeues: v.Dequeues - p.Dequeues,
 			Drops: uint64(v.Drops - p.Drops), Requeues: uint64(v.Requeues - p.Requeues), Overlimits: uint64(v.Overlimits - p.Overlimits),
@@ -327,8 +328,8 @@ func drainQdisc(d *drainer) error {
 }
 
 func drainSockIO(d *drainer) error {
-	return perCPU(d.sess.Map(probe.SkbtraceMapSockIo), func(k probe.SkbtraceSockIoKey, vs []probe.SkbtraceSockIoStats) error {
-		var sum probe.SkbtraceSockIoStats
+	return perCPU(d.sess.Map(probe.SkbtraceMapSockIo), func(k wire.SockIoKey, vs []wire.SockIoStats) error {
+		var sum wire.SockIoStats
 		for _, v := range vs {
 			sum.Calls += v.Calls
 			sum.Bytes += v.Bytes
@@ -345,7 +346,7 @@ func drainSockIO(d *drainer) error {
 		if sum.Calls == p.Calls {
 			return nil
 		}
-		ev := probe.SkbtraceSockIoEvent{
+		ev := wire.SockIoEvent{
 			BeginNs: d.begin, Pid: k.Pid, Dir: k.Dir, Comm: sum.Comm,
 			Calls: sum.Calls - p.Calls, Bytes: sum.Bytes - p.Bytes, Errors: sum.Errors - p.Errors,
 		}
@@ -357,8 +358,8 @@ func drainSockIO(d *drainer) error {
 }
 
 func drainSkbDrop(d *drainer) error {
-	return perCPU(d.sess.Map(probe.SkbtraceMapDrops), func(k probe.SkbtraceDropKey, vs []probe.SkbtraceDropStats) error {
-		var sum probe.SkbtraceDropStats
+	return perCPU(d.sess.Map(probe.SkbtraceMapDrops), func(k wire.DropKey, vs []wire.DropStats) error {
+		var sum wire.DropStats
 		var first uint64
 		for _, v := range vs {
 			sum.Cnt += v.Cnt
@@ -378,7 +379,7 @@ func drainSkbDrop(d *drainer) error {
 		if first == 0 {
 			first = d.begin
 		}
-		ev := probe.SkbtraceSkbDropEvent{
+		ev := wire.SkbDropEvent{
 			BeginNs: first, Location: k.Location, Dev: sum.Dev, Ifindex: k.Ifindex, Netns: k.Netns,
 			Reason: k.Reason, Protocol: sum.Protocol, L4proto: sum.L4proto, Cnt: sum.Cnt - p.Cnt, Addrs: sum.Addrs,
 		}
@@ -388,13 +389,13 @@ func drainSkbDrop(d *drainer) error {
 }
 
 func drainSkLimit(d *drainer) error {
-	return entries(d.sess.Map(probe.SkbtraceMapSkLimits), func(k probe.SkbtraceSkLimitKey, v probe.SkbtraceSkLimitStats) error {
+	return entries(d.sess.Map(probe.SkbtraceMapSkLimits), func(k wire.SkLimitKey, v wire.SkLimitStats) error {
 		p := d.skLimitPrev[k]
 		d.skLimitPrev[k] = v
 		if v.Cnt == p.Cnt {
 			return nil
 		}
-		ev := probe.SkbtraceSkLimitEvent{BeginNs: d.begin, Sock: k.Sock, Addrs: v.Addrs, Cnt: v.Cnt - p.Cnt, Kind: uint8(k.Kind)}
+		ev := wire.SkLimitEvent{BeginNs: d.begin, Sock: k.Sock, Addrs: v.Addrs, Cnt: v.Cnt - p.Cnt, Kind: uint8(k.Kind)}
 		return d.emit(event.TypeSkLimit, 0, &ev)
 	})
 }

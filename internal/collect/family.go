@@ -9,6 +9,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/probe"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 // Family is a set of events a user selects with -e, and the hooks it needs.
@@ -45,12 +46,12 @@ type Family struct {
 // each named by event.FamilyName.
 var Families = named([]Family{
 	{
-		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_CONN),
+		ID:          uint16(wire.EventFamilyFAMILY_TCP_CONN),
 		Description: "TCP state changes with addresses, namespace, pid and command",
 		Hooks:       slots(tracepoint(probe.SkbtraceProgTcpConn, "sock", "inet_sock_set_state")),
 	},
 	{
-		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_SENDLIM),
+		ID:          uint16(wire.EventFamilyFAMILY_TCP_SENDLIM),
 		Description: "why an established sender is not sending more, decided per ACK and folded in the kernel",
 		Hooks: slots(btf(probe.SkbtraceProgTcpProbe, "tcp_probe"),
 			btf(probe.SkbtraceProgTcpSendlimClose, "tcp_destroy_sock"),
@@ -69,7 +70,7 @@ var Families = named([]Family{
 		Consts: map[string]any{probe.SkbtraceVarEnableSendlim: true, probe.SkbtraceVarEnableSendlimWrite: true},
 	},
 	{
-		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_CONG),
+		ID:          uint16(wire.EventFamilyFAMILY_TCP_CONG),
 		Description: "congestion-state changes (Open, Disorder, CWR, Recovery, Loss) with cwnd, ssthresh and RTO",
 		Hooks: [][]probe.Hook{{
 			btf(probe.SkbtraceProgTcpCong, "tcp_cong_state_set"),
@@ -79,14 +80,14 @@ var Families = named([]Family{
 		}},
 	},
 	{
-		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_RETRANS),
+		ID:          uint16(wire.EventFamilyFAMILY_TCP_RETRANS),
 		Description: "retransmitted segments, folded per socket per interval",
 		Hooks: slots(btf(probe.SkbtraceProgTcpRetrans, "tcp_retransmit_skb"),
 			btf(probe.SkbtraceProgTcpRetransClose, "tcp_destroy_sock"),
 			iter(probe.SkbtraceProgRetransOpenRuns)),
 	},
 	{
-		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_RTT),
+		ID:          uint16(wire.EventFamilyFAMILY_TCP_RTT),
 		Description: "per-socket samples of RTT, cwnd, windows and delivery rate, at most one per --rtt-interval",
 		// The close hook takes a last sample, with the totals of the last ACK.
 		Hooks: slots(btf(probe.SkbtraceProgTcpProbe, "tcp_probe"),
@@ -94,7 +95,7 @@ var Families = named([]Family{
 		Consts: map[string]any{probe.SkbtraceVarEnableRtt: true},
 	},
 	{
-		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_RESET),
+		ID:          uint16(wire.EventFamilyFAMILY_TCP_RESET),
 		Description: "resets sent (with the kernel's reason) and received",
 		// tcp_send_reset fires for every reset from the version with its
 		// reason (6.10); before, only for full sockets, so the functions that
@@ -107,7 +108,7 @@ var Families = named([]Family{
 		},
 	},
 	{
-		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_TCP_RCVBUF),
+		ID:          uint16(wire.EventFamilyFAMILY_TCP_RCVBUF),
 		Description: "receive-buffer autotuning steps",
 		Hooks: [][]probe.Hook{
 			{btf(probe.SkbtraceProgTcpRcvbuf, "tcp_rcvbuf_grow"), btf(probe.SkbtraceProgTcpRcvbufAdjust, "tcp_rcv_space_adjust")},
@@ -115,27 +116,27 @@ var Families = named([]Family{
 		},
 	},
 	{
-		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_SK_LIMIT),
+		ID:          uint16(wire.EventFamilyFAMILY_SK_LIMIT),
 		Description: "sockets over their send or receive memory limit, or with a full receive queue, per interval",
 		Hooks: slots(btf(probe.SkbtraceProgSkLimitExceed, "sock_exceed_buf_limit"),
 			btf(probe.SkbtraceProgSkLimitRcvqueue, "sock_rcvqueue_full")),
 		Drain: drainSkLimit,
 	},
 	{
-		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_SKB_DROP),
+		ID:          uint16(wire.EventFamilyFAMILY_SKB_DROP),
 		Description: "dropped packets by reason, location and device, per interval",
 		Hooks:       slots(btf(probe.SkbtraceProgSkbDrop, "kfree_skb")),
 		Drain:       drainSkbDrop,
 	},
 	{
-		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_DEV_XMIT),
+		ID:          uint16(wire.EventFamilyFAMILY_DEV_XMIT),
 		Description: "skbs, bytes and segments per skb handed to each device (TSO/GSO at work), per interval",
 		Hooks:       slots(btf(probe.SkbtraceProgDevXmit, "net_dev_xmit")),
 		Drain:       drainDevXmit,
 		PerPacket:   true,
 	},
 	{
-		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_DEV_RECV),
+		ID:          uint16(wire.EventFamilyFAMILY_DEV_RECV),
 		Description: "skbs, bytes and segments per skb received from each device (GRO at work), per interval",
 		// What GRO was handed comes from the device's NAPI polls (the
 		// napi_poll family's program, run once for both), not from a second
@@ -149,7 +150,7 @@ var Families = named([]Family{
 		PerPacket: true,
 	},
 	{
-		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_NAPI_POLL),
+		ID:          uint16(wire.EventFamilyFAMILY_NAPI_POLL),
 		Description: "NAPI polls per device and CPU: work against budget, per interval",
 		Hooks:       slots(btf(probe.SkbtraceProgNapiPoll, "napi_poll")),
 		Consts:      map[string]any{probe.SkbtraceVarEnableNapiStats: true},
@@ -157,7 +158,7 @@ var Families = named([]Family{
 		PerPacket:   true,
 	},
 	{
-		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_SOFTIRQ),
+		ID:          uint16(wire.EventFamilyFAMILY_SOFTIRQ),
 		Description: "NET_RX and NET_TX softirq time per CPU, per interval",
 		Hooks: slots(btf(probe.SkbtraceProgSoftirqEnter, "softirq_entry"),
 			btf(probe.SkbtraceProgSoftirqLeave, "softirq_exit")),
@@ -165,14 +166,14 @@ var Families = named([]Family{
 		PerPacket: true,
 	},
 	{
-		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_QDISC),
+		ID:          uint16(wire.EventFamilyFAMILY_QDISC),
 		Description: "qdisc enqueues, dequeues, drops, requeues and backlog, per interval",
 		Hooks: slots(btf(probe.SkbtraceProgQdiscEnqueue, "qdisc_enqueue"),
 			btf(probe.SkbtraceProgQdiscDequeue, "qdisc_dequeue")),
 		Drain: drainQdisc,
 	},
 	{
-		ID:          uint16(probe.SkbtraceEventFamilyFAMILY_SOCK_IO),
+		ID:          uint16(wire.EventFamilyFAMILY_SOCK_IO),
 		Description: "socket send and receive calls per process: calls, bytes, size histogram, per interval",
 		// Where the tracepoints are missing, the IPv4 and IPv6 calls, each an attach point.
 		Hooks: [][]probe.Hook{

@@ -8,6 +8,7 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/probe"
 	"github.com/skbtrace/skbtrace/internal/testenv"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 func TestSelectAllIsEveryFamilyNotRequired(t *testing.T) {
@@ -126,7 +127,7 @@ func TestEveryFamilyLoadsWithTheKernelFilters(t *testing.T) {
 	}
 	plain.Close()
 	filter := probe.Filter{Packets: tcpPort, CPUs: []int{0},
-		Contexts: probe.SkbtraceContextFilterCONTEXT_FILTER_SOFTIRQ | probe.SkbtraceContextFilterCONTEXT_FILTER_TASK}
+		Contexts: wire.ContextFilterCONTEXT_FILTER_SOFTIRQ | wire.ContextFilterCONTEXT_FILTER_TASK}
 	rec, err := Start(Options{Families: fams, Required: true, Filter: filter})
 	if err != nil {
 		t.Fatal(err)

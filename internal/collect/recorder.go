@@ -17,6 +17,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/probe"
 	"github.com/skbtrace/skbtrace/internal/trace"
 	"github.com/skbtrace/skbtrace/internal/version"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 const (
@@ -409,7 +410,7 @@ func (st *recorderState) drainAt(now uint64) error {
 
 // symbolize writes a symbol record the first time a drop location appears.
 func (st *recorderState) symbolize(b []byte) error {
-	var e probe.SkbtraceSkbDropEvent
+	var e wire.SkbDropEvent
 	if st.kallsyms == nil || len(b) < int(unsafe.Sizeof(e)) ||
 		event.Type(st.w.ByteOrder().Uint16(b[unsafe.Offsetof(e.Hdr)+unsafe.Offsetof(e.Hdr.Type):])) != event.TypeSkbDrop {
 		return nil
@@ -520,7 +521,7 @@ func (st *recorderState) periodic(now time.Time) error {
 }
 
 func (st *recorderState) handle(sample []byte) error {
-	var hdr probe.SkbtraceEventHeader
+	var hdr wire.EventHeader
 	if len(sample) < int(unsafe.Sizeof(hdr)) {
 		return fmt.Errorf("kernel sent a %d-byte event, shorter than its header", len(sample))
 	}
@@ -543,10 +544,10 @@ func netnsOf(typ event.Type, sample []byte) (uint32, bool) {
 	var off uintptr
 	switch typ {
 	case event.TypeTCPConn:
-		var e probe.SkbtraceTcpConnEvent
+		var e wire.TcpConnEvent
 		off = unsafe.Offsetof(e.Addrs) + unsafe.Offsetof(e.Addrs.Netns)
 	case event.TypeTCPSendlim:
-		var e probe.SkbtraceTcpSendlimEvent
+		var e wire.TcpSendlimEvent
 		off = unsafe.Offsetof(e.Addrs) + unsafe.Offsetof(e.Addrs.Netns)
 	default:
 		return 0, false
@@ -625,7 +626,7 @@ func (st *recorderState) finish() error {
 		} else if sendlim[i].DecidedNs != 0 {
 			end = sendlim[i].DecidedNs
 		}
-		sendlim[i].Ev.Hdr = probe.SkbtraceEventHeader{TsNs: end, Type: uint16(event.TypeTCPSendlim)}
+		sendlim[i].Ev.Hdr = wire.EventHeader{TsNs: end, Type: uint16(event.TypeTCPSendlim)}
 		events = append(events, &sendlim[i].Ev)
 	}
 	retrans, err := st.sess.OpenRetransRuns()
@@ -633,11 +634,11 @@ func (st *recorderState) finish() error {
 		return err
 	}
 	for i := range retrans {
-		retrans[i].Ev.Hdr = probe.SkbtraceEventHeader{TsNs: now, Type: uint16(event.TypeTCPRetrans)}
+		retrans[i].Ev.Hdr = wire.EventHeader{TsNs: now, Type: uint16(event.TypeTCPRetrans)}
 		events = append(events, &retrans[i].Ev)
 	}
 	var buf []byte
-	var hdr probe.SkbtraceEventHeader
+	var hdr wire.EventHeader
 	for _, ev := range events {
 		buf, err = binary.Append(buf[:0], st.w.ByteOrder(), ev)
 		if err != nil {

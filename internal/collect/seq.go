@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/skbtrace/skbtrace/internal/probe"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 // sequencer numbers events. Where the kernel can count (atomic fetch and
@@ -23,7 +24,7 @@ func newSequencer(sess *probe.Session) *sequencer {
 	return &sequencer{sess: sess, kernel: sess.Features().KernelSeq}
 }
 
-var seqOffset = unsafe.Offsetof(probe.SkbtraceEventHeader{}.Seq)
+var seqOffset = unsafe.Offsetof(wire.EventHeader{}.Seq)
 
 // ring numbers an event as read from the ring buffer (in native byte order).
 func (q *sequencer) ring(sample []byte) {

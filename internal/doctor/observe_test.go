@@ -11,7 +11,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/host"
-	"github.com/skbtrace/skbtrace/internal/probe"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 func TestProcessSharesSumThreadsByTheCPUTheyLastRanOn(t *testing.T) {
@@ -65,7 +65,7 @@ func TestRecordedFlowsStandInWhereTCPInfoCannotBeRead(t *testing.T) {
 	}
 	rtt := func(t int64, s event.Socket, acked uint64, srtt uint32) *event.Event {
 		return &event.Event{Type: event.TypeTCPRTT, Time: t, Socket: s,
-			RTT: probe.SkbtraceTcpRttEvent{SrttUs: srtt, MinRttUs: 40, Cwnd: 10, BytesAcked: acked}}
+			RTT: wire.TcpRttEvent{SrttUs: srtt, MinRttUs: 40, Cwnd: 10, BytesAcked: acked}}
 	}
 	const sec = int64(time.Second)
 	st := analyze.NewStat()

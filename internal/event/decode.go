@@ -6,8 +6,8 @@ import (
 	"net/netip"
 	"unsafe"
 
-	"github.com/skbtrace/skbtrace/internal/probe"
 	"github.com/skbtrace/skbtrace/internal/trace"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 const (
@@ -35,7 +35,7 @@ func IsEvent(recordType uint16) bool { return recordType > 0 && recordType < 0x1
 func (d Decoder) Decode(rec trace.Record, ev *Event) (ok bool, err error) {
 	switch Type(rec.Type) {
 	case TypeTCPConn:
-		var w probe.SkbtraceTcpConnEvent
+		var w wire.TcpConnEvent
 		if err := decodeWire(d, rec, &w); err != nil {
 			return false, err
 		}
@@ -50,7 +50,7 @@ func (d Decoder) Decode(rec trace.Record, ev *Event) (ok bool, err error) {
 		ev.Begin = 0
 		return true, nil
 	case TypeTCPSendlim:
-		var w probe.SkbtraceTcpSendlimEvent
+		var w wire.TcpSendlimEvent
 		if err := decodeWireFrom(d, rec, &w, sendlimV1Size); err != nil {
 			return false, err
 		}
@@ -102,7 +102,7 @@ func (d Decoder) Decode(rec trace.Record, ev *Event) (ok bool, err error) {
 }
 
 // decodeAggregate decodes an event the recorder wrote from kernel maps.
-func decodeAggregate[T any](d Decoder, rec trace.Record, ev *Event, w *T, hdr *probe.SkbtraceEventHeader, begin *uint64) (bool, error) {
+func decodeAggregate[T any](d Decoder, rec trace.Record, ev *Event, w *T, hdr *wire.EventHeader, begin *uint64) (bool, error) {
 	if err := decodeWire(d, rec, w); err != nil {
 		return false, err
 	}
@@ -114,7 +114,7 @@ func decodeAggregate[T any](d Decoder, rec trace.Record, ev *Event, w *T, hdr *p
 // decodeSocketEvent decodes an event about one socket into its wire member
 // and ev.Socket. sockField points at the member's sock address, if it has one;
 // begin at its begin time, for folded or aggregated events.
-func decodeSocketEvent[T any](d Decoder, rec trace.Record, ev *Event, w *T, hdr *probe.SkbtraceEventHeader, addrs *probe.SkbtraceSockAddrs, sockField *uint64, begin *uint64) (bool, error) {
+func decodeSocketEvent[T any](d Decoder, rec trace.Record, ev *Event, w *T, hdr *wire.EventHeader, addrs *wire.SockAddrs, sockField *uint64, begin *uint64) (bool, error) {
 	if err := decodeWire(d, rec, w); err != nil {
 		return false, err
 	}
@@ -131,7 +131,7 @@ func decodeSocketEvent[T any](d Decoder, rec trace.Record, ev *Event, w *T, hdr 
 	return true, nil
 }
 
-func (d Decoder) header2(h *probe.SkbtraceEventHeader, ev *Event) {
+func (d Decoder) header2(h *wire.EventHeader, ev *Event) {
 	ev.Type = Type(h.Type)
 	ev.Seq = h.Seq
 	ev.Time = d.header.WallTime(h.TsNs)
@@ -148,7 +148,7 @@ func decodeWire[T any](d Decoder, rec trace.Record, w *T) error {
 
 // sendlimV1Size is tcp_sendlim's size before the kernel's chrono totals
 // were appended (trace format 1.1): older records read them as zero.
-const sendlimV1Size = int(unsafe.Offsetof(probe.SkbtraceTcpSendlimEvent{}.BusyUs))
+const sendlimV1Size = int(unsafe.Offsetof(wire.TcpSendlimEvent{}.BusyUs))
 
 // decodeWireFrom decodes a struct whose later fields were appended over
 // time: a body of at least minSize bytes is accepted, the rest zeroed.
@@ -173,7 +173,7 @@ func decodeWireFrom[T any](d Decoder, rec trace.Record, w *T, minSize int) error
 	return nil
 }
 
-func socket(sock uint64, a *probe.SkbtraceSockAddrs) Socket {
+func socket(sock uint64, a *wire.SockAddrs) Socket {
 	return Socket{
 		Sock:        sock,
 		Local:       netip.AddrPortFrom(addr(a.Family, &a.Saddr), a.Sport),

@@ -4,11 +4,11 @@ import (
 	"strconv"
 	"syscall"
 
-	"golang.org/x/sys/unix"
 	"net/netip"
 	"unsafe"
 
-	"github.com/skbtrace/skbtrace/internal/probe"
+	"github.com/skbtrace/skbtrace/internal/wire"
+	"golang.org/x/sys/unix"
 )
 
 // Type is the kind of a kernel event; its values are enum event_type.
@@ -16,21 +16,21 @@ type Type uint16
 
 // Event types.
 const (
-	TypeTCPConn    = Type(probe.SkbtraceEventTypeEVENT_TCP_CONN)
-	TypeTCPSendlim = Type(probe.SkbtraceEventTypeEVENT_TCP_SENDLIM)
-	TypeTCPCong    = Type(probe.SkbtraceEventTypeEVENT_TCP_CONG)
-	TypeTCPRetrans = Type(probe.SkbtraceEventTypeEVENT_TCP_RETRANS)
-	TypeTCPRTT     = Type(probe.SkbtraceEventTypeEVENT_TCP_RTT)
-	TypeTCPReset   = Type(probe.SkbtraceEventTypeEVENT_TCP_RESET)
-	TypeTCPRcvbuf  = Type(probe.SkbtraceEventTypeEVENT_TCP_RCVBUF)
-	TypeSkLimit    = Type(probe.SkbtraceEventTypeEVENT_SK_LIMIT)
-	TypeSkbDrop    = Type(probe.SkbtraceEventTypeEVENT_SKB_DROP)
-	TypeDevXmit    = Type(probe.SkbtraceEventTypeEVENT_DEV_XMIT)
-	TypeDevRecv    = Type(probe.SkbtraceEventTypeEVENT_DEV_RECV)
-	TypeNapiPoll   = Type(probe.SkbtraceEventTypeEVENT_NAPI_POLL)
-	TypeSoftirq    = Type(probe.SkbtraceEventTypeEVENT_SOFTIRQ)
-	TypeQdisc      = Type(probe.SkbtraceEventTypeEVENT_QDISC)
-	TypeSockIO     = Type(probe.SkbtraceEventTypeEVENT_SOCK_IO)
+	TypeTCPConn    = Type(wire.EventTypeEVENT_TCP_CONN)
+	TypeTCPSendlim = Type(wire.EventTypeEVENT_TCP_SENDLIM)
+	TypeTCPCong    = Type(wire.EventTypeEVENT_TCP_CONG)
+	TypeTCPRetrans = Type(wire.EventTypeEVENT_TCP_RETRANS)
+	TypeTCPRTT     = Type(wire.EventTypeEVENT_TCP_RTT)
+	TypeTCPReset   = Type(wire.EventTypeEVENT_TCP_RESET)
+	TypeTCPRcvbuf  = Type(wire.EventTypeEVENT_TCP_RCVBUF)
+	TypeSkLimit    = Type(wire.EventTypeEVENT_SK_LIMIT)
+	TypeSkbDrop    = Type(wire.EventTypeEVENT_SKB_DROP)
+	TypeDevXmit    = Type(wire.EventTypeEVENT_DEV_XMIT)
+	TypeDevRecv    = Type(wire.EventTypeEVENT_DEV_RECV)
+	TypeNapiPoll   = Type(wire.EventTypeEVENT_NAPI_POLL)
+	TypeSoftirq    = Type(wire.EventTypeEVENT_SOFTIRQ)
+	TypeQdisc      = Type(wire.EventTypeEVENT_QDISC)
+	TypeSockIO     = Type(wire.EventTypeEVENT_SOCK_IO)
 )
 
 var actions = map[Type]string{
@@ -62,18 +62,18 @@ type Event struct {
 	Conn    TCPConn
 	Sendlim TCPSendlim
 	Socket  Socket // of tcp_cong, tcp_retrans, tcp_rtt, tcp_reset, tcp_rcvbuf, sk_limit and skb_drop
-	Cong    probe.SkbtraceTcpCongEvent
-	Retrans probe.SkbtraceTcpRetransEvent
-	RTT     probe.SkbtraceTcpRttEvent
-	Reset   probe.SkbtraceTcpResetEvent
-	Rcvbuf  probe.SkbtraceTcpRcvbufEvent
-	SkLimit probe.SkbtraceSkLimitEvent
-	Drop    probe.SkbtraceSkbDropEvent
-	Dev     probe.SkbtraceDevEvent // dev_xmit and dev_recv
-	Napi    probe.SkbtraceNapiEvent
-	Softirq probe.SkbtraceSoftirqEvent
-	Qdisc   probe.SkbtraceQdiscEvent
-	SockIO  probe.SkbtraceSockIoEvent
+	Cong    wire.TcpCongEvent
+	Retrans wire.TcpRetransEvent
+	RTT     wire.TcpRttEvent
+	Reset   wire.TcpResetEvent
+	Rcvbuf  wire.TcpRcvbufEvent
+	SkLimit wire.SkLimitEvent
+	Drop    wire.SkbDropEvent
+	Dev     wire.DevEvent // dev_xmit and dev_recv
+	Napi    wire.NapiEvent
+	Softirq wire.SoftirqEvent
+	Qdisc   wire.QdiscEvent
+	SockIO  wire.SockIoEvent
 }
 
 // Socket identifies a socket and where it lives.
@@ -130,11 +130,11 @@ func (s TCPCaState) String() string {
 // SkLimitKind names enum sk_limit_kind.
 func SkLimitKind(k uint8) string {
 	switch k {
-	case uint8(probe.SkbtraceSkLimitKindSK_LIMIT_SNDBUF):
+	case uint8(wire.SkLimitKindSK_LIMIT_SNDBUF):
 		return "sndbuf"
-	case uint8(probe.SkbtraceSkLimitKindSK_LIMIT_RMEM):
+	case uint8(wire.SkLimitKindSK_LIMIT_RMEM):
 		return "rmem"
-	case uint8(probe.SkbtraceSkLimitKindSK_LIMIT_RCVQUEUE_FULL):
+	case uint8(wire.SkLimitKindSK_LIMIT_RCVQUEUE_FULL):
 		return "rcvqueue_full"
 	}
 	return "unknown"
@@ -142,7 +142,7 @@ func SkLimitKind(k uint8) string {
 
 // SockIODir names enum sock_io_dir.
 func SockIODir(d uint32) string {
-	if d == uint32(probe.SkbtraceSockIoDirSOCK_IO_RECV) {
+	if d == uint32(wire.SockIoDirSOCK_IO_RECV) {
 		return "recv"
 	}
 	return "send"
@@ -150,13 +150,13 @@ func SockIODir(d uint32) string {
 
 // Directions of tcp_reset events (enum reset_dir).
 const (
-	ResetSent     = uint8(probe.SkbtraceResetDirRESET_SENT)
-	ResetReceived = uint8(probe.SkbtraceResetDirRESET_RECEIVED)
+	ResetSent     = uint8(wire.ResetDirRESET_SENT)
+	ResetReceived = uint8(wire.ResetDirRESET_RECEIVED)
 )
 
 // ResetDir names enum reset_dir.
 func ResetDir(d uint8) string {
-	if d == uint8(probe.SkbtraceResetDirRESET_RECEIVED) {
+	if d == uint8(wire.ResetDirRESET_RECEIVED) {
 		return "received"
 	}
 	return "sent"
@@ -167,15 +167,15 @@ type ResetPath uint8
 
 // Reset paths.
 const (
-	ResetPathUnknown     = ResetPath(probe.SkbtraceResetPathRESET_PATH_UNKNOWN)
-	ResetPathPeer        = ResetPath(probe.SkbtraceResetPathRESET_PATH_PEER)
-	ResetPathAbortOnData = ResetPath(probe.SkbtraceResetPathRESET_PATH_ABORT_ON_DATA)
-	ResetPathNoSocket    = ResetPath(probe.SkbtraceResetPathRESET_PATH_NO_SOCKET)
-	ResetPathTimewait    = ResetPath(probe.SkbtraceResetPathRESET_PATH_TIMEWAIT)
-	ResetPathSegment     = ResetPath(probe.SkbtraceResetPathRESET_PATH_SEGMENT)
-	ResetPathClose       = ResetPath(probe.SkbtraceResetPathRESET_PATH_CLOSE)
-	ResetPathLinger0     = ResetPath(probe.SkbtraceResetPathRESET_PATH_LINGER0)
-	ResetPathAbort       = ResetPath(probe.SkbtraceResetPathRESET_PATH_ABORT)
+	ResetPathUnknown     = ResetPath(wire.ResetPathRESET_PATH_UNKNOWN)
+	ResetPathPeer        = ResetPath(wire.ResetPathRESET_PATH_PEER)
+	ResetPathAbortOnData = ResetPath(wire.ResetPathRESET_PATH_ABORT_ON_DATA)
+	ResetPathNoSocket    = ResetPath(wire.ResetPathRESET_PATH_NO_SOCKET)
+	ResetPathTimewait    = ResetPath(wire.ResetPathRESET_PATH_TIMEWAIT)
+	ResetPathSegment     = ResetPath(wire.ResetPathRESET_PATH_SEGMENT)
+	ResetPathClose       = ResetPath(wire.ResetPathRESET_PATH_CLOSE)
+	ResetPathLinger0     = ResetPath(wire.ResetPathRESET_PATH_LINGER0)
+	ResetPathAbort       = ResetPath(wire.ResetPathRESET_PATH_ABORT)
 )
 
 var resetPaths = [...]string{"unknown", "peer", "abort_on_data", "no_socket", "timewait", "segment", "close", "linger0", "abort"}
@@ -211,7 +211,7 @@ var resetPathByReason = map[string]ResetPath{
 // ResetPathOf is a reset's path: the kernel's reason where it names one
 // (reasonName is that reason's name in the recording kernel), else what the
 // recorder inferred from the socket.
-func ResetPathOf(r *probe.SkbtraceTcpResetEvent, reasonName string) ResetPath {
+func ResetPathOf(r *wire.TcpResetEvent, reasonName string) ResetPath {
 	if r.Dir == ResetSent {
 		if p, ok := resetPathByReason[reasonName]; ok {
 			return p
@@ -271,8 +271,8 @@ type Context uint8
 
 // Contexts, as enum event_context.
 const (
-	ContextTask    = Context(probe.SkbtraceEventContextCONTEXT_TASK)
-	ContextSoftirq = Context(probe.SkbtraceEventContextCONTEXT_SOFTIRQ)
+	ContextTask    = Context(wire.EventContextCONTEXT_TASK)
+	ContextSoftirq = Context(wire.EventContextCONTEXT_SOFTIRQ)
 )
 
 func (c Context) String() string {
@@ -316,18 +316,18 @@ type SendlimReason uint8
 
 // Send-limit reasons.
 const (
-	SendlimOK       = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_OK)
-	SendlimCwnd     = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_CWND)
-	SendlimSwnd     = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_SWND)
-	SendlimNagle    = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_NAGLE)
-	SendlimPacing   = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_PACING)
-	SendlimTSQ      = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_TSQ)
-	SendlimSndbuf   = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_SNDBUF)
-	SendlimApp      = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_APP)
-	SendlimCork     = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_CORK)
-	SendlimXmitFail = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_XMIT_FAIL)
-	SendlimRTO      = SendlimReason(probe.SkbtraceSendlimReasonSENDLIM_RTO)
-	SendlimCount    = int(probe.SkbtraceSendlimReasonSENDLIM_MAX)
+	SendlimOK       = SendlimReason(wire.SendlimReasonSENDLIM_OK)
+	SendlimCwnd     = SendlimReason(wire.SendlimReasonSENDLIM_CWND)
+	SendlimSwnd     = SendlimReason(wire.SendlimReasonSENDLIM_SWND)
+	SendlimNagle    = SendlimReason(wire.SendlimReasonSENDLIM_NAGLE)
+	SendlimPacing   = SendlimReason(wire.SendlimReasonSENDLIM_PACING)
+	SendlimTSQ      = SendlimReason(wire.SendlimReasonSENDLIM_TSQ)
+	SendlimSndbuf   = SendlimReason(wire.SendlimReasonSENDLIM_SNDBUF)
+	SendlimApp      = SendlimReason(wire.SendlimReasonSENDLIM_APP)
+	SendlimCork     = SendlimReason(wire.SendlimReasonSENDLIM_CORK)
+	SendlimXmitFail = SendlimReason(wire.SendlimReasonSENDLIM_XMIT_FAIL)
+	SendlimRTO      = SendlimReason(wire.SendlimReasonSENDLIM_RTO)
+	SendlimCount    = int(wire.SendlimReasonSENDLIM_MAX)
 )
 
 var sendlimNames = [SendlimCount]string{

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skbtrace/skbtrace/internal/analyze/compare"
+	"github.com/skbtrace/skbtrace/internal/collect/profiler"
 	"github.com/skbtrace/skbtrace/internal/load"
 	"github.com/skbtrace/skbtrace/internal/profile"
 	"github.com/skbtrace/skbtrace/internal/version"
@@ -170,7 +171,7 @@ func RunPair(ctx context.Context, pp *ProfilePair, hz int, d time.Duration, dir 
 
 func profileRun(ctx context.Context, o load.Options, hz int, path string) error {
 	var loadErr error
-	prof, err := profile.Collect(ctx, profile.Options{Hz: hz, Version: version.Version, Workload: func(ctx context.Context) error {
+	prof, err := profiler.Collect(ctx, profiler.Options{Hz: hz, Version: version.Version, Workload: func(ctx context.Context) error {
 		_, loadErr = load.Run(ctx, o, nil)
 		return loadErr
 	}})

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/cilium/ebpf"
+	"github.com/skbtrace/skbtrace/internal/wire"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
@@ -22,9 +23,9 @@ type Filter struct {
 	Pid        uint32 // process (thread group), for sock_io
 	// CPUs keeps only events written on these CPUs; empty keeps every CPU.
 	CPUs []int
-	// Contexts is a mask of SkbtraceContextFilter: only events written in
+	// Contexts is a mask of wire.ContextFilter: only events written in
 	// these contexts; zero keeps every context.
-	Contexts SkbtraceContextFilter
+	Contexts wire.ContextFilter
 	// Packets is a classic BPF program over a packet from its IP header
 	// (pktfilter.Compile): the per-packet families count only the packets
 	// it keeps. Nil keeps every packet.

@@ -8,13 +8,14 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 // Lost returns, per family, the events each CPU could not queue because the
 // ring buffer was full.
 func (s *Session) Lost() ([][]uint64, error) {
 	m := s.coll.Maps[SkbtraceMapLost]
-	out := make([][]uint64, SkbtraceEventFamilyFAMILY_MAX)
+	out := make([][]uint64, wire.EventFamilyFAMILY_MAX)
 	for family := range out {
 		var perCPU []uint64
 		if err := m.Lookup(uint32(family), &perCPU); err != nil {
@@ -37,23 +38,23 @@ func (s *Session) NextSeq() (uint64, error) {
 
 // OpenSendlimRuns returns the send-limit runs still open in the kernel,
 // the ones that would have been emitted at the socket's next ACK or close.
-func (s *Session) OpenSendlimRuns() ([]SkbtraceSendlimRun, error) {
+func (s *Session) OpenSendlimRuns() ([]wire.SendlimRun, error) {
 	if !s.features.SkStorage {
-		return dumpHash(s, SkbtraceMapSendlimRunsBySock, func(r *SkbtraceSendlimRun) bool {
-			return r.Ev.Reason != uint8(SkbtraceSendlimReasonSENDLIM_IGNORED) && r.Ev.Cnt != 0
+		return dumpHash(s, SkbtraceMapSendlimRunsBySock, func(r *wire.SendlimRun) bool {
+			return r.Ev.Reason != uint8(wire.SendlimReasonSENDLIM_IGNORED) && r.Ev.Cnt != 0
 		})
 	}
-	return dumpStorage[SkbtraceSendlimRun](s, SkbtraceProgSendlimOpenRuns, SkbtraceMapSendlimRuns)
+	return dumpStorage[wire.SendlimRun](s, SkbtraceProgSendlimOpenRuns, SkbtraceMapSendlimRuns)
 }
 
 // OpenRetransRuns returns the retransmit runs still open in the kernel.
-func (s *Session) OpenRetransRuns() ([]SkbtraceTcpRetransRun, error) {
+func (s *Session) OpenRetransRuns() ([]wire.TcpRetransRun, error) {
 	if !s.features.SkStorage {
-		return dumpHash(s, SkbtraceMapRetransRunsBySock, func(r *SkbtraceTcpRetransRun) bool {
-			return r.Ev.State != uint8(SkbtraceSendlimReasonSENDLIM_IGNORED) && r.Ev.Cnt != 0
+		return dumpHash(s, SkbtraceMapRetransRunsBySock, func(r *wire.TcpRetransRun) bool {
+			return r.Ev.State != uint8(wire.SendlimReasonSENDLIM_IGNORED) && r.Ev.Cnt != 0
 		})
 	}
-	return dumpStorage[SkbtraceTcpRetransRun](s, SkbtraceProgRetransOpenRuns, SkbtraceMapRetransRuns)
+	return dumpStorage[wire.TcpRetransRun](s, SkbtraceProgRetransOpenRuns, SkbtraceMapRetransRuns)
 }
 
 // dumpHash reads the per-socket state kept in a hash map (kernels without
@@ -117,7 +118,7 @@ func (s *Session) ReserveSeq(n uint64) (uint64, error) {
 	if !ok {
 		return 0, errors.New("the seq_reserve program is not loaded")
 	}
-	r := SkbtraceSeqReservation{Count: n}
+	r := wire.SeqReservation{Count: n}
 	buf := unsafe.Slice((*byte)(unsafe.Pointer(&r)), unsafe.Sizeof(r))
 	if _, err := prog.Run(&ebpf.RunOptions{Context: buf, ContextOut: buf}); err != nil {
 		return 0, fmt.Errorf("reserving sequence numbers: %w", err)
@@ -158,7 +159,7 @@ func (s *Session) ForgetSoftirqStarts() error {
 		return nil
 	}
 	for _, vec := range []uint32{2, 3} { // NET_TX, NET_RX
-		var vs []SkbtraceSoftirqStats
+		var vs []wire.SoftirqStats
 		if err := m.Lookup(vec, &vs); err != nil {
 			return fmt.Errorf("reading softirq times: %w", err)
 		}

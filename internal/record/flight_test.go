@@ -8,9 +8,9 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/event"
-	"github.com/skbtrace/skbtrace/internal/probe"
 	"github.com/skbtrace/skbtrace/internal/trace"
 	"github.com/skbtrace/skbtrace/internal/tracetest"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 const sec = int64(time.Second)
@@ -36,7 +36,7 @@ func flightRun(t *testing.T, o FlightOptions, seconds, perSecond int, fires func
 			at := int64(s)*sec + int64(i)*sec/int64(perSecond)
 			ts := uint64(1e18 + at)
 			if fires(at) {
-				ev := &probe.SkbtraceTcpCongEvent{Sock: 0x1000, Addrs: testAddrs, Cwnd: 1, State: 4}
+				ev := &wire.TcpCongEvent{Sock: 0x1000, Addrs: testAddrs, Cwnd: 1, State: 4}
 				ev.Hdr.Seq, ev.Hdr.TsNs, ev.Hdr.Type = seq, ts, uint16(event.TypeTCPCong)
 				if err := w.Event(uint16(event.TypeTCPCong), ev); err != nil {
 					t.Fatal(err)
@@ -48,7 +48,7 @@ func flightRun(t *testing.T, o FlightOptions, seconds, perSecond int, fires func
 				}
 			} else {
 				// The sender's samples: 1 MB acknowledged a second, steadily.
-				ev := &probe.SkbtraceTcpRttEvent{Sock: 0x1000, Addrs: testAddrs, SrttUs: 100, MinRttUs: 50, Cwnd: 10,
+				ev := &wire.TcpRttEvent{Sock: 0x1000, Addrs: testAddrs, SrttUs: 100, MinRttUs: 50, Cwnd: 10,
 					SndWnd: 65535, BytesAcked: uint64(at / 1000)}
 				ev.Hdr.Seq, ev.Hdr.TsNs, ev.Hdr.Type = seq, ts, uint16(event.TypeTCPRTT)
 				if err := w.Event(uint16(event.TypeTCPRTT), ev); err != nil {
@@ -238,7 +238,7 @@ func TestDropTriggerLeavesRoutineDropsAlone(t *testing.T) {
 			reasonNotSpecified: "NOT_SPECIFIED", reasonNoSocket: "NO_SOCKET", reasonNetfilter: "NETFILTER_DROP"}})
 		w.AppendSymbol(trace.Symbol{Addr: atTCPRcv, Name: "tcp_v4_rcv+0x1a4"})
 		w.AppendSymbol(trace.Symbol{Addr: atNFHook, Name: "nf_hook_slow+0x96"})
-		ev := &probe.SkbtraceSkbDropEvent{Location: location, Reason: reason, Cnt: 1}
+		ev := &wire.SkbDropEvent{Location: location, Reason: reason, Cnt: 1}
 		ev.Hdr.TsNs, ev.Hdr.Type = 1e18, uint16(event.TypeSkbDrop)
 		if err := w.Event(uint16(event.TypeSkbDrop), ev); err != nil {
 			t.Fatal(err)

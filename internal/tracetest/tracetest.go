@@ -8,8 +8,8 @@ import (
 	"io"
 	"net/netip"
 
-	"github.com/skbtrace/skbtrace/internal/probe"
 	"github.com/skbtrace/skbtrace/internal/trace"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 // Header is a fixed header: wall time = boot time + 1.7e18 ns.
@@ -21,8 +21,8 @@ func Header(o trace.ByteOrder) trace.Header {
 }
 
 // Addrs builds the wire form of a socket's addresses.
-func Addrs(local, peer netip.AddrPort, netns uint32) probe.SkbtraceSockAddrs {
-	a := probe.SkbtraceSockAddrs{Sport: local.Port(), Dport: peer.Port(), Netns: netns, Family: 2}
+func Addrs(local, peer netip.AddrPort, netns uint32) wire.SockAddrs {
+	a := wire.SockAddrs{Sport: local.Port(), Dport: peer.Port(), Netns: netns, Family: 2}
 	if local.Addr().Is4() {
 		l, p := local.Addr().As4(), peer.Addr().As4()
 		copy(a.Saddr[:], l[:])
@@ -35,13 +35,13 @@ func Addrs(local, peer netip.AddrPort, netns uint32) probe.SkbtraceSockAddrs {
 }
 
 // Conn is a tcp_conn event.
-func Conn(seq, tsNs uint64, cpu uint32, sock uint64, a probe.SkbtraceSockAddrs, oldState, newState uint8, pid uint32, comm string) *probe.SkbtraceTcpConnEvent {
-	e := &probe.SkbtraceTcpConnEvent{
-		Hdr:  probe.SkbtraceEventHeader{Seq: seq, TsNs: tsNs, Cpu: cpu, Type: uint16(probe.SkbtraceEventTypeEVENT_TCP_CONN)},
+func Conn(seq, tsNs uint64, cpu uint32, sock uint64, a wire.SockAddrs, oldState, newState uint8, pid uint32, comm string) *wire.TcpConnEvent {
+	e := &wire.TcpConnEvent{
+		Hdr:  wire.EventHeader{Seq: seq, TsNs: tsNs, Cpu: cpu, Type: uint16(wire.EventTypeEVENT_TCP_CONN)},
 		Sock: sock, Addrs: a, Oldstate: oldState, Newstate: newState, Pid: pid,
 	}
 	if pid == 0 {
-		e.Context = uint8(probe.SkbtraceEventContextCONTEXT_SOFTIRQ)
+		e.Context = uint8(wire.EventContextCONTEXT_SOFTIRQ)
 	}
 	for i := 0; i < len(comm) && i < 15; i++ {
 		e.Comm[i] = int8(comm[i])
@@ -50,9 +50,9 @@ func Conn(seq, tsNs uint64, cpu uint32, sock uint64, a probe.SkbtraceSockAddrs, 
 }
 
 // Sendlim is a tcp_sendlim event with the given reason and counts.
-func Sendlim(seq, tsNs, beginNs uint64, cpu uint32, sock uint64, a probe.SkbtraceSockAddrs, reason uint8, cnt, sent uint32) *probe.SkbtraceTcpSendlimEvent {
-	return &probe.SkbtraceTcpSendlimEvent{
-		Hdr:  probe.SkbtraceEventHeader{Seq: seq, TsNs: tsNs, Cpu: cpu, Type: uint16(probe.SkbtraceEventTypeEVENT_TCP_SENDLIM)},
+func Sendlim(seq, tsNs, beginNs uint64, cpu uint32, sock uint64, a wire.SockAddrs, reason uint8, cnt, sent uint32) *wire.TcpSendlimEvent {
+	return &wire.TcpSendlimEvent{
+		Hdr:  wire.EventHeader{Seq: seq, TsNs: tsNs, Cpu: cpu, Type: uint16(wire.EventTypeEVENT_TCP_SENDLIM)},
 		Sock: sock, BeginNs: beginNs, Addrs: a, Reason: reason, Cnt: cnt, Sentpkts: sent,
 		Cwnd: 10, Ssthresh: 7, InFlight: 10, SndWnd: 65535, Mss: 1448, Unsent: 3000, WmemQueued: 16384, Sndbuf: 16384,
 	}

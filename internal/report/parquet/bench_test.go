@@ -9,9 +9,9 @@ import (
 	"unsafe"
 
 	"github.com/skbtrace/skbtrace/internal/event"
-	"github.com/skbtrace/skbtrace/internal/probe"
 	"github.com/skbtrace/skbtrace/internal/trace"
 	"github.com/skbtrace/skbtrace/internal/tracetest"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 // bigTrace is n events of a busy host: 64 senders' send-limit runs and RTT
@@ -43,21 +43,21 @@ func bigTrace(b testing.TB, n int) []byte {
 		mix = append(mix,
 			enc(event.TypeTCPSendlim, tracetest.Sendlim(0, 0, 0, 1, sock, a, uint8(i%event.SendlimCount), 300, 450)),
 			enc(event.TypeTCPSendlim, tracetest.Sendlim(0, 0, 0, 1, sock, a, uint8(event.SendlimCwnd), 30, 45)),
-			enc(event.TypeTCPRTT, &probe.SkbtraceTcpRttEvent{Hdr: hdr(0, 0, 0, event.TypeTCPRTT), Sock: sock, Addrs: a,
+			enc(event.TypeTCPRTT, &wire.TcpRttEvent{Hdr: hdr(0, 0, 0, event.TypeTCPRTT), Sock: sock, Addrs: a,
 				SrttUs: 120, MinRttUs: 80, Cwnd: 20, InFlight: 18, BytesAcked: uint64(i) << 20}),
 			enc(event.TypeTCPSendlim, tracetest.Sendlim(0, 0, 0, 1, sock, a, uint8(event.SendlimSndbuf), 3, 4)),
-			enc(event.TypeTCPRetrans, &probe.SkbtraceTcpRetransEvent{Hdr: hdr(0, 0, 0, event.TypeTCPRetrans), Sock: sock, Addrs: a, Cnt: 2, Skbs: 1}),
+			enc(event.TypeTCPRetrans, &wire.TcpRetransEvent{Hdr: hdr(0, 0, 0, event.TypeTCPRetrans), Sock: sock, Addrs: a, Cnt: 2, Skbs: 1}),
 		)
 		if i%8 == 0 {
 			mix = append(mix,
 				enc(event.TypeTCPConn, tracetest.Conn(0, 0, 0, sock, a, 1, 4, 0, "")),
-				enc(event.TypeDevXmit, &probe.SkbtraceDevEvent{Hdr: hdr(0, 0, 0, event.TypeDevXmit), Name: name16(fmt.Sprintf("veth%d", i)),
+				enc(event.TypeDevXmit, &wire.DevEvent{Hdr: hdr(0, 0, 0, event.TypeDevXmit), Name: name16(fmt.Sprintf("veth%d", i)),
 					Netns: 4026532000, Skbs: 100, Bytes: 4_000_000, Segs: 3000, Hist: [8]uint64{10, 0, 0, 0, 0, 90}}),
-				enc(event.TypeSkbDrop, &probe.SkbtraceSkbDropEvent{Hdr: hdr(0, 0, 0, event.TypeSkbDrop), Location: 0xffffffff81a00010,
+				enc(event.TypeSkbDrop, &wire.SkbDropEvent{Hdr: hdr(0, 0, 0, event.TypeSkbDrop), Location: 0xffffffff81a00010,
 					Dev: name16("eth0"), Reason: 2, Protocol: 0x0800, L4proto: 6, Cnt: 1, Addrs: a}))
 		}
 	}
-	var h probe.SkbtraceEventHeader
+	var h wire.EventHeader
 	seqOff, tsOff := unsafe.Offsetof(h.Seq), unsafe.Offsetof(h.TsNs)
 	for i := range n {
 		t := mix[i%len(mix)]

@@ -17,10 +17,10 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/event"
-	"github.com/skbtrace/skbtrace/internal/probe"
 	"github.com/skbtrace/skbtrace/internal/report"
 	"github.com/skbtrace/skbtrace/internal/trace"
 	"github.com/skbtrace/skbtrace/internal/tracetest"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 const (
@@ -38,8 +38,8 @@ func name16(s string) (out [16]int8) {
 	return out
 }
 
-func hdr(seq, ts uint64, cpu uint32, typ event.Type) probe.SkbtraceEventHeader {
-	return probe.SkbtraceEventHeader{Seq: seq, TsNs: ts, Cpu: cpu, Type: uint16(typ)}
+func hdr(seq, ts uint64, cpu uint32, typ event.Type) wire.EventHeader {
+	return wire.EventHeader{Seq: seq, TsNs: ts, Cpu: cpu, Type: uint16(typ)}
 }
 
 // fixtureWriter starts a trace whose header names host.
@@ -78,11 +78,11 @@ func fixture(t testing.TB, host string) []byte {
 	ev(event.TypeTCPConn, tracetest.Conn(0, 100_000, 0, fixSock, a, 2, 1, 4242, "iperf3"))
 	// sndbuf 0.2 s .. 1.4 s: 0.8 s in second 0, 0.4 s in second 1.
 	ev(event.TypeTCPSendlim, tracetest.Sendlim(1, 1_400_000_000, 200_000_000, 0, fixSock, a, uint8(event.SendlimSndbuf), 100, 1000))
-	ev(event.TypeTCPRTT, &probe.SkbtraceTcpRttEvent{Hdr: hdr(2, 500_000_000, 1, event.TypeTCPRTT), Sock: fixSock, Addrs: a,
+	ev(event.TypeTCPRTT, &wire.TcpRttEvent{Hdr: hdr(2, 500_000_000, 1, event.TypeTCPRTT), Sock: fixSock, Addrs: a,
 		SrttUs: 100, RttvarUs: 30, MinRttUs: 80, Cwnd: 20, Ssthresh: 14, InFlight: 18, SndWnd: 65536, RcvWnd: 65536,
 		DeliveryRate: 125_000_000, BytesAcked: 1_000_000, BytesReceived: 1})
 	// 2 MB acknowledged over 0.5 s .. 1.5 s: 1 MB in each second.
-	ev(event.TypeTCPRTT, &probe.SkbtraceTcpRttEvent{Hdr: hdr(3, 1_500_000_000, 1, event.TypeTCPRTT), Sock: fixSock, Addrs: a,
+	ev(event.TypeTCPRTT, &wire.TcpRttEvent{Hdr: hdr(3, 1_500_000_000, 1, event.TypeTCPRTT), Sock: fixSock, Addrs: a,
 		SrttUs: 300, RttvarUs: 40, MinRttUs: 80, Cwnd: 30, Ssthresh: 14, InFlight: 0, SndWnd: 65536, RcvWnd: 65536,
 		DeliveryRate: 125_000_000, BytesAcked: 3_000_000, BytesReceived: 1})
 	// cwnd 1.4 s .. 2.1 s: 0.6 s in second 1, 0.1 s in second 2.
@@ -90,32 +90,32 @@ func fixture(t testing.TB, host string) []byte {
 	must(w.Flush())
 
 	// Block 2: one event of every other family.
-	ev(event.TypeTCPCong, &probe.SkbtraceTcpCongEvent{Hdr: hdr(5, 2_200_000_000, 0, event.TypeTCPCong), Sock: fixSock, Addrs: a,
+	ev(event.TypeTCPCong, &wire.TcpCongEvent{Hdr: hdr(5, 2_200_000_000, 0, event.TypeTCPCong), Sock: fixSock, Addrs: a,
 		Cwnd: 15, Ssthresh: 14, SndNxt: 5000, SndUna: 3000, RtoUs: 204000, State: 3})
-	ev(event.TypeTCPRetrans, &probe.SkbtraceTcpRetransEvent{Hdr: hdr(6, 2_300_000_000, 0, event.TypeTCPRetrans), Sock: fixSock,
+	ev(event.TypeTCPRetrans, &wire.TcpRetransEvent{Hdr: hdr(6, 2_300_000_000, 0, event.TypeTCPRetrans), Sock: fixSock,
 		BeginNs: 2_000_000_000, Addrs: a, Cnt: 7, Skbs: 3, State: 1})
-	ev(event.TypeTCPReset, &probe.SkbtraceTcpResetEvent{Hdr: hdr(7, 2_400_000_000, 0, event.TypeTCPReset), Addrs: a, Reason: 1, Path: 3})
-	ev(event.TypeTCPRcvbuf, &probe.SkbtraceTcpRcvbufEvent{Hdr: hdr(8, 2_500_000_000, 1, event.TypeTCPRcvbuf), Sock: fixSock, Addrs: a,
+	ev(event.TypeTCPReset, &wire.TcpResetEvent{Hdr: hdr(7, 2_400_000_000, 0, event.TypeTCPReset), Addrs: a, Reason: 1, Path: 3})
+	ev(event.TypeTCPRcvbuf, &wire.TcpRcvbufEvent{Hdr: hdr(8, 2_500_000_000, 1, event.TypeTCPRcvbuf), Sock: fixSock, Addrs: a,
 		Rcvbuf: 262144, OldRcvbuf: 131072, RcvSpace: 65536, WindowClamp: 3145728, RcvWnd: 131072, RmemAlloc: 4096})
-	ev(event.TypeSkLimit, &probe.SkbtraceSkLimitEvent{Hdr: hdr(9, 2_600_000_000, 0, event.TypeSkLimit), BeginNs: 2_000_000_000,
+	ev(event.TypeSkLimit, &wire.SkLimitEvent{Hdr: hdr(9, 2_600_000_000, 0, event.TypeSkLimit), BeginNs: 2_000_000_000,
 		Sock: fixSock, Addrs: a, Cnt: 5, Kind: 2})
-	ev(event.TypeSkbDrop, &probe.SkbtraceSkbDropEvent{Hdr: hdr(10, 3_000_000_000, 0, event.TypeSkbDrop), BeginNs: 2_000_000_000,
+	ev(event.TypeSkbDrop, &wire.SkbDropEvent{Hdr: hdr(10, 3_000_000_000, 0, event.TypeSkbDrop), BeginNs: 2_000_000_000,
 		Location: 0xffffffff81a00010, Dev: name16("skbr1"), Ifindex: 2, Netns: fixNetns, Reason: 23, Protocol: 0x0800, L4proto: 6,
 		Cnt: 12, Addrs: a})
 	// Half a second of transmit, a second of receive: their rates differ.
-	ev(event.TypeDevXmit, &probe.SkbtraceDevEvent{Hdr: hdr(11, 3_000_000_000, 0, event.TypeDevXmit), BeginNs: 2_500_000_000,
+	ev(event.TypeDevXmit, &wire.DevEvent{Hdr: hdr(11, 3_000_000_000, 0, event.TypeDevXmit), BeginNs: 2_500_000_000,
 		Name: name16("skbs1"), Ifindex: 2, Netns: fixNetns, Skbs: 100, Bytes: 4_000_000, Segs: 3000, Errors: 1, MaxBytes: 65226,
 		Hist: [8]uint64{10, 0, 0, 0, 0, 90}})
-	ev(event.TypeDevRecv, &probe.SkbtraceDevEvent{Hdr: hdr(12, 3_000_000_000, 0, event.TypeDevRecv), BeginNs: 2_000_000_000,
+	ev(event.TypeDevRecv, &wire.DevEvent{Hdr: hdr(12, 3_000_000_000, 0, event.TypeDevRecv), BeginNs: 2_000_000_000,
 		Name: name16("skbs1"), Ifindex: 2, Netns: fixNetns, Skbs: 50, Bytes: 3000, Segs: 50, GroIn: 50, MaxBytes: 66, Hist: [8]uint64{50}})
-	ev(event.TypeNapiPoll, &probe.SkbtraceNapiEvent{Hdr: hdr(13, 3_000_000_000, 1, event.TypeNapiPoll), BeginNs: 2_000_000_000,
+	ev(event.TypeNapiPoll, &wire.NapiEvent{Hdr: hdr(13, 3_000_000_000, 1, event.TypeNapiPoll), BeginNs: 2_000_000_000,
 		Name: name16("backlog"), Polls: 40, Work: 45, Exhausted: 1, Budget: 64})
-	ev(event.TypeSoftirq, &probe.SkbtraceSoftirqEvent{Hdr: hdr(14, 3_000_000_000, 1, event.TypeSoftirq), BeginNs: 2_000_000_000,
+	ev(event.TypeSoftirq, &wire.SoftirqEvent{Hdr: hdr(14, 3_000_000_000, 1, event.TypeSoftirq), BeginNs: 2_000_000_000,
 		Entries: 41, TimeNs: 250_000_000, Vec: 3})
-	ev(event.TypeQdisc, &probe.SkbtraceQdiscEvent{Hdr: hdr(15, 3_000_000_000, 0, event.TypeQdisc), BeginNs: 2_000_000_000,
+	ev(event.TypeQdisc, &wire.QdiscEvent{Hdr: hdr(15, 3_000_000_000, 0, event.TypeQdisc), BeginNs: 2_000_000_000,
 		Dev: name16("skbs1"), Kind: name16("tbf"), Ifindex: 2, Netns: fixNetns, Handle: 0x80010000, Parent: 0xffffffff,
 		Enqueues: 90, Dequeues: 80, Drops: 10, BacklogMax: 65000, QlenMax: 44, Backlog: 1500, Qlen: 1})
-	ev(event.TypeSockIO, &probe.SkbtraceSockIoEvent{Hdr: hdr(16, 3_000_000_000, 0, event.TypeSockIO), BeginNs: 2_000_000_000,
+	ev(event.TypeSockIO, &wire.SockIoEvent{Hdr: hdr(16, 3_000_000_000, 0, event.TypeSockIO), BeginNs: 2_000_000_000,
 		Pid: 4242, Dir: 0, Comm: name16("iperf3"), Calls: 3, Bytes: 393216, Hist: [20]uint64{17: 3}})
 	ev(event.TypeTCPConn, tracetest.Conn(17, 3_100_000_000, 1, fixSock, a, 1, 4, 0, ""))
 	must(w.AppendEnd(trace.End{NextSeq: 18, BootNs: 3_200_000_000}))
@@ -456,7 +456,7 @@ func TestSeriesSumToTotals(t *testing.T) {
 		}
 		sentBytes += int64(seq) * 1448
 		limitNs += int64(end - begin)
-		dev := &probe.SkbtraceDevEvent{Hdr: hdr(seq+1, end, 1, event.TypeDevRecv), BeginNs: begin, Name: name16("eth0"),
+		dev := &wire.DevEvent{Hdr: hdr(seq+1, end, 1, event.TypeDevRecv), BeginNs: begin, Name: name16("eth0"),
 			Skbs: seq + 1, Segs: 2 * (seq + 1), Bytes: 1000 * seq}
 		if err := w.Event(uint16(event.TypeDevRecv), dev); err != nil {
 			t.Fatal(err)

@@ -10,9 +10,9 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/event"
-	"github.com/skbtrace/skbtrace/internal/probe"
 	"github.com/skbtrace/skbtrace/internal/trace"
 	"github.com/skbtrace/skbtrace/internal/tracetest"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 // bigTrace is n tcp_sendlim runs of four connections, round robin: each
@@ -30,7 +30,7 @@ func bigTrace(b *testing.B, n int) []byte {
 		a := tracetest.Addrs(netip.AddrPortFrom(netip.MustParseAddr("10.200.0.1"), uint16(40000+c)), netip.MustParseAddrPort("10.200.0.2:5201"), 1)
 		bodies[c], _ = binary.Append(nil, trace.NativeOrder, tracetest.Sendlim(0, 0, 0, 0, 0xffff888100000000+uint64(c)<<12, a, 0, 30, 0))
 	}
-	var w0 probe.SkbtraceTcpSendlimEvent
+	var w0 wire.TcpSendlimEvent
 	seqOff, tsOff := unsafe.Offsetof(w0.Hdr)+unsafe.Offsetof(w0.Hdr.Seq), unsafe.Offsetof(w0.Hdr)+unsafe.Offsetof(w0.Hdr.TsNs)
 	reasons := [...]event.SendlimReason{event.SendlimOK, event.SendlimCwnd, event.SendlimSndbuf}
 	for i := 0; i < n; i++ {

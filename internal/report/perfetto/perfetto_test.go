@@ -16,9 +16,9 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/event"
-	"github.com/skbtrace/skbtrace/internal/probe"
 	"github.com/skbtrace/skbtrace/internal/trace"
 	"github.com/skbtrace/skbtrace/internal/tracetest"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 // traceEvent is one parsed trace event, times in exact nanoseconds.
@@ -269,8 +269,8 @@ var (
 	mappedSnd = netip.MustParseAddrPort("[::ffff:10.0.0.1]:40000")
 )
 
-func hdr(seq, ts uint64, cpu uint32, typ event.Type) probe.SkbtraceEventHeader {
-	return probe.SkbtraceEventHeader{Seq: seq, TsNs: ts, Cpu: cpu, Type: uint16(typ)}
+func hdr(seq, ts uint64, cpu uint32, typ event.Type) wire.EventHeader {
+	return wire.EventHeader{Seq: seq, TsNs: ts, Cpu: cpu, Type: uint16(typ)}
 }
 
 // fixture is a lab-like run: a sender whose runs go ok, cwnd (which began,
@@ -313,21 +313,21 @@ func fixture(t testing.TB) []byte {
 	must(w.Event(conn, tracetest.Conn(2, 1*ms+200_000, 0, sndSock, snd, 2, 1, 100, "iperf3")))
 	must(w.Event(lim, tracetest.Sendlim(3, 10*ms+200, 2*ms, 0, sndSock, snd, uint8(event.SendlimOK), 100, 80)))
 	must(w.Event(lim, tracetest.Sendlim(4, 30*ms, 10*ms, 0, sndSock, snd, uint8(event.SendlimCwnd), 40, 200)))
-	rtt := func(seq, ts uint64, acked uint64) *probe.SkbtraceTcpRttEvent {
-		return &probe.SkbtraceTcpRttEvent{Hdr: hdr(seq, ts, 0, event.TypeTCPRTT), Sock: sndSock, Addrs: snd,
+	rtt := func(seq, ts uint64, acked uint64) *wire.TcpRttEvent {
+		return &wire.TcpRttEvent{Hdr: hdr(seq, ts, 0, event.TypeTCPRTT), Sock: sndSock, Addrs: snd,
 			SrttUs: 500, MinRttUs: 90, Cwnd: 20, InFlight: 18, BytesAcked: acked}
 	}
 	must(w.Event(uint16(event.TypeTCPRTT), rtt(5, 30*ms, 1_000_000)))
 	must(w.Event(lim, tracetest.Sendlim(6, 80*ms, 30*ms, 0, sndSock, snd, uint8(event.SendlimSndbuf), 700, 300)))
-	must(w.Event(uint16(event.TypeTCPRetrans), &probe.SkbtraceTcpRetransEvent{Hdr: hdr(7, 80*ms, 0, event.TypeTCPRetrans),
+	must(w.Event(uint16(event.TypeTCPRetrans), &wire.TcpRetransEvent{Hdr: hdr(7, 80*ms, 0, event.TypeTCPRetrans),
 		Sock: sndSock, BeginNs: 75 * ms, Addrs: snd, Cnt: 3, Skbs: 1, State: 1}))
 	must(w.Event(uint16(event.TypeTCPRTT), rtt(8, 80*ms, 2_000_000)))
 	must(w.Event(lim, tracetest.Sendlim(9, 100*ms, 1*ms, 1, rcvSock, rcv, uint8(event.SendlimApp), 900, 0)))
 	must(w.Flush())
 
 	must(w.AppendNetns(trace.Netns{Inode: rcvNs, Name: "lab-rcv"}))
-	drop := func(seq uint64, netns, reason uint32, loc uint64, a probe.SkbtraceSockAddrs, l4 uint8) *probe.SkbtraceSkbDropEvent {
-		d := &probe.SkbtraceSkbDropEvent{Hdr: hdr(seq, 90*ms, 1, event.TypeSkbDrop), BeginNs: 85 * ms, Location: loc,
+	drop := func(seq uint64, netns, reason uint32, loc uint64, a wire.SockAddrs, l4 uint8) *wire.SkbDropEvent {
+		d := &wire.SkbDropEvent{Hdr: hdr(seq, 90*ms, 1, event.TypeSkbDrop), BeginNs: 85 * ms, Location: loc,
 			Netns: netns, Reason: reason, Protocol: 0x0800, L4proto: l4, Cnt: uint64(seq), Addrs: a}
 		copy(d.Dev[:], []int8{'v', 'e', 't', 'h', '0'})
 		return d
@@ -337,19 +337,19 @@ func fixture(t testing.TB) []byte {
 	must(w.Event(uint16(event.TypeSkbDrop), drop(12, routerNs, 2, otherLoc, data, 6)))
 	must(w.Event(uint16(event.TypeSkbDrop), drop(13, routerNs, 99, otherLoc,
 		tracetest.Addrs(netip.MustParseAddrPort("10.9.9.9:53"), netip.MustParseAddrPort("10.9.9.8:33333"), 0), 17)))
-	must(w.Event(uint16(event.TypeTCPCong), &probe.SkbtraceTcpCongEvent{Hdr: hdr(14, 85*ms, 0, event.TypeTCPCong),
+	must(w.Event(uint16(event.TypeTCPCong), &wire.TcpCongEvent{Hdr: hdr(14, 85*ms, 0, event.TypeTCPCong),
 		Sock: sndSock, Addrs: snd, Cwnd: 7, Ssthresh: 7, RtoUs: 204000, State: 3}))
-	must(w.Event(uint16(event.TypeTCPReset), &probe.SkbtraceTcpResetEvent{Hdr: hdr(15, 95*ms, 1, event.TypeTCPReset),
+	must(w.Event(uint16(event.TypeTCPReset), &wire.TcpResetEvent{Hdr: hdr(15, 95*ms, 1, event.TypeTCPReset),
 		Addrs: tracetest.Addrs(rcvAddr, netip.MustParseAddrPort("10.0.0.7:1234"), rcvNs), Reason: 2, Dir: event.ResetSent, State: 7}))
-	softirq := func(seq, begin, end, busy uint64) *probe.SkbtraceSoftirqEvent {
-		return &probe.SkbtraceSoftirqEvent{Hdr: hdr(seq, end, softirqCPU, event.TypeSoftirq), BeginNs: begin, Entries: 10, TimeNs: busy, Vec: 3}
+	softirq := func(seq, begin, end, busy uint64) *wire.SoftirqEvent {
+		return &wire.SoftirqEvent{Hdr: hdr(seq, end, softirqCPU, event.TypeSoftirq), BeginNs: begin, Entries: 10, TimeNs: busy, Vec: 3}
 	}
 	must(w.Event(uint16(event.TypeSoftirq), softirq(16, 0, 100*ms, 10*ms)))
 	must(w.Event(uint16(event.TypeSoftirq), softirq(17, 100*ms, 200*ms, 20*ms)))
 	must(w.Event(uint16(event.TypeSoftirq), softirq(18, 300*ms, 400*ms, 5*ms)))
-	must(w.Event(uint16(event.TypeSoftirq), &probe.SkbtraceSoftirqEvent{Hdr: hdr(19, 200*ms, 0, event.TypeSoftirq), BeginNs: 200 * ms, Vec: 2}))
-	must(w.Event(uint16(event.TypeSoftirq), &probe.SkbtraceSoftirqEvent{Hdr: hdr(20, 200*ms, 0, event.TypeSoftirq), BeginNs: 100 * ms, TimeNs: ms, Vec: 1}))
-	must(w.Event(uint16(event.TypeTCPReset), &probe.SkbtraceTcpResetEvent{Hdr: hdr(21, 96*ms, 1, event.TypeTCPReset), Sock: listenSock,
+	must(w.Event(uint16(event.TypeSoftirq), &wire.SoftirqEvent{Hdr: hdr(19, 200*ms, 0, event.TypeSoftirq), BeginNs: 200 * ms, Vec: 2}))
+	must(w.Event(uint16(event.TypeSoftirq), &wire.SoftirqEvent{Hdr: hdr(20, 200*ms, 0, event.TypeSoftirq), BeginNs: 100 * ms, TimeNs: ms, Vec: 1}))
+	must(w.Event(uint16(event.TypeTCPReset), &wire.TcpResetEvent{Hdr: hdr(21, 96*ms, 1, event.TypeTCPReset), Sock: listenSock,
 		Addrs: tracetest.Addrs(rcvAddr, netip.MustParseAddrPort("10.0.0.7:1234"), rcvNs), Reason: 2, Dir: event.ResetSent, State: 10}))
 	must(w.Event(lim, tracetest.Sendlim(22, 160*ms, 150*ms, 0, sndSock, snd, uint8(event.SendlimApp), 5, 10)))
 	must(w.Event(conn, tracetest.Conn(23, 400*ms, 0, sndSock, snd, 1, 4, 100, "iperf3")))
@@ -715,13 +715,13 @@ func TestAddAllocatesNothing(t *testing.T) {
 	x := New(io.Discard, sum)
 	sock := event.Socket{Sock: sndSock, Local: sndAddr, Peer: rcvAddr, Netns: sndNs}
 	lim := sendlimEvent()
-	rtt := &event.Event{Type: event.TypeTCPRTT, Socket: sock, RTT: probe.SkbtraceTcpRttEvent{SrttUs: 100, Cwnd: 10}}
+	rtt := &event.Event{Type: event.TypeTCPRTT, Socket: sock, RTT: wire.TcpRttEvent{SrttUs: 100, Cwnd: 10}}
 	drop := &event.Event{Type: event.TypeSkbDrop, Socket: event.Socket{Local: sndAddr, Peer: rcvAddr},
-		Drop: probe.SkbtraceSkbDropEvent{Netns: sndNs, Reason: 2, Cnt: 1, Protocol: 0x0800, L4proto: 6}}
+		Drop: wire.SkbDropEvent{Netns: sndNs, Reason: 2, Cnt: 1, Protocol: 0x0800, L4proto: 6}}
 	copy(drop.Drop.Dev[:], []int8{'e', 't', 'h', '0'})
 	lost := &event.Event{Type: event.TypeSkbDrop, Socket: event.Socket{Local: netip.MustParseAddrPort("[2001:db8::1]:53"),
-		Peer: netip.MustParseAddrPort("[2001:db8::2]:4000")}, Drop: probe.SkbtraceSkbDropEvent{Netns: sndNs, Reason: 7, Location: dropLoc, Protocol: 0x86dd, L4proto: 17}}
-	soft := &event.Event{Type: event.TypeSoftirq, CPU: 3, Softirq: probe.SkbtraceSoftirqEvent{Vec: 3, TimeNs: 10}}
+		Peer: netip.MustParseAddrPort("[2001:db8::2]:4000")}, Drop: wire.SkbDropEvent{Netns: sndNs, Reason: 7, Location: dropLoc, Protocol: 0x86dd, L4proto: 17}}
+	soft := &event.Event{Type: event.TypeSoftirq, CPU: 3, Softirq: wire.SoftirqEvent{Vec: 3, TimeNs: 10}}
 	conn := &event.Event{Type: event.TypeTCPConn, Conn: event.TCPConn{Socket: sock, Old: 2, New: 1, Pid: 7, Comm: [16]byte{'c', 'a', 't'}}}
 	step := int64(0)
 	for name, ev := range map[string]*event.Event{"tcp_sendlim": lim, "tcp_rtt": rtt, "skb_drop": drop, "unmatched skb_drop": lost, "softirq": soft, "tcp_conn": conn} {

@@ -1,4 +1,4 @@
-package profile
+package profiler
 
 import (
 	"debug/elf"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/probe"
+	"github.com/skbtrace/skbtrace/internal/profile"
 )
 
 // BenchmarkSymbolize30s symbolizes what a 30 s profile at 999 Hz on two
@@ -74,7 +75,7 @@ func BenchmarkSymbolize30s(b *testing.B) {
 	for range b.N {
 		users := newUserSymbolizer()
 		users.mappings[pid] = mappings
-		p := &Profile{Meta: Meta{Clock: "cpu-clock", Hz: 999, Seconds: 30, CPUs: []int{0, 1}}}
+		p := &profile.Profile{Meta: profile.Meta{Clock: "cpu-clock", Hz: 999, Seconds: 30, CPUs: []int{0, 1}}}
 		if err := symbolize(p, raw, stack, ksyms, users); err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package profile
+package profiler
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/probe"
+	"github.com/skbtrace/skbtrace/internal/profile"
 )
 
 // Options say what to sample, how often and for how long.
@@ -38,7 +39,7 @@ const scanInterval = 200 * time.Millisecond
 
 // Collect samples the CPUs while the workload runs (or for Duration) and
 // returns the symbolized profile. It needs root (or CAP_BPF+CAP_PERFMON).
-func Collect(ctx context.Context, opts Options) (*Profile, error) {
+func Collect(ctx context.Context, opts Options) (*profile.Profile, error) {
 	if opts.Hz <= 0 {
 		return nil, errors.New("profiling: the sampling rate must be positive")
 	}
@@ -53,7 +54,7 @@ func Collect(ctx context.Context, opts Options) (*Profile, error) {
 		}
 	}
 	id := host.ReadIdentity()
-	p := &Profile{Meta: Meta{Version: opts.Version, Hostname: id.Hostname, Kernel: id.Kernel, Hz: opts.Hz,
+	p := &profile.Profile{Meta: profile.Meta{Version: opts.Version, Hostname: id.Hostname, Kernel: id.Kernel, Hz: opts.Hz,
 		CPUs: cpus, Command: opts.Command}}
 	p.Meta.Settings, p.Meta.Notes = host.ReadSettings()
 	ksyms, err := host.LoadKallsyms()
@@ -137,7 +138,7 @@ func run(ctx context.Context, opts Options, users *userSymbolizer) error {
 }
 
 // read takes the samples, stacks and packet counts out of the kernel and symbolizes them.
-func read(p *Profile, prof *probe.Profiler, ksyms *host.Kallsyms, users *userSymbolizer) error {
+func read(p *profile.Profile, prof *probe.Profiler, ksyms *host.Kallsyms, users *userSymbolizer) error {
 	raw, err := prof.Samples()
 	if err != nil {
 		return err
@@ -154,7 +155,7 @@ func read(p *Profile, prof *probe.Profiler, ksyms *host.Kallsyms, users *userSym
 		if err != nil {
 			return err
 		}
-		p.Meta.Traffic = Traffic{Counted: true, TxSkbs: tx.Skbs, TxPkts: tx.Segs, TxBytes: tx.Bytes,
+		p.Meta.Traffic = profile.Traffic{Counted: true, TxSkbs: tx.Skbs, TxPkts: tx.Segs, TxBytes: tx.Bytes,
 			RxSkbs: rx.Skbs, RxPkts: rx.Segs, RxBytes: rx.Bytes}
 	}
 	return symbolize(p, raw, prof.Stack, ksyms, users)
@@ -169,7 +170,7 @@ type userKey struct {
 
 // symbolize names the raw samples' frames and classifies them; stack reads
 // a stack's addresses by id (each kernel stack once).
-func symbolize(p *Profile, raw []probe.ProfileSample, stack func(int32) ([]uint64, error), ksyms *host.Kallsyms, users *userSymbolizer) error {
+func symbolize(p *profile.Profile, raw []probe.ProfileSample, stack func(int32) ([]uint64, error), ksyms *host.Kallsyms, users *userSymbolizer) error {
 	kernel := map[int32][]string{}
 	type userStack struct {
 		frames   []string
@@ -182,14 +183,14 @@ func symbolize(p *Profile, raw []probe.ProfileSample, stack func(int32) ([]uint6
 		idle  bool
 	}
 	type class struct {
-		context Context
-		phase   Phase
+		context profile.Context
+		phase   profile.Phase
 	}
 	classes := map[classKey]class{}
 	var lostStacks uint64
 	fp := map[string]*[2]uint64{} // per binary: samples with a shallow user stack, all samples
 	for _, r := range raw {
-		s := Sample{Count: r.Count, Pid: r.Key.Pid, Tgid: r.Key.Tgid, CPU: int(r.Key.Cpu), Comm: comm(r.Key.Comm)}
+		s := profile.Sample{Count: r.Count, Pid: r.Key.Pid, Tgid: r.Key.Tgid, CPU: int(r.Key.Cpu), Comm: comm(r.Key.Comm)}
 		if id := r.Key.KernelStack; id >= 0 {
 			frames, ok := kernel[id]
 			if !ok {
@@ -248,7 +249,7 @@ func symbolize(p *Profile, raw []probe.ProfileSample, stack func(int32) ([]uint6
 		if c, ok := classes[ck]; ok && r.Key.KernelStack >= 0 {
 			s.Context, s.Phase = c.context, c.phase
 		} else {
-			Classify(&s)
+			profile.Classify(&s)
 			classes[ck] = class{s.Context, s.Phase}
 		}
 		p.Samples = append(p.Samples, s)
