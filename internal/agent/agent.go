@@ -121,8 +121,6 @@ func Start(o Options) (*Agent, error) {
 		o.Log = io.Discard
 	}
 	a := &Agent{opts: o, started: time.Now(), watch: doctor.NewWatch(o.Netns), busy: make(chan struct{}, 4)}
-	a.totals = newTotals(o.Window, doctor.DeepFamilies, doctor.SampleShare)
-	a.store = newStore(o.Window, o.MaxTraceBytes, a.totals)
 	if !o.NoKernelEvents {
 		var notes []string
 		// Drained and sampled every 2 s: every second cost 1 % of a CPU idle.
@@ -132,6 +130,14 @@ func Start(o Options) (*Agent, error) {
 		}
 		a.notes = notes
 	}
+	// Counts scale by what the recording sampled, not by what was asked.
+	var sampled []string
+	share := 1.0
+	if a.rec != nil {
+		sampled, share = a.rec.Sampled()
+	}
+	a.totals = newTotals(o.Window, sampled, share)
+	a.store = newStore(o.Window, o.MaxTraceBytes, a.totals)
 	a.sample()
 	return a, nil
 }

@@ -45,11 +45,6 @@ type recordFlags struct {
 	contexts    []string
 }
 
-// defaultSample is the share of each interval the per-packet families stay
-// attached when recording the default set: it keeps a multi-gigabit stream's
-// cost under 5 % (make bench). Families named with -e are exact unless --sample says otherwise.
-const defaultSample = 0.05
-
 func (r *recordFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVarP(&r.duration, "duration", "d", "", "stop after this long (`DURATION`: 5, 5s, 2m; bare numbers are seconds)")
 	fs.StringSliceVarP(&r.families, "events", "e", nil, "event `FAMILY`s to record, comma-separated, or all (default: all that can run)")
@@ -102,10 +97,12 @@ func (r *recordFlags) job(c *cobra.Command, args []string, stderr io.Writer) (*r
 	if r.sample < 0 || r.sample > 1 {
 		return nil, usagef("--sample %v is not a share between 0 and 1", r.sample)
 	}
+	// The default set is sampled; families named with -e are exact unless
+	// --sample says otherwise.
 	if r.sample == 0 {
 		r.sample = 1
 		if fams := splitList(r.families); len(fams) == 0 || len(fams) == 1 && fams[0] == "all" {
-			r.sample = defaultSample
+			r.sample = collect.DefaultSample
 		}
 	}
 	if r.rttInterval <= 0 {

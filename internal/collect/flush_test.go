@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -111,5 +112,28 @@ func TestFlushWritesTheAggregatedCountsBeforeTheInterval(t *testing.T) {
 	}
 	if err := rec.Flush(); err != nil {
 		t.Fatalf("flush after Run: %v", err)
+	}
+}
+
+// Sampled says what the recording samples, so that counts scale by what
+// was done: the per-packet families at the share asked, the others never.
+func TestSampledIsWhatTheRecordingSamples(t *testing.T) {
+	testenv.RequireRoot(t, "loading BPF programs")
+	recv, _ := ByName("dev_recv")
+	conn, _ := ByName("tcp_conn")
+	for _, c := range []struct {
+		sample float64
+		want   []string
+		share  float64
+	}{{DefaultSample, []string{"dev_recv"}, DefaultSample}, {1, nil, 1}} {
+		rec, err := Start(Options{Families: []Family{recv, conn}, Sample: c.sample})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fams, share := rec.Sampled()
+		rec.Close()
+		if !slices.Equal(fams, c.want) || share != c.share {
+			t.Errorf("sample %v: Sampled() = %v, %v; want %v, %v", c.sample, fams, share, c.want, c.share)
+		}
 	}
 }

@@ -8,6 +8,22 @@ import (
 	"github.com/skbtrace/skbtrace/internal/probe"
 )
 
+// DefaultSample is the share of each interval the per-packet families stay
+// attached when a recording's families are the default set (record's, the
+// doctor's, the agent's): it keeps a multi-gigabit stream's cost under 5 %
+// (make bench).
+const DefaultSample = 0.05
+
+// Sampled says which families the recording attaches only part of each
+// interval and for what share of it: their counts cover that share of the
+// time, and scale by its inverse to the whole.
+func (r *Recording) Sampled() (families []string, share float64) {
+	if len(r.sampledFamilies) == 0 {
+		return nil, 1
+	}
+	return slices.Clone(r.sampledFamilies), r.opts.Sample
+}
+
 // planSampling picks the hooks sampling detaches: the per-packet families'
 // own. A hook a family that always runs shares (sock_send_length, with
 // tcp_sendlim) stays attached, and the family's part of it is paused instead.
