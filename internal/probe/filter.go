@@ -32,7 +32,7 @@ type Filter struct {
 	Packets []bpf.Instruction
 }
 
-// maxFilterCPUs is CPU_FILTER_WORDS*64 in skbtrace.bpf.c.
+// maxFilterCPUs is CPU_FILTER_WORDS*64 in bpf/common.bpf.h.
 const maxFilterCPUs = 16 * 64
 
 func setFilter(spec *ebpf.CollectionSpec, f Filter) error {
@@ -107,7 +107,7 @@ func setCPUs(set func(string, any) error, cpus []int) error {
 	return set(SkbtraceVarFilterCpusOn, true)
 }
 
-// filterNetnsAddrs is FILTER_NETNS_ADDRS in skbtrace.bpf.c.
+// filterNetnsAddrs is FILTER_NETNS_ADDRS in bpf/common.bpf.h.
 const filterNetnsAddrs = 16
 
 // setNetnsAddrs lays the addresses out as struct sock_addrs holds them

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/net/bpf"
 )
 
-// packetFilterStub is the function in skbtrace.bpf.c whose body -F replaces.
+// packetFilterStub is the function in bpf/common.bpf.h whose body -F replaces.
 const packetFilterStub = "packet_filter"
 
 // The translated filter's registers. The arguments arrive in R1-R3 (data,

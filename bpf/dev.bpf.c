@@ -1,89 +1,10 @@
-/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * Aggregated families: devices, NAPI, softirq, qdiscs, socket I/O, drops.
- * The kernel counts per key; the recorder drains the maps every interval.
- * Included by skbtrace.bpf.c.
+ * Device-level families, aggregated in the kernel: dev_xmit, dev_recv
+ * (segments per skb: TSO/GSO and GRO at work), napi_poll, softirq, qdisc,
+ * skb_drop.
  */
-
-/* Bumped by the recorder at each drain: per-interval fields reset when it changes. */
-__u64 drain_gen = 0;
-
-/* Only devices with this name, when set. */
-const volatile char filter_dev[16] = {};
-/* Only this process (thread group), when set. */
-const volatile __u32 filter_pid = 0;
-
-struct dev_id {
-	__u32 netns;
-	__u32 ifindex;
-};
-
-/*
- * Passes a device (and its namespace, or sk's when sk is set) through the
- * filters; a packet's addresses a, when given, stand in for a namespace
- * that neither has.
- */
-static __always_inline bool dev_passes(const struct net_device *dev, const struct sock *sk, struct dev_id *id,
-				       struct sock_addrs *a)
-{
-	char name[16];
-
-	id->ifindex = dev ? dev->ifindex : 0;
-	if (sk)
-		id->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
-	else
-		id->netns = dev ? dev->nd_net.net->ns.inum : 0;
-	if (!netns_passes(&id->netns, a))
-		return false;
-	if (!filter_dev[0])
-		return true;
-	if (!dev)
-		return false;
-	__builtin_memcpy(name, dev->name, sizeof(name));
-#pragma unroll
-	for (int i = 0; i < 16; i++) {
-		if (name[i] != filter_dev[i])
-			return false;
-		if (!name[i])
-			break;
-	}
-	return true;
-}
-
-/* Finds the value for key, inserting init first when absent; counts a full map as loss. */
-static __always_inline void *upsert(void *map, const void *key, const void *init, __u32 family)
-{
-	void *v = bpf_map_lookup_elem(map, key);
-
-	if (v)
-		return v;
-	bpf_map_update_elem(map, key, init, BPF_NOEXIST);
-	v = bpf_map_lookup_elem(map, key);
-	if (!v)
-		count_lost(family);
-	return v;
-}
-
-/* floor(log2(v)) capped at last (0 for 0 and 1): a binary search, five steps rather than a loop of 24 on every packet. */
-static __always_inline __u32 log2_bucket(__u64 v, __u32 last)
-{
-	__u32 b = 0, s;
-
-	s = v >= (1ULL << 16) ? 16 : 0;
-	v >>= s;
-	b += s;
-	s = v >= (1 << 8) ? 8 : 0;
-	v >>= s;
-	b += s;
-	s = v >= (1 << 4) ? 4 : 0;
-	v >>= s;
-	b += s;
-	s = v >= (1 << 2) ? 2 : 0;
-	v >>= s;
-	b += s;
-	b += v >= 2;
-	return b < last ? b : last;
-}
+#include "aggregate.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
@@ -443,102 +364,6 @@ int BPF_PROG(qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 8192);
-	__type(key, struct sock_io_key);
-	__type(value, struct sock_io_stats);
-} sock_io SEC(".maps");
-
-#define EAGAIN 11
-
-static __always_inline void count_sock_io(const struct sock *sk, int ret, __u32 dir)
-{
-	struct sock_io_key key = {.dir = dir};
-	struct sock_io_stats *v;
-	__u32 bucket;
-
-	if (ret == -EAGAIN || !here_passes()) /* -EAGAIN: a non-blocking call that found nothing to read or no room */
-		return;
-	key.pid = bpf_get_current_pid_tgid() >> 32;
-
-	if (filter_pid && key.pid != filter_pid)
-		return;
-	if (filter_netns || filter_port || filter_family) {
-		struct sock_addrs a = {};
-
-		if (!sock_passes(sk, &a))
-			return;
-	}
-	v = bpf_map_lookup_elem(&sock_io, &key);
-	if (!v) {
-		struct sock_io_stats init = {};
-
-		bpf_get_current_comm(init.comm, sizeof(init.comm));
-		v = upsert(&sock_io, &key, &init, FAMILY_SOCK_IO);
-		if (!v)
-			return;
-	}
-	v->calls++;
-	if (ret < 0) {
-		v->errors++;
-		return;
-	}
-	v->bytes += ret;
-	bucket = log2_bucket(ret, SIZE_BUCKETS - 1);
-	barrier_var(bucket); /* keep the bound check the verifier needs */
-	if (bucket < SIZE_BUCKETS)
-		v->hist[bucket]++;
-}
-
-/*
- * sock_send_length (6.3 and later) serves tcp_sendlim (a decision after each
- * write) and sock_io: one program, so each send runs one. These say which
- * parts run; sampling pauses sock_io's part here rather than detaching a
- * program tcp_sendlim needs all the time.
- */
-const volatile bool enable_sendlim_write = false;
-const volatile bool enable_sock_io_send = false;
-__u32 sock_io_send_paused = 0;
-
-SEC("tp_btf/sock_send_length")
-int BPF_PROG(sock_send, struct sock *sk, int ret, int flags)
-{
-	if (enable_sendlim_write)
-		sendlim_between_acks(sk);
-	if (enable_sock_io_send && !sock_io_send_paused)
-		count_sock_io(sk, ret, SOCK_IO_SEND);
-	return 0;
-}
-
-SEC("tp_btf/sock_recv_length")
-int BPF_PROG(sock_io_recv, struct sock *sk, int ret, int flags)
-{
-	count_sock_io(sk, ret, SOCK_IO_RECV);
-	return 0;
-}
-
-/*
- * Before 6.4 there are no sock_send/recv_length tracepoints. sock_sendmsg()
- * and sock_recvmsg() are inlined into the system calls there, so the
- * loader attaches these to the IPv4 and IPv6 socket calls every send and
- * receive of a TCP or UDP socket passes (write, send*, read, recv*; not
- * sendfile or splice), which return the same length.
- */
-SEC("fexit/inet_sendmsg")
-int BPF_PROG(sock_io_send_fexit, struct socket *sock, struct msghdr *msg, __u64 size, int ret)
-{
-	count_sock_io(sock->sk, ret, SOCK_IO_SEND);
-	return 0;
-}
-
-SEC("fexit/inet_recvmsg")
-int BPF_PROG(sock_io_recv_fexit, struct socket *sock, struct msghdr *msg, __u64 size, int flags, int ret)
-{
-	count_sock_io(sock->sk, ret, SOCK_IO_RECV);
-	return 0;
-}
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, 4096);
 	__type(key, struct drop_key);
 	__type(value, struct drop_stats);
@@ -642,13 +467,5 @@ int skb_drop(__u64 *ctx)
 	v->protocol = protocol;
 	v->l4proto = l4proto;
 	v->addrs = a;
-	return 0;
-}
-
-/* Numbers the events the recorder writes from the maps, from the same counter as the kernel's. */
-SEC("syscall")
-int seq_reserve(struct seq_reservation *r)
-{
-	r->first = __sync_fetch_and_add(&seq_counter, r->count);
 	return 0;
 }
