@@ -143,18 +143,16 @@ func misplaced(ev *Evidence, c *CPUUse) *CPUUse {
 // during the observation (/proc/interrupts): its receive work starts there.
 func interruptsOn(ev *Evidence, cpu int) []string {
 	var out []string
-	for _, ns := range ev.Namespaces {
-		for _, d := range ns.Devices {
-			var total uint64
-			for _, n := range d.Interrupts {
-				total += n
-			}
-			if cpu >= len(d.Interrupts) || total < minOffloadSkbs/10 || float64(d.Interrupts[cpu]) < 0.5*float64(total) {
-				continue
-			}
-			out = append(out, fmt.Sprintf("%s took %s of its %d interrupts on CPU %d (/proc/interrupts, IRQ %s)",
-				d.Name, pct(float64(d.Interrupts[cpu])/float64(total)), total, cpu, joinInts(d.IRQs)))
+	for _, d := range ev.devices {
+		var total uint64
+		for _, n := range d.Interrupts {
+			total += n
 		}
+		if cpu >= len(d.Interrupts) || total < minOffloadSkbs/10 || float64(d.Interrupts[cpu]) < 0.5*float64(total) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s took %s of its %d interrupts on CPU %d (/proc/interrupts, IRQ %s)",
+			d.Name, pct(float64(d.Interrupts[cpu])/float64(total)), total, cpu, joinInts(d.IRQs)))
 	}
 	return out
 }
@@ -172,26 +170,24 @@ func joinInts(v []int) string {
 // than it uses (ethtool -l), else RPS in software; IRQ affinity for all.
 func spreadRemedy(ev *Evidence) []string {
 	var out []string
-	for _, ns := range ev.Namespaces {
-		for _, d := range ns.Devices {
-			if _, rx := ev.bulkThrough(ns.Name, d.Name); rx == 0 || d.Kind != "device" {
-				continue
-			}
-			used := max(d.CombinedChannels, d.RxChannels)
-			if d.MaxChannels > used {
-				out = append(out, nsPrefix(ns.Name)+fmt.Sprintf("ethtool -L %s combined %d (%d of %d queues in use): each queue's interrupt on a CPU of its own", d.Name, d.MaxChannels, used, d.MaxChannels))
-				continue
-			}
-			queues := "one receive queue"
-			if used > 1 {
-				queues = fmt.Sprintf("all %d of its queues in use", used)
-			}
-			irq := "N"
-			if len(d.IRQs) > 0 {
-				irq = joinInts(d.IRQs[:1])
-			}
-			out = append(out, nsPrefix(ns.Name)+fmt.Sprintf("%s has %s: steer its receive processing to other CPUs with RPS (echo MASK > /sys/class/net/%s/queues/rx-0/rps_cpus) and its interrupts with /proc/irq/%s/smp_affinity_list", d.Name, queues, d.Name, irq))
+	for ns, d := range ev.devices {
+		if _, rx := ev.bulkThrough(ns.Name, d.Name); rx == 0 || d.Kind != "device" {
+			continue
 		}
+		used := max(d.CombinedChannels, d.RxChannels)
+		if d.MaxChannels > used {
+			out = append(out, nsPrefix(ns.Name)+fmt.Sprintf("ethtool -L %s combined %d (%d of %d queues in use): each queue's interrupt on a CPU of its own", d.Name, d.MaxChannels, used, d.MaxChannels))
+			continue
+		}
+		queues := "one receive queue"
+		if used > 1 {
+			queues = fmt.Sprintf("all %d of its queues in use", used)
+		}
+		irq := "N"
+		if len(d.IRQs) > 0 {
+			irq = joinInts(d.IRQs[:1])
+		}
+		out = append(out, nsPrefix(ns.Name)+fmt.Sprintf("%s has %s: steer its receive processing to other CPUs with RPS (echo MASK > /sys/class/net/%s/queues/rx-0/rps_cpus) and its interrupts with /proc/irq/%s/smp_affinity_list", d.Name, queues, d.Name, irq))
 	}
 	if out == nil {
 		out = []string{"spread receive processing: RPS (echo MASK > /sys/class/net/DEV/queues/rx-0/rps_cpus), more queues where the driver offers them (ethtool -l DEV), IRQ affinity"}
@@ -224,11 +220,9 @@ func otherWorkOn(ev *Evidence, cpu int) ([]ProcessCPU, float64) {
 
 func physicalDevices(ev *Evidence) []*Device {
 	var out []*Device
-	for i := range ev.Namespaces {
-		for j := range ev.Namespaces[i].Devices {
-			if d := &ev.Namespaces[i].Devices[j]; d.physical() {
-				out = append(out, d)
-			}
+	for _, d := range ev.devices {
+		if d.physical() {
+			out = append(out, d)
 		}
 	}
 	return out

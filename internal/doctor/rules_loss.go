@@ -73,11 +73,9 @@ func packetLoss(ev *Evidence) []finding.Finding {
 		}
 	}
 	var ring *ringOverflow
-	for _, ns := range ev.Namespaces {
-		for i := range ns.Devices {
-			if o := ringOverflowOf(ns.Name, &ns.Devices[i]); o != nil && (ring == nil || o.missed > ring.missed) {
-				ring = o
-			}
+	for ns, d := range ev.devices {
+		if o := ringOverflowOf(ns.Name, d); o != nil && (ring == nil || o.missed > ring.missed) {
+			ring = o
 		}
 	}
 	ringLoss := ring != nil && packets > 0 && ring.missed >= 10 && float64(ring.missed)/float64(packets) >= 0.001
@@ -122,12 +120,10 @@ func packetLoss(ev *Evidence) []finding.Finding {
 	if ev.Softnet.Dropped > 0 {
 		evidence = append(evidence, fmt.Sprintf("%d packets dropped by full per-CPU backlogs (/proc/net/softnet_stat)", ev.Softnet.Dropped))
 	}
-	for _, ns := range ev.Namespaces {
-		for _, d := range ns.Devices {
-			for _, k := range slices.Sorted(maps.Keys(d.ErrorStats)) {
-				if v := d.ErrorStats[k]; v > 0 && (strings.Contains(k, "drop") || strings.Contains(k, "miss") || RingCounter(k)) {
-					evidence = append(evidence, fmt.Sprintf("%s: ethtool -S %s moved by %d", d.Name, k, v))
-				}
+	for _, d := range ev.devices {
+		for _, k := range slices.Sorted(maps.Keys(d.ErrorStats)) {
+			if v := d.ErrorStats[k]; v > 0 && (strings.Contains(k, "drop") || strings.Contains(k, "miss") || RingCounter(k)) {
+				evidence = append(evidence, fmt.Sprintf("%s: ethtool -S %s moved by %d", d.Name, k, v))
 			}
 		}
 	}

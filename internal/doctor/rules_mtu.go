@@ -179,57 +179,53 @@ func mtuDiffers(ev *Evidence, already []finding.Finding) []finding.Finding {
 	}
 	var out []finding.Finding
 	seen := map[*Device]bool{}
-	for i := range ev.Namespaces {
-		ns := &ev.Namespaces[i]
-		for j := range ns.Devices {
-			d := &ns.Devices[j]
-			if d.Kind != "veth" || seen[d] {
-				continue
-			}
-			ons, o := ev.vethPeer(ns, d)
-			if o == nil || o.MTU == d.MTU {
-				continue
-			}
-			seen[d], seen[o] = true, true
-			evidence := []string{fmt.Sprintf("%s (netns %s) MTU %d; its peer %s (netns %s) MTU %d", d.Name, ns.Name, d.MTU, o.Name, ons.Name, o.MTU)}
-			var dropped uint64
-			for _, dr := range ev.Drops {
-				if (dr.Dev == d.Name || dr.Dev == o.Name) && ev.suffered(&dr) && tooBigForLink(dr) {
-					dropped += dr.Count
-					evidence = append(evidence, fmt.Sprintf("%d skb_drop [%s] at %s on %s", dr.Count, dr.Reason, dr.Location, dr.Dev))
-				}
-			}
-			var retrans, segs uint64
-			for k := range ev.Flows {
-				f := &ev.Flows[k]
-				if f.Netns == ns.Name && f.Dev == d.Name || f.Netns == ons.Name && f.Dev == o.Name {
-					retrans, segs = retrans+uint64(f.Retrans), segs+uint64(f.SegsOut)
-				}
-			}
-			if retrans > 0 {
-				evidence = append(evidence, fmt.Sprintf("%d of %d segments of the flows over the link retransmitted (tcp_info)", retrans, segs))
-			}
-			// Only drops of packets too big for the link convict it; the
-			// retransmissions of its flows, which any loss causes, size it.
-			severity, impact, impactText, confidence := finding.Info, 0.05, "none measured", finding.Possible
-			if dropped > 0 {
-				severity, impact, confidence = finding.Warning, 0.5, finding.Strong
-				if segs > 0 {
-					impact = math.Min(0.9, math.Max(impact, 5*math.Sqrt(float64(retrans)/float64(segs))))
-				}
-				impactText = fmt.Sprintf("about %s (from the link's drops and retransmissions)", pct(impact))
-			}
-			out = append(out, finding.Finding{ID: "mtu-mismatch", Severity: severity,
-				Title:    fmt.Sprintf("the ends of a link disagree on the MTU: %s %d, %s %d", d.Name, d.MTU, o.Name, o.MTU),
-				Evidence: evidence,
-				Explanation: "Each end derives its MSS from its own MTU, so TCP often works across it; but a packet larger than " +
-					"the receiving end's MTU (a larger advertised MSS, GSO or UDP beyond the smaller MTU) is dropped there " +
-					"without an ICMP error, and the sender retransmits into the same hole.",
-				Remedy: []string{nsPrefix(ns.Name) + fmt.Sprintf("ip link set %s mtu %d", d.Name, min(d.MTU, o.MTU)) +
-					"   (or " + nsPrefix(ons.Name) + fmt.Sprintf("ip link set %s mtu %d: one MTU on both ends)", o.Name, max(d.MTU, o.MTU))},
-				Scope: "device " + d.Name, Impact: impact, ImpactText: impactText, Confidence: confidence,
-				Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("ping -M do -s %d -c 3 ADDRESS-BEHIND-%s   (a packet of the larger MTU dies on the link)", max(d.MTU, o.MTU)-28, o.Name)}})
+	for ns, d := range ev.devices {
+		if d.Kind != "veth" || seen[d] {
+			continue
 		}
+		ons, o := ev.vethPeer(ns, d)
+		if o == nil || o.MTU == d.MTU {
+			continue
+		}
+		seen[d], seen[o] = true, true
+		evidence := []string{fmt.Sprintf("%s (netns %s) MTU %d; its peer %s (netns %s) MTU %d", d.Name, ns.Name, d.MTU, o.Name, ons.Name, o.MTU)}
+		var dropped uint64
+		for _, dr := range ev.Drops {
+			if (dr.Dev == d.Name || dr.Dev == o.Name) && ev.suffered(&dr) && tooBigForLink(dr) {
+				dropped += dr.Count
+				evidence = append(evidence, fmt.Sprintf("%d skb_drop [%s] at %s on %s", dr.Count, dr.Reason, dr.Location, dr.Dev))
+			}
+		}
+		var retrans, segs uint64
+		for k := range ev.Flows {
+			f := &ev.Flows[k]
+			if f.Netns == ns.Name && f.Dev == d.Name || f.Netns == ons.Name && f.Dev == o.Name {
+				retrans, segs = retrans+uint64(f.Retrans), segs+uint64(f.SegsOut)
+			}
+		}
+		if retrans > 0 {
+			evidence = append(evidence, fmt.Sprintf("%d of %d segments of the flows over the link retransmitted (tcp_info)", retrans, segs))
+		}
+		// Only drops of packets too big for the link convict it; the
+		// retransmissions of its flows, which any loss causes, size it.
+		severity, impact, impactText, confidence := finding.Info, 0.05, "none measured", finding.Possible
+		if dropped > 0 {
+			severity, impact, confidence = finding.Warning, 0.5, finding.Strong
+			if segs > 0 {
+				impact = math.Min(0.9, math.Max(impact, 5*math.Sqrt(float64(retrans)/float64(segs))))
+			}
+			impactText = fmt.Sprintf("about %s (from the link's drops and retransmissions)", pct(impact))
+		}
+		out = append(out, finding.Finding{ID: "mtu-mismatch", Severity: severity,
+			Title:    fmt.Sprintf("the ends of a link disagree on the MTU: %s %d, %s %d", d.Name, d.MTU, o.Name, o.MTU),
+			Evidence: evidence,
+			Explanation: "Each end derives its MSS from its own MTU, so TCP often works across it; but a packet larger than " +
+				"the receiving end's MTU (a larger advertised MSS, GSO or UDP beyond the smaller MTU) is dropped there " +
+				"without an ICMP error, and the sender retransmits into the same hole.",
+			Remedy: []string{nsPrefix(ns.Name) + fmt.Sprintf("ip link set %s mtu %d", d.Name, min(d.MTU, o.MTU)) +
+				"   (or " + nsPrefix(ons.Name) + fmt.Sprintf("ip link set %s mtu %d: one MTU on both ends)", o.Name, max(d.MTU, o.MTU))},
+			Scope: "device " + d.Name, Impact: impact, ImpactText: impactText, Confidence: confidence,
+			Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("ping -M do -s %d -c 3 ADDRESS-BEHIND-%s   (a packet of the larger MTU dies on the link)", max(d.MTU, o.MTU)-28, o.Name)}})
 	}
 	return out
 }
@@ -261,15 +257,13 @@ func smallPacketBound(ev *Evidence) []finding.Finding {
 		return out
 	}
 	// Without sock_io, the device counters show the same shape.
-	for _, ns := range ev.Namespaces {
-		for _, d := range ns.Devices {
-			pps := float64(d.Stats.TxPackets) / max(ev.Seconds, 1e-9)
-			if d.Name == "lo" || pps < 50000 || d.txBytesPerPacket() > smallPacket {
-				continue
-			}
-			evidence := []string{fmt.Sprintf("%s sent %.0f packets/s of %.0f bytes on average (device counters)", d.Name, pps, d.txBytesPerPacket())}
-			out = append(out, smallPacketFinding(ev, evidence, "device "+d.Name, d.txBytesPerPacket()))
+	for _, d := range ev.devices {
+		pps := float64(d.Stats.TxPackets) / max(ev.Seconds, 1e-9)
+		if d.Name == "lo" || pps < 50000 || d.txBytesPerPacket() > smallPacket {
+			continue
 		}
+		evidence := []string{fmt.Sprintf("%s sent %.0f packets/s of %.0f bytes on average (device counters)", d.Name, pps, d.txBytesPerPacket())}
+		out = append(out, smallPacketFinding(ev, evidence, "device "+d.Name, d.txBytesPerPacket()))
 	}
 	return out
 }

@@ -27,97 +27,94 @@ const (
 
 func offloadDisabled(ev *Evidence) []finding.Finding {
 	var out []finding.Finding
-	for _, ns := range ev.Namespaces {
-		for i := range ns.Devices {
-			d := &ns.Devices[i]
-			tx, rx := ev.bulkThrough(ns.Name, d.Name)
-			if tx > 0 && (d.Xmit.SegsPerSkb() > 0 && d.Xmit.SegsPerSkb() < noCoalescing && d.Xmit.Skbs >= minOffloadSkbs && d.Xmit.smallSkbs() ||
-				d.Xmit == nil && d.featureOff(featTSO, featGSO) && d.txBytesPerPacket() <= float64(d.MTU+l2Header)) {
-				off := d.offList(featTSO, featGSO)
-				severity, title := finding.Warning, fmt.Sprintf("segmentation offload is off on %s", d.Name)
-				explanation := "Without TSO/GSO the stack builds, queues and hands the driver one skb per MSS-sized packet " +
-					"instead of one per up to 64 KB: many times the per-packet CPU cost for the same bytes."
-				remedy := []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s tso on gso on", d.Name)}
-				if off != "" && d.locked(featTSO, featGSO) {
-					// ethtool -K would be refused: say what the device lacks.
-					title = fmt.Sprintf("%s cannot segment: %s", d.Name, lockedText(d))
-					explanation += " The device does not let them be switched on: " + lockedText(d) + "."
-					remedy = segmentationRemedy(ns.Name, d)
-				}
-				impact := 0.4
-				if off == featTSO && d.Features[featGSO] && !d.locked(featTSO) {
-					// GSO carries each 64 KB skb through the stack and the
-					// qdisc and segments it just before the driver: the
-					// stack's saving stays, the device's does not.
-					title = fmt.Sprintf("TSO is off on %s (GSO segments in software)", d.Name)
-					explanation = "Without TSO the CPU cuts each large skb into MSS-sized packets (GSO, just before the driver) and the driver " +
-						"maps and queues every one of them: GSO keeps most of the stack's saving, but each packet still costs the CPU at the device."
-					impact = 0.15
-				}
-				if off == "" && d.Features != nil {
-					// On, yet skbs arrive one segment each: a shaper segmenting
-					// (tbf does above its burst), or the application writing small.
-					severity, title = finding.Info, fmt.Sprintf("TSO/GSO are on but skbs reach %s as single segments", d.Name)
-					explanation = "Segmentation offload is enabled, but something upstream of the driver splits the skbs " +
-						"(a qdisc such as tbf segments skbs larger than its burst) or the application writes in small pieces."
-					remedy = []string{nsPrefix(ns.Name) + fmt.Sprintf("tc -s qdisc show dev %s", d.Name)}
-				}
-				severity, explanation = cpuHeadroom(ev, severity, explanation)
-				ev := []string{fmt.Sprintf("%s sends %s of TCP", d.Name, units.Bits(tx))}
-				if d.Xmit != nil {
-					ev = append(ev, fmt.Sprintf("%.2f segments per skb at transmit over %d skbs (dev_xmit)", d.Xmit.SegsPerSkb(), d.Xmit.Skbs))
-				} else {
-					ev = append(ev, fmt.Sprintf("%.0f bytes per transmitted packet (device counters)", d.txBytesPerPacket()))
-				}
-				if off != "" {
-					ev = append(ev, fmt.Sprintf("%s off (ethtool -k %s)", off, d.Name))
-				}
-				out = append(out, finding.Finding{ID: "offload-disabled", Severity: severity,
-					Title: title, Evidence: ev, Explanation: explanation, Remedy: remedy,
-					Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: impact,
-					ImpactText: "CPU per byte several times higher; throughput where the CPU is the limit",
-					Confidence: shapeConfidence(d.Xmit != nil, severity),
-					Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -k %s | grep -e segmentation -e checksum", d.Name),
-						"turn it on for one run and compare: " + remedy[0]}})
+	for ns, d := range ev.devices {
+		tx, rx := ev.bulkThrough(ns.Name, d.Name)
+		if tx > 0 && (d.Xmit.SegsPerSkb() > 0 && d.Xmit.SegsPerSkb() < noCoalescing && d.Xmit.Skbs >= minOffloadSkbs && d.Xmit.smallSkbs() ||
+			d.Xmit == nil && d.featureOff(featTSO, featGSO) && d.txBytesPerPacket() <= float64(d.MTU+l2Header)) {
+			off := d.offList(featTSO, featGSO)
+			severity, title := finding.Warning, fmt.Sprintf("segmentation offload is off on %s", d.Name)
+			explanation := "Without TSO/GSO the stack builds, queues and hands the driver one skb per MSS-sized packet " +
+				"instead of one per up to 64 KB: many times the per-packet CPU cost for the same bytes."
+			remedy := []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s tso on gso on", d.Name)}
+			if off != "" && d.locked(featTSO, featGSO) {
+				// ethtool -K would be refused: say what the device lacks.
+				title = fmt.Sprintf("%s cannot segment: %s", d.Name, lockedText(d))
+				explanation += " The device does not let them be switched on: " + lockedText(d) + "."
+				remedy = segmentationRemedy(ns.Name, d)
 			}
-			// Without dev_recv, received packets no larger than the MTU show
-			// that nothing upstream (the peer's GSO over veth) made them large.
-			notMerged := d.Recv.SegsPerSkb() > 0 && d.Recv.SegsPerSkb() < noCoalescing && d.Recv.Skbs >= minOffloadSkbs && d.Recv.smallSkbs() ||
-				d.Recv == nil && d.rxBytesPerPacket() > 0 && d.rxBytesPerPacket() <= float64(d.MTU+l2Header)
-			if rx > 0 && notMerged && d.featureOff(featGRO) {
-				severity, explanation := receiveHeadroom(ev, d, "GRO merges consecutive segments of a flow into one large skb before the stack processes it; "+
-					"without it every MSS-sized packet pays the whole receive path.")
-				out = append(out, finding.Finding{ID: "offload-disabled", Severity: severity,
-					Title: fmt.Sprintf("GRO is off on %s", d.Name),
-					Evidence: []string{
-						fmt.Sprintf("%s receives %s of TCP", d.Name, units.Bits(rx)),
-						recvShape(d),
-						fmt.Sprintf("rx-gro (generic-receive-offload) off (ethtool -k %s)", d.Name),
-					},
-					Explanation: explanation,
-					Remedy:      []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s gro on", d.Name)},
-					Scope:       fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.4,
-					ImpactText: "receive CPU per byte several times higher", Confidence: shapeConfidence(d.Recv != nil, severity),
-					Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s gro on for one run and compare", d.Name)}})
+			impact := 0.4
+			if off == featTSO && d.Features[featGSO] && !d.locked(featTSO) {
+				// GSO carries each 64 KB skb through the stack and the
+				// qdisc and segments it just before the driver: the
+				// stack's saving stays, the device's does not.
+				title = fmt.Sprintf("TSO is off on %s (GSO segments in software)", d.Name)
+				explanation = "Without TSO the CPU cuts each large skb into MSS-sized packets (GSO, just before the driver) and the driver " +
+					"maps and queues every one of them: GSO keeps most of the stack's saving, but each packet still costs the CPU at the device."
+				impact = 0.15
 			}
-			// A NIC that can check receive checksums but was told not to:
-			// the stack sums every byte of every segment in software. (A
-			// [fixed] one is the device's nature, no setting to fix.)
-			if rx > 0 && d.Kind == "device" && d.featureOff(featRxCsum) && !slices.Contains(d.Fixed, featRxCsum) {
-				severity, explanation := receiveHeadroom(ev, d, "With receive checksum offload off the kernel verifies each segment's checksum "+
-					"in software, reading every byte once more on the receiving CPU (GRO does it before merging).")
-				out = append(out, finding.Finding{ID: "offload-disabled", Severity: severity,
-					Title: fmt.Sprintf("receive checksum offload is off on %s", d.Name),
-					Evidence: []string{
-						fmt.Sprintf("%s receives %s of TCP", d.Name, units.Bits(rx)),
-						fmt.Sprintf("rx-checksum off (ethtool -k %s), and the driver can turn it on", d.Name),
-					},
-					Explanation: explanation,
-					Remedy:      []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s rx on", d.Name)},
-					Scope:       fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.2,
-					ImpactText: "receive CPU per byte higher", Confidence: finding.Possible,
-					Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s rx on for one run and compare the receiving CPU's softirq time", d.Name)}})
+			if off == "" && d.Features != nil {
+				// On, yet skbs arrive one segment each: a shaper segmenting
+				// (tbf does above its burst), or the application writing small.
+				severity, title = finding.Info, fmt.Sprintf("TSO/GSO are on but skbs reach %s as single segments", d.Name)
+				explanation = "Segmentation offload is enabled, but something upstream of the driver splits the skbs " +
+					"(a qdisc such as tbf segments skbs larger than its burst) or the application writes in small pieces."
+				remedy = []string{nsPrefix(ns.Name) + fmt.Sprintf("tc -s qdisc show dev %s", d.Name)}
 			}
+			severity, explanation = cpuHeadroom(ev, severity, explanation)
+			ev := []string{fmt.Sprintf("%s sends %s of TCP", d.Name, units.Bits(tx))}
+			if d.Xmit != nil {
+				ev = append(ev, fmt.Sprintf("%.2f segments per skb at transmit over %d skbs (dev_xmit)", d.Xmit.SegsPerSkb(), d.Xmit.Skbs))
+			} else {
+				ev = append(ev, fmt.Sprintf("%.0f bytes per transmitted packet (device counters)", d.txBytesPerPacket()))
+			}
+			if off != "" {
+				ev = append(ev, fmt.Sprintf("%s off (ethtool -k %s)", off, d.Name))
+			}
+			out = append(out, finding.Finding{ID: "offload-disabled", Severity: severity,
+				Title: title, Evidence: ev, Explanation: explanation, Remedy: remedy,
+				Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: impact,
+				ImpactText: "CPU per byte several times higher; throughput where the CPU is the limit",
+				Confidence: shapeConfidence(d.Xmit != nil, severity),
+				Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -k %s | grep -e segmentation -e checksum", d.Name),
+					"turn it on for one run and compare: " + remedy[0]}})
+		}
+		// Without dev_recv, received packets no larger than the MTU show
+		// that nothing upstream (the peer's GSO over veth) made them large.
+		notMerged := d.Recv.SegsPerSkb() > 0 && d.Recv.SegsPerSkb() < noCoalescing && d.Recv.Skbs >= minOffloadSkbs && d.Recv.smallSkbs() ||
+			d.Recv == nil && d.rxBytesPerPacket() > 0 && d.rxBytesPerPacket() <= float64(d.MTU+l2Header)
+		if rx > 0 && notMerged && d.featureOff(featGRO) {
+			severity, explanation := receiveHeadroom(ev, d, "GRO merges consecutive segments of a flow into one large skb before the stack processes it; "+
+				"without it every MSS-sized packet pays the whole receive path.")
+			out = append(out, finding.Finding{ID: "offload-disabled", Severity: severity,
+				Title: fmt.Sprintf("GRO is off on %s", d.Name),
+				Evidence: []string{
+					fmt.Sprintf("%s receives %s of TCP", d.Name, units.Bits(rx)),
+					recvShape(d),
+					fmt.Sprintf("rx-gro (generic-receive-offload) off (ethtool -k %s)", d.Name),
+				},
+				Explanation: explanation,
+				Remedy:      []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s gro on", d.Name)},
+				Scope:       fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.4,
+				ImpactText: "receive CPU per byte several times higher", Confidence: shapeConfidence(d.Recv != nil, severity),
+				Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s gro on for one run and compare", d.Name)}})
+		}
+		// A NIC that can check receive checksums but was told not to:
+		// the stack sums every byte of every segment in software. (A
+		// [fixed] one is the device's nature, no setting to fix.)
+		if rx > 0 && d.Kind == "device" && d.featureOff(featRxCsum) && !slices.Contains(d.Fixed, featRxCsum) {
+			severity, explanation := receiveHeadroom(ev, d, "With receive checksum offload off the kernel verifies each segment's checksum "+
+				"in software, reading every byte once more on the receiving CPU (GRO does it before merging).")
+			out = append(out, finding.Finding{ID: "offload-disabled", Severity: severity,
+				Title: fmt.Sprintf("receive checksum offload is off on %s", d.Name),
+				Evidence: []string{
+					fmt.Sprintf("%s receives %s of TCP", d.Name, units.Bits(rx)),
+					fmt.Sprintf("rx-checksum off (ethtool -k %s), and the driver can turn it on", d.Name),
+				},
+				Explanation: explanation,
+				Remedy:      []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s rx on", d.Name)},
+				Scope:       fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.2,
+				ImpactText: "receive CPU per byte higher", Confidence: finding.Possible,
+				Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s rx on for one run and compare the receiving CPU's softirq time", d.Name)}})
 		}
 	}
 	return out
@@ -284,55 +281,52 @@ func shapeConfidence(measured bool, severity finding.Severity) finding.Confidenc
 
 func groBlocked(ev *Evidence) []finding.Finding {
 	var out []finding.Finding
-	for _, ns := range ev.Namespaces {
-		for i := range ns.Devices {
-			d := &ns.Devices[i]
-			_, rx := ev.bulkThrough(ns.Name, d.Name)
-			if rx == 0 {
-				continue
-			}
-			evidence := []string{fmt.Sprintf("%s receives %s of TCP", d.Name, units.Bits(rx))}
-			blocked := d
-			if tunnel(d) {
-				// Over a tunnel, GRO on the underlay merges the outer packets;
-				// the tunnel's own GRO cells merge the inner ones afterwards,
-				// which outer headers do not stop.
-				blocked = ns.lowerOf(d)
-				if blocked == nil {
-					continue
-				}
-				evidence = append(evidence, fmt.Sprintf("it is a %s tunnel over %s", d.Kind, blocked.Name))
-				if d.Recv.SegsPerSkb() >= noCoalescing {
-					evidence = append(evidence, fmt.Sprintf("%.1f segments per skb on %s after decapsulation (dev_recv): the inner packets merge, the outer ones do not", d.Recv.SegsPerSkb(), d.Name))
-				}
-			}
-			r := blocked.Recv
-			if reassembled(&ns, blocked) {
-				continue // fragments, which GRO never merges: ip-fragmented
-			}
-			if r == nil || r.Skbs < minOffloadSkbs || r.SegsPerSkb() >= noCoalescing || !r.smallSkbs() || !blocked.Features[featGRO] {
-				continue
-			}
-			evidence = append(evidence, fmt.Sprintf("%.2f segments per skb at receive on %s over %d skbs (dev_recv), with rx-gro (generic-receive-offload) on",
-				r.SegsPerSkb(), blocked.Name, r.Skbs))
-			if blocked.Features[featLRO] {
-				out = append(out, lroBypass(&ns, blocked, evidence))
-				continue
-			}
-			out = append(out, finding.Finding{ID: "gro-blocked", Severity: finding.Warning,
-				Title:    fmt.Sprintf("GRO is on but merges nothing on %s", blocked.Name),
-				Evidence: evidence,
-				Explanation: "GRO only merges packets that could have come from one segmentation: same flow, consecutive sequence " +
-					"numbers and, for IPv4 with DF=0, consecutive IP IDs. Tunnels (VXLAN, Geneve) whose outer headers carry " +
-					"DF=0 with IP IDs that jump, or middleboxes that rewrite IDs, stop it; every packet then pays the receive path alone.",
-				Remedy: []string{
-					"capture on the receiving device and check IP-ID continuity, outer and inner: skbtrace pcap FILE",
-					"make the encapsulating side set DF on the outer header (ip link set VXLAN type vxlan ... df set) or keep per-flow IP IDs",
-				},
-				Scope: fmt.Sprintf("device %s (netns %s)", blocked.Name, ns.Name), Impact: 0.45,
-				ImpactText: "receive CPU per byte several times higher; drops where the receive path overflows", Confidence: finding.Likely,
-				Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("tcpdump -i %s -s 128 -c 20000 -w gro.pcap, then skbtrace pcap gro.pcap: IP-ID continuity of DF=0 packets, outer and inner", blocked.Name)}})
+	for ns, d := range ev.devices {
+		_, rx := ev.bulkThrough(ns.Name, d.Name)
+		if rx == 0 {
+			continue
 		}
+		evidence := []string{fmt.Sprintf("%s receives %s of TCP", d.Name, units.Bits(rx))}
+		blocked := d
+		if tunnel(d) {
+			// Over a tunnel, GRO on the underlay merges the outer packets;
+			// the tunnel's own GRO cells merge the inner ones afterwards,
+			// which outer headers do not stop.
+			blocked = ns.lowerOf(d)
+			if blocked == nil {
+				continue
+			}
+			evidence = append(evidence, fmt.Sprintf("it is a %s tunnel over %s", d.Kind, blocked.Name))
+			if d.Recv.SegsPerSkb() >= noCoalescing {
+				evidence = append(evidence, fmt.Sprintf("%.1f segments per skb on %s after decapsulation (dev_recv): the inner packets merge, the outer ones do not", d.Recv.SegsPerSkb(), d.Name))
+			}
+		}
+		r := blocked.Recv
+		if reassembled(ns, blocked) {
+			continue // fragments, which GRO never merges: ip-fragmented
+		}
+		if r == nil || r.Skbs < minOffloadSkbs || r.SegsPerSkb() >= noCoalescing || !r.smallSkbs() || !blocked.Features[featGRO] {
+			continue
+		}
+		evidence = append(evidence, fmt.Sprintf("%.2f segments per skb at receive on %s over %d skbs (dev_recv), with rx-gro (generic-receive-offload) on",
+			r.SegsPerSkb(), blocked.Name, r.Skbs))
+		if blocked.Features[featLRO] {
+			out = append(out, lroBypass(ns, blocked, evidence))
+			continue
+		}
+		out = append(out, finding.Finding{ID: "gro-blocked", Severity: finding.Warning,
+			Title:    fmt.Sprintf("GRO is on but merges nothing on %s", blocked.Name),
+			Evidence: evidence,
+			Explanation: "GRO only merges packets that could have come from one segmentation: same flow, consecutive sequence " +
+				"numbers and, for IPv4 with DF=0, consecutive IP IDs. Tunnels (VXLAN, Geneve) whose outer headers carry " +
+				"DF=0 with IP IDs that jump, or middleboxes that rewrite IDs, stop it; every packet then pays the receive path alone.",
+			Remedy: []string{
+				"capture on the receiving device and check IP-ID continuity, outer and inner: skbtrace pcap FILE",
+				"make the encapsulating side set DF on the outer header (ip link set VXLAN type vxlan ... df set) or keep per-flow IP IDs",
+			},
+			Scope: fmt.Sprintf("device %s (netns %s)", blocked.Name, ns.Name), Impact: 0.45,
+			ImpactText: "receive CPU per byte several times higher; drops where the receive path overflows", Confidence: finding.Likely,
+			Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("tcpdump -i %s -s 128 -c 20000 -w gro.pcap, then skbtrace pcap gro.pcap: IP-ID continuity of DF=0 packets, outer and inner", blocked.Name)}})
 	}
 	return out
 }
@@ -378,48 +372,44 @@ func reassembled(ns *Namespace, d *Device) bool {
 // on a backend without vnet headers).
 func ipFragmented(ev *Evidence) []finding.Finding {
 	var out []finding.Finding
-	for i := range ev.Namespaces {
-		ns := &ev.Namespaces[i]
-		for j := range ns.Devices {
-			d := &ns.Devices[j]
-			_, rx := ev.bulkThrough(ns.Name, d.Name)
-			if rx == 0 || !reassembled(ns, d) {
-				continue
-			}
-			reqds, oks := ns.Counters["Ip.ReasmReqds"], ns.Counters["Ip.ReasmOKs"]
-			evidence := []string{fmt.Sprintf("%s receives %s of TCP", d.Name, units.Bits(rx)),
-				fmt.Sprintf("%d IP fragments reassembled into %d datagrams in netns %s (Ip.ReasmReqds, Ip.ReasmOKs), against %d packets received on %s",
-					reqds, oks, ns.Name, d.Stats.RxPackets, d.Name)}
-			if oks > 0 {
-				evidence = append(evidence, fmt.Sprintf("%.1f fragments per datagram", float64(reqds)/float64(oks)))
-			}
-			if d.Recv != nil {
-				evidence = append(evidence, fmt.Sprintf("%.2f segments per skb at receive (dev_recv): GRO merges no fragment", d.Recv.SegsPerSkb()))
-			}
-			title := fmt.Sprintf("TCP reaches %s as IP fragments: each segment is reassembled in software and GRO merges nothing", d.Name)
-			explanation := "A TCP sender never fragments its own segments (it sets DF and sizes them to the path MTU), so fragments " +
-				"come from something on the way: a device whose segmentation offload splits large skbs into IP fragments " +
-				"instead of TCP segments, or a tunnel or router fragmenting for a smaller MTU. The receiver holds and reassembles " +
-				"every fragment, GRO cannot merge them, and one lost fragment loses the whole segment."
-			remedy := []string{"capture at the receiver and see which flows arrive fragmented, and from where: skbtrace pcap FILE"}
-			confidence := finding.Likely
-			if s := fragmentingSender(ev, ns.Name); s != nil {
-				sns, sd := s.ns, s.dev
-				evidence = append(evidence, fmt.Sprintf("the sender's kernel fragmented nothing (Ip.FragCreates %d in netns %s) and handed %s skbs of %.1f segments each (dev_xmit), %s on",
-					sns.Counters["Ip.FragCreates"], sns.Name, sd.Name, sd.Xmit.SegsPerSkb(), featTSO))
-				title = fmt.Sprintf("%s's segmentation offload sends IP fragments, not TCP segments: %s reassembles them and GRO merges nothing", sd.Name, d.Name)
-				explanation += fmt.Sprintf(" Here the sender's kernel built no fragment: %s's TSO did.", sd.Name)
-				confidence = finding.Strong
-				remedy = []string{nsPrefix(sns.Name) + fmt.Sprintf("ethtool -K %s tso off (GSO then segments in software, as TCP segments GRO can merge)", sd.Name),
-					fmt.Sprintf("report it against %s's driver or device (%s); on an emulated NIC, the hypervisor (QEMU's e1000e fragments TSO before 8.0 on a backend without vnet headers)", sd.Name, orNone(sd.Driver))}
-			}
-			severity, explanation := receiveHeadroom(ev, d, explanation)
-			out = append(out, finding.Finding{ID: "ip-fragmented", Severity: severity, Title: title, Evidence: evidence,
-				Explanation: explanation, Remedy: remedy,
-				Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.45,
-				ImpactText: "receive CPU per byte several times higher; a lost fragment costs a whole segment", Confidence: confidence,
-				Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("nstat -az IpReasmReqds IpReasmOKs during the transfer; tcpdump -i %s -c 20 'ip[6:2] & 0x3fff != 0'", d.Name)}})
+	for ns, d := range ev.devices {
+		_, rx := ev.bulkThrough(ns.Name, d.Name)
+		if rx == 0 || !reassembled(ns, d) {
+			continue
 		}
+		reqds, oks := ns.Counters["Ip.ReasmReqds"], ns.Counters["Ip.ReasmOKs"]
+		evidence := []string{fmt.Sprintf("%s receives %s of TCP", d.Name, units.Bits(rx)),
+			fmt.Sprintf("%d IP fragments reassembled into %d datagrams in netns %s (Ip.ReasmReqds, Ip.ReasmOKs), against %d packets received on %s",
+				reqds, oks, ns.Name, d.Stats.RxPackets, d.Name)}
+		if oks > 0 {
+			evidence = append(evidence, fmt.Sprintf("%.1f fragments per datagram", float64(reqds)/float64(oks)))
+		}
+		if d.Recv != nil {
+			evidence = append(evidence, fmt.Sprintf("%.2f segments per skb at receive (dev_recv): GRO merges no fragment", d.Recv.SegsPerSkb()))
+		}
+		title := fmt.Sprintf("TCP reaches %s as IP fragments: each segment is reassembled in software and GRO merges nothing", d.Name)
+		explanation := "A TCP sender never fragments its own segments (it sets DF and sizes them to the path MTU), so fragments " +
+			"come from something on the way: a device whose segmentation offload splits large skbs into IP fragments " +
+			"instead of TCP segments, or a tunnel or router fragmenting for a smaller MTU. The receiver holds and reassembles " +
+			"every fragment, GRO cannot merge them, and one lost fragment loses the whole segment."
+		remedy := []string{"capture at the receiver and see which flows arrive fragmented, and from where: skbtrace pcap FILE"}
+		confidence := finding.Likely
+		if s := fragmentingSender(ev, ns.Name); s != nil {
+			sns, sd := s.ns, s.dev
+			evidence = append(evidence, fmt.Sprintf("the sender's kernel fragmented nothing (Ip.FragCreates %d in netns %s) and handed %s skbs of %.1f segments each (dev_xmit), %s on",
+				sns.Counters["Ip.FragCreates"], sns.Name, sd.Name, sd.Xmit.SegsPerSkb(), featTSO))
+			title = fmt.Sprintf("%s's segmentation offload sends IP fragments, not TCP segments: %s reassembles them and GRO merges nothing", sd.Name, d.Name)
+			explanation += fmt.Sprintf(" Here the sender's kernel built no fragment: %s's TSO did.", sd.Name)
+			confidence = finding.Strong
+			remedy = []string{nsPrefix(sns.Name) + fmt.Sprintf("ethtool -K %s tso off (GSO then segments in software, as TCP segments GRO can merge)", sd.Name),
+				fmt.Sprintf("report it against %s's driver or device (%s); on an emulated NIC, the hypervisor (QEMU's e1000e fragments TSO before 8.0 on a backend without vnet headers)", sd.Name, orNone(sd.Driver))}
+		}
+		severity, explanation := receiveHeadroom(ev, d, explanation)
+		out = append(out, finding.Finding{ID: "ip-fragmented", Severity: severity, Title: title, Evidence: evidence,
+			Explanation: explanation, Remedy: remedy,
+			Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.45,
+			ImpactText: "receive CPU per byte several times higher; a lost fragment costs a whole segment", Confidence: confidence,
+			Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("nstat -az IpReasmReqds IpReasmOKs during the transfer; tcpdump -i %s -c 20 'ip[6:2] & 0x3fff != 0'", d.Name)}})
 	}
 	return out
 }
@@ -458,58 +448,55 @@ func fragmentingSender(ev *Evidence, netns string) *sendingDevice {
 // response and ACK it receives waits.
 func irqCoalescing(ev *Evidence) []finding.Finding {
 	var out []finding.Finding
-	for _, ns := range ev.Namespaces {
-		for i := range ns.Devices {
-			d := &ns.Devices[i]
-			c := d.Coalesce
-			if c == nil || c.AdaptiveRx || c.RxUsecs < coalesceHoldUs {
-				continue
-			}
-			// The flow that suffers most: the shortest round trip through
-			// the device, from either end where both are observed.
-			var worst *Flow
-			for j := range ev.Flows {
-				f := &ev.Flows[j]
-				through := f.Netns == ns.Name && f.Dev == d.Name || d.holds(f.Peer.Addr())
-				if through && f.RTTus > 0 && f.BytesAcked+f.BytesReceived > 0 && (worst == nil || f.RTTus < worst.RTTus) {
-					worst = f
-				}
-			}
-			evidence := []string{fmt.Sprintf("%s (%s) may hold a received packet %d µs before it interrupts (ethtool -c %s: rx-usecs %d, adaptive-rx off)",
-				d.Name, orNone(d.Driver), c.RxUsecs, d.Name, c.RxUsecs)}
-			var irqs uint64
-			for _, n := range d.Interrupts {
-				irqs += n
-			}
-			if irqs > 0 && ev.Seconds > 0 {
-				evidence = append(evidence, fmt.Sprintf("%.0f interrupts/s for %.0f packets/s received (/proc/interrupts, device counters)",
-					float64(irqs)/ev.Seconds, float64(d.Stats.RxPackets)/ev.Seconds))
-			}
-			severity, impact, confidence := finding.Info, 0.0, finding.Possible
-			explanation := "The NIC waits up to rx-usecs after a packet arrives before it raises an interrupt, to take several packets per interrupt. " +
-				"Every packet it receives waits: a request, its response, a flow's ACKs."
-			if worst != nil {
-				evidence = append(evidence, fmt.Sprintf("%s -> %s (netns %s): srtt %s, minimum %s",
-					worst.Local, worst.Peer, worst.Netns, usText(worst.RTTus), usText(worst.MinRTTus)))
-				if float64(worst.RTTus) <= 4*float64(c.RxUsecs) {
-					severity, confidence = finding.Warning, finding.Likely
-					impact = min(0.9, float64(c.RxUsecs)/float64(worst.RTTus))
-					explanation += fmt.Sprintf(" Here the wait can be %s of that flow's round trip: a request/response exchange runs at about one per wait, "+
-						"and a stream's window grows only as fast as its ACKs arrive.", pct(min(1, float64(c.RxUsecs)/float64(worst.RTTus))))
-				} else {
-					explanation += " The flows through it have round trips long enough that the wait matters little."
-				}
-			}
-			out = append(out, finding.Finding{ID: "irq-coalescing", Severity: severity,
-				Title:    fmt.Sprintf("%s holds received packets up to %s before interrupting", d.Name, usText(c.RxUsecs)),
-				Evidence: evidence, Explanation: explanation,
-				Remedy: []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -C %s rx-usecs %d", d.Name, coalesceRemedyUs(d.Driver)),
-					"or, where the driver offers it (ethtool -c shows Adaptive RX), " + nsPrefix(ns.Name) + fmt.Sprintf("ethtool -C %s adaptive-rx on", d.Name)},
-				Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: impact,
-				ImpactText: "the round trips of every flow through it", Confidence: confidence,
-				Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -c %s", d.Name),
-					"compare a request/response rate (or ping's round trip) with rx-usecs lowered for one run"}})
+	for ns, d := range ev.devices {
+		c := d.Coalesce
+		if c == nil || c.AdaptiveRx || c.RxUsecs < coalesceHoldUs {
+			continue
 		}
+		// The flow that suffers most: the shortest round trip through
+		// the device, from either end where both are observed.
+		var worst *Flow
+		for j := range ev.Flows {
+			f := &ev.Flows[j]
+			through := f.Netns == ns.Name && f.Dev == d.Name || d.holds(f.Peer.Addr())
+			if through && f.RTTus > 0 && f.BytesAcked+f.BytesReceived > 0 && (worst == nil || f.RTTus < worst.RTTus) {
+				worst = f
+			}
+		}
+		evidence := []string{fmt.Sprintf("%s (%s) may hold a received packet %d µs before it interrupts (ethtool -c %s: rx-usecs %d, adaptive-rx off)",
+			d.Name, orNone(d.Driver), c.RxUsecs, d.Name, c.RxUsecs)}
+		var irqs uint64
+		for _, n := range d.Interrupts {
+			irqs += n
+		}
+		if irqs > 0 && ev.Seconds > 0 {
+			evidence = append(evidence, fmt.Sprintf("%.0f interrupts/s for %.0f packets/s received (/proc/interrupts, device counters)",
+				float64(irqs)/ev.Seconds, float64(d.Stats.RxPackets)/ev.Seconds))
+		}
+		severity, impact, confidence := finding.Info, 0.0, finding.Possible
+		explanation := "The NIC waits up to rx-usecs after a packet arrives before it raises an interrupt, to take several packets per interrupt. " +
+			"Every packet it receives waits: a request, its response, a flow's ACKs."
+		if worst != nil {
+			evidence = append(evidence, fmt.Sprintf("%s -> %s (netns %s): srtt %s, minimum %s",
+				worst.Local, worst.Peer, worst.Netns, usText(worst.RTTus), usText(worst.MinRTTus)))
+			if float64(worst.RTTus) <= 4*float64(c.RxUsecs) {
+				severity, confidence = finding.Warning, finding.Likely
+				impact = min(0.9, float64(c.RxUsecs)/float64(worst.RTTus))
+				explanation += fmt.Sprintf(" Here the wait can be %s of that flow's round trip: a request/response exchange runs at about one per wait, "+
+					"and a stream's window grows only as fast as its ACKs arrive.", pct(min(1, float64(c.RxUsecs)/float64(worst.RTTus))))
+			} else {
+				explanation += " The flows through it have round trips long enough that the wait matters little."
+			}
+		}
+		out = append(out, finding.Finding{ID: "irq-coalescing", Severity: severity,
+			Title:    fmt.Sprintf("%s holds received packets up to %s before interrupting", d.Name, usText(c.RxUsecs)),
+			Evidence: evidence, Explanation: explanation,
+			Remedy: []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -C %s rx-usecs %d", d.Name, coalesceRemedyUs(d.Driver)),
+				"or, where the driver offers it (ethtool -c shows Adaptive RX), " + nsPrefix(ns.Name) + fmt.Sprintf("ethtool -C %s adaptive-rx on", d.Name)},
+			Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: impact,
+			ImpactText: "the round trips of every flow through it", Confidence: confidence,
+			Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -c %s", d.Name),
+				"compare a request/response rate (or ping's round trip) with rx-usecs lowered for one run"}})
 	}
 	return out
 }
@@ -529,38 +516,35 @@ func usText(us uint32) string {
 
 func knownNICIssue(ev *Evidence) []finding.Finding {
 	var out []finding.Finding
-	for _, ns := range ev.Namespaces {
-		for i := range ns.Devices {
-			d := &ns.Devices[i]
-			for k := range KnownIssues {
-				ki := &KnownIssues[k]
-				if !ki.matches(d, ev.Kernel) {
-					continue
-				}
-				evidence := []string{
-					fmt.Sprintf("%s: driver %s, PCI %s:%s (%s), firmware %s (ethtool -i, sysfs)", d.Name, d.Driver, d.Vendor, d.DeviceID, ki.Name, orNone(d.Firmware)),
-					fmt.Sprintf("kernel %s", ev.Kernel),
-				}
-				if ki.FeatureOn != "" {
-					evidence = append(evidence, fmt.Sprintf("%s is on", ki.FeatureOn))
-				}
-				if ki.MTUAbove > 0 {
-					evidence = append(evidence, fmt.Sprintf("MTU %d, above %d", d.MTU, ki.MTUAbove))
-				}
-				var remedy []string
-				for _, w := range ki.Workaround {
-					remedy = append(remedy, nsPrefix(ns.Name)+strings.ReplaceAll(w, "{dev}", d.Name))
-				}
-				if ki.Note != "" {
-					remedy = append(remedy, ki.Note)
-				}
-				out = append(out, finding.Finding{ID: "known-nic-issue", Severity: finding.Warning,
-					Title: fmt.Sprintf("%s matches known issue %s", d.Name, ki.ID), Evidence: evidence,
-					Explanation: fmt.Sprintf("%s. Cause: %s (source: %s).", ki.Symptom, ki.Cause, ki.Source),
-					Remedy:      remedy, Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.33,
-					ImpactText: "as measured where it was found: " + ki.Symptom, Confidence: finding.Possible,
-					Confirm: []string{"apply the workaround for one run and compare throughput in both directions (iperf3 and iperf3 -R)"}})
+	for ns, d := range ev.devices {
+		for k := range KnownIssues {
+			ki := &KnownIssues[k]
+			if !ki.matches(d, ev.Kernel) {
+				continue
 			}
+			evidence := []string{
+				fmt.Sprintf("%s: driver %s, PCI %s:%s (%s), firmware %s (ethtool -i, sysfs)", d.Name, d.Driver, d.Vendor, d.DeviceID, ki.Name, orNone(d.Firmware)),
+				fmt.Sprintf("kernel %s", ev.Kernel),
+			}
+			if ki.FeatureOn != "" {
+				evidence = append(evidence, fmt.Sprintf("%s is on", ki.FeatureOn))
+			}
+			if ki.MTUAbove > 0 {
+				evidence = append(evidence, fmt.Sprintf("MTU %d, above %d", d.MTU, ki.MTUAbove))
+			}
+			var remedy []string
+			for _, w := range ki.Workaround {
+				remedy = append(remedy, nsPrefix(ns.Name)+strings.ReplaceAll(w, "{dev}", d.Name))
+			}
+			if ki.Note != "" {
+				remedy = append(remedy, ki.Note)
+			}
+			out = append(out, finding.Finding{ID: "known-nic-issue", Severity: finding.Warning,
+				Title: fmt.Sprintf("%s matches known issue %s", d.Name, ki.ID), Evidence: evidence,
+				Explanation: fmt.Sprintf("%s. Cause: %s (source: %s).", ki.Symptom, ki.Cause, ki.Source),
+				Remedy:      remedy, Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.33,
+				ImpactText: "as measured where it was found: " + ki.Symptom, Confidence: finding.Possible,
+				Confirm: []string{"apply the workaround for one run and compare throughput in both directions (iperf3 and iperf3 -R)"}})
 		}
 	}
 	return out

@@ -11,74 +11,71 @@ import (
 
 func rateShaped(ev *Evidence) []finding.Finding {
 	var out []finding.Finding
-	for _, ns := range ev.Namespaces {
-		for i := range ns.Devices {
-			d := &ns.Devices[i]
-			tx := ev.sentThrough(ns.Name, d.Name)
-			through := fmt.Sprintf("TCP through %s", d.Name)
-			// No flow is routed through an ifb (ingress redirected to it) or a
-			// device that forwards: its own counters say what passed.
-			if tx == 0 && ev.Seconds > 0 {
-				tx = float64(d.Stats.TxBytes) * 8 / ev.Seconds
-				through = fmt.Sprintf("traffic through %s (its counters: no observed socket sends through it)", d.Name)
+	for ns, d := range ev.devices {
+		tx := ev.sentThrough(ns.Name, d.Name)
+		through := fmt.Sprintf("TCP through %s", d.Name)
+		// No flow is routed through an ifb (ingress redirected to it) or a
+		// device that forwards: its own counters say what passed.
+		if tx == 0 && ev.Seconds > 0 {
+			tx = float64(d.Stats.TxBytes) * 8 / ev.Seconds
+			through = fmt.Sprintf("traffic through %s (its counters: no observed socket sends through it)", d.Name)
+		}
+		for _, q := range d.Qdiscs {
+			if q.RateBps == 0 {
+				continue
 			}
-			for _, q := range d.Qdiscs {
-				if q.RateBps == 0 {
-					continue
-				}
-				limit := float64(q.RateBps) * 8
-				pressed := q.Overlimits > 0 || q.Drops > 0 || d.QdiscBacklogMax > 0
-				// Below the rate, the shaper still sets the pace when the flow's
-				// bursts (TSO skbs) overrun its bucket: most packets wait, or
-				// some are dropped, and a backlog stands.
-				// Drops alone do not say the rate binds: a short queue under a
-				// rate far above the flow drops too (packet-loss names it).
-				held := q.Packets > 0 && q.Overlimits*10 >= q.Packets && d.QdiscBacklogMax >= uint32(3*d.MTU)
-				if tx > 1.2*limit || !pressed || tx < 0.7*limit && (!held || tx < 0.1*limit) {
-					continue
-				}
-				evidence := []string{
-					fmt.Sprintf("%s %s on %s shapes to %s (tc qdisc)", q.Kind, q.Handle, d.Name, units.Bits(limit)),
-					fmt.Sprintf("%s: %s, %s of the configured rate", through, units.Bits(tx), pct(tx/limit)),
-					fmt.Sprintf("%d packets over the limit, %d dropped during the observation", q.Overlimits, q.Drops),
-				}
-				if q.Packets > 0 {
-					evidence[2] = fmt.Sprintf("%d of %d packets over the limit, %d dropped during the observation", q.Overlimits, q.Packets, q.Drops)
-				}
-				if d.QdiscBacklogMax > 0 {
-					evidence = append(evidence, fmt.Sprintf("backlog up to %d bytes (qdisc events)", d.QdiscBacklogMax))
-				}
-				title := fmt.Sprintf("a %s qdisc on %s caps the rate at %s", q.Kind, d.Name, units.Bits(limit))
-				explanation := "A shaper holds packets back to keep its rate: whatever the link could do, flows through it " +
-					"cannot exceed the configured rate."
-				remedyBurst := ""
-				if tx < 0.7*limit {
-					title = fmt.Sprintf("a %s qdisc on %s holds TCP to %s of its %s", q.Kind, d.Name, pct(tx/limit), units.Bits(limit))
-					explanation += " Here the flow stays well below that rate: its bursts (a TSO/GSO skb is up to 64 KB) " +
-						"overrun the shaper's bucket, so packets wait and TCP's small queues throttle the sender."
-					remedyBurst = nsPrefix(ns.Name) + fmt.Sprintf("tc qdisc change dev %s %s %s rate %.0fkbit burst 256k ...   (a bucket of several TSO bursts)",
-						d.Name, parentArg(q.Parent), q.Kind, limit/1e3)
-				}
-				impact := 0.5
-				if d.physical() {
-					impact = max(0, 1-limit/(float64(d.SpeedMbps)*1e6))
-				}
-				if remedyBurst != "" {
-					impact = max(impact, 1-tx/limit)
-				}
-				remedy := []string{
-					nsPrefix(ns.Name) + fmt.Sprintf("tc qdisc show dev %s   (is the limit intended?)", d.Name),
-					nsPrefix(ns.Name) + fmt.Sprintf("tc qdisc change dev %s %s %s rate NEWRATE ...  or  tc qdisc del dev %s %s", d.Name, parentArg(q.Parent), q.Kind, d.Name, parentArg(q.Parent)),
-				}
-				if remedyBurst != "" {
-					remedy = append([]string{remedyBurst}, remedy...)
-				}
-				out = append(out, finding.Finding{ID: "rate-shaped", Severity: finding.Warning,
-					Title: title, Evidence: evidence, Explanation: explanation, Remedy: remedy,
-					Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: impact,
-					ImpactText: "everything above the configured rate", Confidence: finding.Strong,
-					Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("tc -s qdisc show dev %s twice, a second apart: overlimits and the backlog grow with the flow", d.Name)}})
+			limit := float64(q.RateBps) * 8
+			pressed := q.Overlimits > 0 || q.Drops > 0 || d.QdiscBacklogMax > 0
+			// Below the rate, the shaper still sets the pace when the flow's
+			// bursts (TSO skbs) overrun its bucket: most packets wait, or
+			// some are dropped, and a backlog stands.
+			// Drops alone do not say the rate binds: a short queue under a
+			// rate far above the flow drops too (packet-loss names it).
+			held := q.Packets > 0 && q.Overlimits*10 >= q.Packets && d.QdiscBacklogMax >= uint32(3*d.MTU)
+			if tx > 1.2*limit || !pressed || tx < 0.7*limit && (!held || tx < 0.1*limit) {
+				continue
 			}
+			evidence := []string{
+				fmt.Sprintf("%s %s on %s shapes to %s (tc qdisc)", q.Kind, q.Handle, d.Name, units.Bits(limit)),
+				fmt.Sprintf("%s: %s, %s of the configured rate", through, units.Bits(tx), pct(tx/limit)),
+				fmt.Sprintf("%d packets over the limit, %d dropped during the observation", q.Overlimits, q.Drops),
+			}
+			if q.Packets > 0 {
+				evidence[2] = fmt.Sprintf("%d of %d packets over the limit, %d dropped during the observation", q.Overlimits, q.Packets, q.Drops)
+			}
+			if d.QdiscBacklogMax > 0 {
+				evidence = append(evidence, fmt.Sprintf("backlog up to %d bytes (qdisc events)", d.QdiscBacklogMax))
+			}
+			title := fmt.Sprintf("a %s qdisc on %s caps the rate at %s", q.Kind, d.Name, units.Bits(limit))
+			explanation := "A shaper holds packets back to keep its rate: whatever the link could do, flows through it " +
+				"cannot exceed the configured rate."
+			remedyBurst := ""
+			if tx < 0.7*limit {
+				title = fmt.Sprintf("a %s qdisc on %s holds TCP to %s of its %s", q.Kind, d.Name, pct(tx/limit), units.Bits(limit))
+				explanation += " Here the flow stays well below that rate: its bursts (a TSO/GSO skb is up to 64 KB) " +
+					"overrun the shaper's bucket, so packets wait and TCP's small queues throttle the sender."
+				remedyBurst = nsPrefix(ns.Name) + fmt.Sprintf("tc qdisc change dev %s %s %s rate %.0fkbit burst 256k ...   (a bucket of several TSO bursts)",
+					d.Name, parentArg(q.Parent), q.Kind, limit/1e3)
+			}
+			impact := 0.5
+			if d.physical() {
+				impact = max(0, 1-limit/(float64(d.SpeedMbps)*1e6))
+			}
+			if remedyBurst != "" {
+				impact = max(impact, 1-tx/limit)
+			}
+			remedy := []string{
+				nsPrefix(ns.Name) + fmt.Sprintf("tc qdisc show dev %s   (is the limit intended?)", d.Name),
+				nsPrefix(ns.Name) + fmt.Sprintf("tc qdisc change dev %s %s %s rate NEWRATE ...  or  tc qdisc del dev %s %s", d.Name, parentArg(q.Parent), q.Kind, d.Name, parentArg(q.Parent)),
+			}
+			if remedyBurst != "" {
+				remedy = append([]string{remedyBurst}, remedy...)
+			}
+			out = append(out, finding.Finding{ID: "rate-shaped", Severity: finding.Warning,
+				Title: title, Evidence: evidence, Explanation: explanation, Remedy: remedy,
+				Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: impact,
+				ImpactText: "everything above the configured rate", Confidence: finding.Strong,
+				Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("tc -s qdisc show dev %s twice, a second apart: overlimits and the backlog grow with the flow", d.Name)}})
 		}
 	}
 	if len(out) == 0 {
