@@ -97,13 +97,10 @@ func TestCaseVethPeersArePairedInTheirOwnNamespace(t *testing.T) {
 func TestCaseShaperBelowItsRateStillShapes(t *testing.T) {
 	ev := load(t, "lab/rate-shaped.json")
 	tx := flowOf(ev, true).SendBps()
-	for i := range ev.Namespaces {
-		for j := range ev.Namespaces[i].Devices {
-			d := &ev.Namespaces[i].Devices[j]
-			for k := range d.Qdiscs {
-				if q := &d.Qdiscs[k]; q.Kind == "tbf" {
-					q.RateBps = uint64(tx / 0.46 / 8)
-				}
+	for _, d := range ev.devices {
+		for k := range d.Qdiscs {
+			if q := &d.Qdiscs[k]; q.Kind == "tbf" {
+				q.RateBps = uint64(tx / 0.46 / 8)
 			}
 		}
 	}
@@ -215,13 +212,10 @@ func TestCaseSlowShaperAtItsRate(t *testing.T) {
 	ev := load(t, "lab/rate-shaped.json")
 	f := flowOf(ev, true)
 	f.BytesAcked = uint64(48e6 / 8 * f.Seconds)
-	for i := range ev.Namespaces {
-		for j := range ev.Namespaces[i].Devices {
-			d := &ev.Namespaces[i].Devices[j]
-			for k := range d.Qdiscs {
-				if q := &d.Qdiscs[k]; q.Kind == "tbf" {
-					q.RateBps = 50e6 / 8
-				}
+	for _, d := range ev.devices {
+		for k := range d.Qdiscs {
+			if q := &d.Qdiscs[k]; q.Kind == "tbf" {
+				q.RateBps = 50e6 / 8
 			}
 		}
 	}

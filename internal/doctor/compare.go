@@ -29,14 +29,12 @@ func (rep *Report) CompareRun(name string) *compare.Run {
 	ev := rep.Evidence
 	r := &compare.Run{Kind: compare.KindReport, Name: name, Seconds: ev.Seconds, Limits: map[string]float64{}, Drops: map[string]uint64{}}
 	r.Settings = ev.Settings()
-	for _, ns := range ev.Namespaces {
-		for i := range ns.Devices {
-			if x := ns.Devices[i].Xmit; x != nil {
-				r.HasTraffic = true
-				r.Packets += x.Segs
-				r.Bytes += x.Bytes
-				r.Skbs += x.Skbs
-			}
+	for _, d := range ev.devices {
+		if x := d.Xmit; x != nil {
+			r.HasTraffic = true
+			r.Packets += x.Segs
+			r.Bytes += x.Bytes
+			r.Skbs += x.Skbs
 		}
 	}
 	for _, c := range ev.CPUs {

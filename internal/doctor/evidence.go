@@ -368,6 +368,19 @@ func (e *Evidence) device(netns, name string) *Device {
 	return nil
 }
 
+// devices yields every device of every observed namespace with its
+// namespace, as pointers into the evidence: for ns, d := range ev.devices.
+func (e *Evidence) devices(yield func(*Namespace, *Device) bool) {
+	for i := range e.Namespaces {
+		ns := &e.Namespaces[i]
+		for j := range ns.Devices {
+			if !yield(ns, &ns.Devices[j]) {
+				return
+			}
+		}
+	}
+}
+
 // peerFlow finds the other end of a flow when it was observed too.
 func (e *Evidence) peerFlow(f *Flow) *Flow {
 	for i := range e.Flows {

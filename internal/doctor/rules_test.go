@@ -70,11 +70,9 @@ func ids(fs []finding.Finding) []string {
 // withGROOn is the gro-off run's evidence with GRO reported on: what a
 // receiver whose GRO cannot merge looks like.
 func withGROOn(ev *Evidence) *Evidence {
-	for i := range ev.Namespaces {
-		for j := range ev.Namespaces[i].Devices {
-			if d := &ev.Namespaces[i].Devices[j]; d.Features != nil {
-				d.Features[featGRO] = true
-			}
+	for _, d := range ev.devices {
+		if d.Features != nil {
+			d.Features[featGRO] = true
 		}
 	}
 	return ev
@@ -85,13 +83,10 @@ func withGROOn(ev *Evidence) *Evidence {
 // QEMU's e1000e makes them of a TSO skb).
 func fragmented(ev *Evidence) *Evidence {
 	withGROOn(ev)
-	for i := range ev.Namespaces {
-		ns := &ev.Namespaces[i]
-		for _, d := range ns.Devices {
-			if d.Recv != nil && d.Recv.Skbs > 100000 {
-				ns.Counters["Ip.ReasmReqds"] = int64(d.Stats.RxPackets)
-				ns.Counters["Ip.ReasmOKs"] = int64(d.Stats.RxPackets) / 45
-			}
+	for ns, d := range ev.devices {
+		if d.Recv != nil && d.Recv.Skbs > 100000 {
+			ns.Counters["Ip.ReasmReqds"] = int64(d.Stats.RxPackets)
+			ns.Counters["Ip.ReasmOKs"] = int64(d.Stats.RxPackets) / 45
 		}
 	}
 	return ev
@@ -113,11 +108,9 @@ func otherDevice(ev *Evidence) *Evidence {
 // 3 is e1000e's default mode; 600 µs is a small part of its round trips (4 ms and more).
 func coalesced(us uint32) func(*Evidence) *Evidence {
 	return func(ev *Evidence) *Evidence {
-		for i := range ev.Namespaces {
-			for j := range ev.Namespaces[i].Devices {
-				if d := &ev.Namespaces[i].Devices[j]; d.Name == "eth1" {
-					d.Coalesce = &host.Coalesce{RxUsecs: us}
-				}
+		for _, d := range ev.devices {
+			if d.Name == "eth1" {
+				d.Coalesce = &host.Coalesce{RxUsecs: us}
 			}
 		}
 		return ev
@@ -320,11 +313,8 @@ func TestKernelVersionOrdersReleases(t *testing.T) {
 // withoutPerPacketEvents is a fixture as the default doctor (no --deep)
 // would have gathered it: no dev_xmit, dev_recv, softirq or sock_io.
 func withoutPerPacketEvents(ev *Evidence) *Evidence {
-	for i := range ev.Namespaces {
-		for j := range ev.Namespaces[i].Devices {
-			d := &ev.Namespaces[i].Devices[j]
-			d.Xmit, d.Recv = nil, nil
-		}
+	for _, d := range ev.devices {
+		d.Xmit, d.Recv = nil, nil
 	}
 	for i := range ev.CPUs {
 		ev.CPUs[i].NetRx, ev.CPUs[i].NetTx = 0, 0
@@ -366,16 +356,13 @@ func TestFragmentsAreNotBlamedOnIPIDs(t *testing.T) {
 // whose host gives it no offloads: TSO, scatter-gather and checksumming off
 // [fixed], GSO requested but held off.
 func lockedSegmentation(ev *Evidence) *Evidence {
-	for i := range ev.Namespaces {
-		for j := range ev.Namespaces[i].Devices {
-			d := &ev.Namespaces[i].Devices[j]
-			if d.Features == nil || d.Features[featTSO] {
-				continue
-			}
-			d.Driver, d.Kind = "virtio_net", "device"
-			d.Features[featSG], d.Features[featTxCsum] = false, false
-			d.Fixed, d.Held = []string{featTSO, featSG, featTxCsum}, []string{featGSO}
+	for _, d := range ev.devices {
+		if d.Features == nil || d.Features[featTSO] {
+			continue
 		}
+		d.Driver, d.Kind = "virtio_net", "device"
+		d.Features[featSG], d.Features[featTxCsum] = false, false
+		d.Fixed, d.Held = []string{featTSO, featSG, featTxCsum}, []string{featGSO}
 	}
 	return ev
 }
@@ -392,11 +379,9 @@ func TestOffloadRemedyIsOneTheDeviceAccepts(t *testing.T) {
 		{"fixed", lockedSegmentation, "vnet_hdr", "", "cannot segment"},
 		{"needs sg", func(ev *Evidence) *Evidence {
 			lockedSegmentation(ev)
-			for i := range ev.Namespaces {
-				for j := range ev.Namespaces[i].Devices {
-					if d := &ev.Namespaces[i].Devices[j]; d.Fixed != nil {
-						d.Fixed, d.Held = nil, []string{featTSO, featGSO}
-					}
+			for _, d := range ev.devices {
+				if d.Fixed != nil {
+					d.Fixed, d.Held = nil, []string{featTSO, featGSO}
 				}
 			}
 			return ev
@@ -478,13 +463,11 @@ func TestMTUMismatchNothingLostIsLatent(t *testing.T) {
 func TestReceiveChecksumOffOnANIC(t *testing.T) {
 	nic := func(fixed bool) func(*Evidence) *Evidence {
 		return func(ev *Evidence) *Evidence {
-			for i := range ev.Namespaces {
-				for j := range ev.Namespaces[i].Devices {
-					if d := &ev.Namespaces[i].Devices[j]; d.Recv != nil && d.Recv.Skbs > 100000 {
-						d.Kind, d.Features[featRxCsum], d.Features[featGRO] = "device", false, true
-						if fixed {
-							d.Fixed = []string{featRxCsum}
-						}
+			for _, d := range ev.devices {
+				if d.Recv != nil && d.Recv.Skbs > 100000 {
+					d.Kind, d.Features[featRxCsum], d.Features[featGRO] = "device", false, true
+					if fixed {
+						d.Fixed = []string{featRxCsum}
 					}
 				}
 			}
@@ -599,12 +582,10 @@ func TestMisplacedInterruptsKeepCPUSaturatedACause(t *testing.T) {
 func misplacedInterrupts(t *testing.T, speed int) {
 	ev := fragmented(load(t, "lab/gro-off.json"))
 	ev.CPUs = []CPUUse{{CPU: 0, System: 0.5, Softirq: 0.45, Idle: 0.05}, {CPU: 1, User: 0.2, Idle: 0.7}}
-	for i := range ev.Namespaces {
-		for j := range ev.Namespaces[i].Devices {
-			if d := &ev.Namespaces[i].Devices[j]; d.Recv != nil && d.Recv.Skbs > 100000 {
-				d.Kind, d.SpeedMbps, d.Driver = "device", speed, "e1000e"
-				d.IRQs, d.Interrupts = []int{35}, []uint64{9000, 10}
-			}
+	for _, d := range ev.devices {
+		if d.Recv != nil && d.Recv.Skbs > 100000 {
+			d.Kind, d.SpeedMbps, d.Driver = "device", speed, "e1000e"
+			d.IRQs, d.Interrupts = []int{35}, []uint64{9000, 10}
 		}
 	}
 	rep := Diagnose(ev)
@@ -634,11 +615,9 @@ func TestReceiveOffloadJudgedOnTheCPUTakingTheInterrupts(t *testing.T) {
 		ev := load(t, "nic/e1000e-rx-csum-off.json")
 		ev.CPUs = []CPUUse{{CPU: 0, User: 0.1, System: other - 0.1, Idle: 1 - other},
 			{CPU: 1, System: busy - netRx, Softirq: netRx, NetRx: netRx, Idle: 1 - busy}}
-		for i := range ev.Namespaces {
-			for j := range ev.Namespaces[i].Devices {
-				if d := &ev.Namespaces[i].Devices[j]; d.Name == "eth1" {
-					d.Interrupts = []uint64{40, 2000}
-				}
+		for _, d := range ev.devices {
+			if d.Name == "eth1" {
+				d.Interrupts = []uint64{40, 2000}
 			}
 		}
 		for _, f := range offloadDisabled(ev) {
@@ -769,13 +748,11 @@ func TestSaturatedReceiverInSystemTimeIsNoPathHop(t *testing.T) {
 func TestLROOnThatMergesNothingIsNamedWithTheSwitchThatFixesIt(t *testing.T) {
 	lro := func(fixed bool) *finding.Finding {
 		ev := withGROOn(load(t, "lab/gro-off.json"))
-		for i := range ev.Namespaces {
-			for j := range ev.Namespaces[i].Devices {
-				if d := &ev.Namespaces[i].Devices[j]; d.Features != nil {
-					d.Features[featLRO] = true
-					if fixed {
-						d.Fixed = append(d.Fixed, featLRO)
-					}
+		for _, d := range ev.devices {
+			if d.Features != nil {
+				d.Features[featLRO] = true
+				if fixed {
+					d.Fixed = append(d.Fixed, featLRO)
 				}
 			}
 		}

@@ -1,0 +1,362 @@
+package doctor
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/skbtrace/skbtrace/internal/finding"
+	"github.com/skbtrace/skbtrace/internal/units"
+)
+
+func sndbufLimited(ev *Evidence) []finding.Finding {
+	var out []finding.Finding
+	for _, f := range ev.senders() {
+		share, source := limitEvidence(f, "sndbuf", f.SndbufLimitedUs)
+		if share < limitShare {
+			continue
+		}
+		evidence := []string{
+			fmt.Sprintf("the sender waited for send-buffer space %s of the time (%s)", pct(share), source),
+			fmt.Sprintf("throughput %s, srtt %d us", units.Bits(f.SendBps()), f.RTTus),
+		}
+		// A buffer caps a flow while the bytes it holds are in flight on
+		// the path. When the round trip is many times its minimum, they
+		// wait in a queue instead (here the receiver's backlog on a busy
+		// CPU): the path is full, and a larger buffer would only lengthen
+		// the queue, unless the buffer holds the sender most of its time.
+		if f.MinRTTus > 0 && f.RTTus >= standingQueueRTT*f.MinRTTus && share < heldShare {
+			out = append(out, finding.Finding{ID: "sndbuf-limited", Severity: finding.Info,
+				Title:    fmt.Sprintf("%s -> %s waits for send-buffer space behind a queue", f.Local, f.Peer),
+				Evidence: append(evidence, fmt.Sprintf("srtt %d us is %.0f times the minimum %d us: the buffer's bytes wait in a queue, not on the path", f.RTTus, float64(f.RTTus)/float64(f.MinRTTus), f.MinRTTus)),
+				Explanation: "The send buffer was full of unacknowledged data, but most of its round trip was spent queued: " +
+					"the path was already full, and whatever drains that queue (a busy CPU, a link), not the buffer, sets the rate.",
+				Scope: flowScope(f), Impact: share / 4, ImpactText: "none that a larger buffer recovers", Confidence: measured(source),
+				Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ss -ti dst %s   (rtt far above minrtt while the flow runs)", f.Peer)}})
+			continue
+		}
+		wmem := ev.sysctl(f.Netns, "net.ipv4.tcp_wmem")
+		// A limit many times what the flow keeps in flight (rate x srtt)
+		// is not what holds a sender waiting part of its time: the buffer
+		// could still grow, and raising the limit changes nothing (a noisy
+		// host's healthy 15 Gbit/s stream waited 39 % under a 4 MB limit,
+		// 16 times its 256 KB in flight). Held most of its time, a socket's
+		// own SO_SNDBUF may cap it whatever the sysctl says.
+		inFlight := f.SendBps() / 8 * float64(f.RTTus) / 1e6
+		if limit := maxOf(wmem); share < heldShare && inFlight > 0 && float64(limit) >= 4*inFlight {
+			out = append(out, finding.Finding{ID: "sndbuf-limited", Severity: finding.Info,
+				Title: fmt.Sprintf("%s -> %s waits for send-buffer space well below its limit", f.Local, f.Peer),
+				Evidence: append(evidence, fmt.Sprintf("net.ipv4.tcp_wmem = %s in netns %s: a limit of %d bytes, %.0f times the %.0f bytes in flight (rate x srtt)",
+					wmem, f.Netns, limit, float64(limit)/inFlight, inFlight)),
+				Explanation: "The send buffer filled part of the time, but the limit it grows to is far above what the flow keeps in flight: " +
+					"the bytes waited locally (the qdisc, the device, the socket's own growth), and a larger limit would not raise the rate.",
+				Scope: flowScope(f), Impact: share / 4, ImpactText: "none that a larger limit recovers", Confidence: measured(source),
+				Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ss -tim dst %s   (skmem tb: the buffer, below net.ipv4.tcp_wmem's maximum)", f.Peer)}})
+			continue
+		}
+		want := bufferTarget(ev, f, wmem)
+		if wmem != "" {
+			evidence = append(evidence, fmt.Sprintf("net.ipv4.tcp_wmem = %s in netns %s", wmem, f.Netns))
+		}
+		out = append(out, finding.Finding{ID: "sndbuf-limited", Severity: finding.Warning,
+			Title:    fmt.Sprintf("the send buffer caps %s -> %s", f.Local, f.Peer),
+			Evidence: evidence,
+			Explanation: "TCP may only keep as many unacknowledged bytes in flight as the socket's send buffer holds; " +
+				"when the buffer is smaller than bandwidth x RTT the sender stops and waits for ACKs instead of sending.",
+			Remedy: []string{
+				nsPrefix(f.Netns) + fmt.Sprintf("sysctl -w net.ipv4.tcp_wmem=\"%s\"", tripleWithMax(wmem, want)),
+				fmt.Sprintf("or, in the application, setsockopt(SO_SNDBUF) of at least %d (capped by net.core.wmem_max)", want/2),
+			},
+			Scope: flowScope(f), Impact: share, ImpactText: fmt.Sprintf("%s of the sender's time", pct(share)),
+			Confidence: measured(source), Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ss -tim dst %s   (skmem tb: the send buffer; sndbuf_limited grows)", f.Peer)}})
+	}
+	return out
+}
+
+func rwndLimited(ev *Evidence) []finding.Finding {
+	var out []finding.Finding
+	for _, f := range ev.senders() {
+		share, source := limitEvidence(f, "swnd", f.RwndLimitedUs)
+		// A reader that stops leaves the window shut for long stretches, long
+		// enough for probes to go unanswered; a CPU-bound reader reopens it
+		// within milliseconds, a capped buffer within a round trip. A busy
+		// CPU is the other explanation of long stalls (one thread that both
+		// sends and reads, as iperf3 --bidir).
+		stall := time.Duration(f.LimitMeanRunUs["swnd"]) * time.Microsecond
+		c := busiest(ev)
+		idle := c == nil || c.Busy() < readerCPUBusy
+		stopped := f.ZeroWindowProbed > 0 || idle && stall >= max(stoppedReaderRun, 4*time.Duration(f.MinRTTus)*time.Microsecond)
+		// The share of a stopped reader is a lower bound: the silence after
+		// a shut window's last decision counts for no reason.
+		if share < limitShare && !(stopped && share >= stoppedReaderShare) {
+			out = append(out, acksHeldByReader(ev, f)...)
+			continue
+		}
+		window := fmt.Sprintf(", peer's advertised window %d bytes", f.SndWnd)
+		if f.FromRecording {
+			window = ""
+		}
+		evidence := []string{
+			fmt.Sprintf("the sender waited for the receiver's window %s of the time (%s)", pct(share), source),
+			fmt.Sprintf("throughput %s%s, srtt %d us", units.Bits(f.SendBps()), window, f.RTTus),
+		}
+		remedy := []string{}
+		rmemNs := ""
+		if p := ev.peerFlow(f); p != nil {
+			rmemNs = p.Netns
+			if !p.FromRecording {
+				evidence = append(evidence, fmt.Sprintf("the receiver (%s in netns %s) sized its buffer to %d bytes (tcp_info rcv_space)", p.Local, p.Netns, p.RcvSpace))
+			}
+		}
+		rmem := ev.sysctl(rmemNs, "net.ipv4.tcp_rmem")
+		if rmemNs != "" && rmem != "" {
+			evidence = append(evidence, fmt.Sprintf("net.ipv4.tcp_rmem = %s in the receiver's netns %s", rmem, rmemNs))
+		}
+		want := bufferTarget(ev, f, rmem)
+		severity, confidence := finding.Warning, measured(source)
+		explanation := "The receiver advertises how many bytes it can still buffer; the sender may not exceed it. A small " +
+			"receive buffer (tcp_rmem) or an application that reads slowly keeps that window below bandwidth x RTT."
+		// The socket's real buffer outranks the sysctl: a window below a
+		// default socket's initial one is the socket's own (SO_RCVBUF locks
+		// it) or a reader that does not drain it.
+		// The largest window read, where kept: the last reading of a
+		// closing socket is small whatever its buffer was.
+		wnd := f.SndWnd
+		if f.MaxSndWnd > 0 {
+			wnd = f.MaxSndWnd
+		}
+		capped := wnd > 0 && wnd < smallWindow && maxOf(rmem) > smallWindow
+		if capped {
+			evidence = append(evidence, fmt.Sprintf("the advertised window stayed at or below %d bytes, far below the %d that tcp_rmem allows", wnd, maxOf(rmem)))
+			explanation += " Here the window never grew toward what tcp_rmem allows: the receiving socket's buffer is capped " +
+				"(an SO_RCVBUF set by the application fixes it and turns autotuning off) or its reader does not keep up."
+			remedy = append(remedy, fmt.Sprintf("in the receiving application: drop its setsockopt(SO_RCVBUF), or set at least %d (bandwidth x RTT x 2)", want))
+		}
+		if stopped {
+			shut := fmt.Sprintf("the window stayed shut %s at a time on average (tcp_sendlim [swnd] runs)", stall.Round(time.Millisecond))
+			if c != nil {
+				shut += fmt.Sprintf(" while the busiest CPU was %s busy", pct(c.Busy()))
+			}
+			if f.ZeroWindowProbed > 0 {
+				shut += fmt.Sprintf("; %d times the sender probed it and got no opening", f.ZeroWindowProbed)
+			}
+			evidence = append(evidence, shut)
+			explanation += " Here the window stayed shut for long stretches, and no CPU held the reader back: the receiving " +
+				"application stopped reading, so a larger buffer only delays the stall."
+			remedy = append(remedy, "in the receiving application: find why it stops reading (blocked on a lock, disk or another socket; a pause in its loop) and read from a thread that does nothing else")
+		}
+		if maxOf(rmem) >= 1<<20 && !physicalPath(ev, f) && !capped && !stopped {
+			// A roomy buffer that still fills over veth or loopback: the
+			// reader copies as fast as its CPU allows, the expected limit.
+			severity, confidence = finding.Info, finding.Possible
+			if c := busiest(ev); c != nil {
+				evidence = append(evidence, fmt.Sprintf("busiest CPU %d: %s busy (%s)", c.CPU, pct(c.Busy()), cpuSplit(c)))
+			}
+			explanation += " Here the buffer may grow to " + fmt.Sprint(maxOf(rmem)) + " bytes and the path is a virtual device: " +
+				"the reader is CPU-bound, as expected."
+		}
+		remedy = append(remedy, "on the receiver: "+nsPrefix(rmemNs)+fmt.Sprintf("sysctl -w net.ipv4.tcp_rmem=\"%s\"", tripleWithMax(rmem, want)),
+			"if the receiving application reads slowly (check its CPU), make it read more often or in larger chunks")
+		out = append(out, finding.Finding{ID: "rwnd-limited", Severity: severity,
+			Title:       fmt.Sprintf("the receiver's window caps %s -> %s", f.Local, f.Peer),
+			Evidence:    evidence,
+			Explanation: explanation,
+			Remedy:      remedy, Scope: flowScope(f), Impact: share, ImpactText: fmt.Sprintf("%s of the sender's time", pct(share)),
+			Confidence: confidence, Confirm: []string{nsPrefix(rmemNs) + fmt.Sprintf("ss -tim src %s   (on the receiver: rcv_space and skmem rb, the receive buffer; a window that stays small)", f.Peer)}})
+	}
+	return out
+}
+
+// acksHeldByReader finds a receiver whose application stopped reading while
+// its buffer still had room: the window never closes, but the receiver
+// acknowledges at once only when the window can move, so its ACKs wait for
+// the delayed-ACK timer, and the sender, waiting for its congestion window,
+// crawls at the pace of those ACKs.
+func acksHeldByReader(ev *Evidence, f *Flow) []finding.Finding {
+	reason, share := topLimit(f)
+	zero := readerBehind(ev, f)
+	if reason != "cwnd" || share < 0.5 || zero == 0 || !ackClockSlowed(f) || len(queueDropsOf(ev, f)) > 0 {
+		return nil
+	}
+	p := ev.peerFlow(f)
+	return []finding.Finding{{ID: "rwnd-limited", Severity: finding.Warning,
+		Title: fmt.Sprintf("the receiving application falls behind on %s -> %s and holds its ACKs back", f.Local, f.Peer),
+		Evidence: []string{
+			fmt.Sprintf("the receiver's netns %s advertised or wanted a zero window %d times (TcpExt.TCPToZeroWindowAdv, TCPWantZeroWindowAdv)", p.Netns, zero),
+			fmt.Sprintf("srtt %s against a minimum of %s: the ACKs come late", time.Duration(f.RTTus)*time.Microsecond, time.Duration(f.MinRTTus)*time.Microsecond),
+			fmt.Sprintf("the sender waited for its congestion window %s of the time (tcp_sendlim [cwnd]): it sends as the late ACKs allow; throughput %s", pct(share), units.Bits(f.SendBps())),
+		},
+		Explanation: "A receiver acknowledges at once only when its window can move forward; while its application does not " +
+			"read, the window cannot, so ACKs wait for the delayed-ACK timer. The window need not close for this: a large " +
+			"buffer fills slowly while the sender, clocked by those late ACKs, crawls.",
+		Remedy: []string{
+			"in the receiving application: find why it stops reading (blocked on a lock, disk or another socket; a pause in its loop) and read from a thread that does nothing else",
+			nsPrefix(p.Netns) + fmt.Sprintf("ss -tim src %s   (Recv-Q grows while the application stalls)", p.Local),
+		},
+		Scope: flowScope(f), Impact: share / 2, ImpactText: fmt.Sprintf("%s of the sender's time waiting on late ACKs", pct(share)), Confidence: finding.Likely,
+		Confirm: []string{nsPrefix(p.Netns) + fmt.Sprintf("ss -tin src %s, a few times during the transfer: a Recv-Q that stays high", p.Local)}}}
+}
+
+// limitEvidence is a send-limit reason's share of the sender's time: from the
+// recording when there is one, else from tcp_info's busy/limited times.
+func limitEvidence(f *Flow, reason string, limitedUs uint64) (float64, string) {
+	if share, ok := f.LimitShares[reason]; ok && len(f.LimitShares) > 0 {
+		return share, "tcp_sendlim [" + reason + "]"
+	}
+	if len(f.LimitShares) == 0 && f.BusyUs > 0 {
+		return float64(limitedUs) / float64(f.BusyUs+limitedUs), "tcp_info"
+	}
+	return 0, ""
+}
+
+// measured grades a send-limit finding by its source: the kernel's
+// decisions for the flow, or tcp_info's clocks.
+func measured(source string) finding.Confidence {
+	if strings.HasPrefix(source, "tcp_sendlim") {
+		return finding.Strong
+	}
+	return finding.Likely
+}
+
+// bufferTarget is a buffer size that covers twice the bandwidth-delay product
+// of the flow's device, or four times the current maximum where the device
+// has no speed, and never less than Linux's 4 MiB default maximum.
+func bufferTarget(ev *Evidence, f *Flow, triple string) int {
+	want := 4 << 20
+	rtt := float64(max(f.MinRTTus, f.RTTus, 100)) / 1e6
+	if d := ev.device(f.Netns, f.Dev); d.physical() {
+		want = max(want, int(2*float64(d.SpeedMbps)*1e6/8*rtt))
+	} else if fields := strings.Fields(triple); len(fields) == 3 {
+		if cur, err := strconv.Atoi(fields[2]); err == nil {
+			want = max(want, 4*cur)
+		}
+	}
+	return want
+}
+
+// maxOf is the maximum of a "min default max" buffer triple, 0 if unknown.
+func maxOf(triple string) int {
+	f := strings.Fields(triple)
+	if len(f) != 3 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[2])
+	return n
+}
+
+func tripleWithMax(triple string, maxBytes int) string {
+	f := strings.Fields(triple)
+	if len(f) != 3 {
+		return fmt.Sprintf("4096 131072 %d", maxBytes)
+	}
+	return fmt.Sprintf("%s %s %d", f[0], f[1], maxBytes)
+}
+
+func nagleDelay(ev *Evidence) []finding.Finding {
+	var out []finding.Finding
+	for i := range ev.Flows {
+		f := &ev.Flows[i]
+		// Decisions, not time: tcp_sendlim decides when a segment arrives,
+		// and a request/response flow's Nagle wait ends at the peer's
+		// delayed ACK, the moment the decision is taken.
+		n, share := f.LimitCounts["nagle"], decisionShare(f, "nagle")
+		if n < 10 || share < 0.1 {
+			continue
+		}
+		// In a stream of small writes Nagle holds the tail while full
+		// segments go out, for a round trip on a fast path, and coalesces
+		// the writes: that costs nothing. It delays the application when each
+		// hold lasts as long as a delayed ACK (request/response, interactive
+		// writes). Evidence without run lengths is judged by decisions alone.
+		wait, measured := f.LimitMeanRunUs["nagle"]
+		if measured && wait < nagleWaitUs {
+			continue
+		}
+		evidence := []string{
+			fmt.Sprintf("%d send decisions (%.0f/s, %s of all) found a small segment held back by Nagle (tcp_sendlim [nagle])",
+				n, float64(n)/max(f.Seconds, 1e-9), pct(share)),
+			fmt.Sprintf("throughput %s, srtt %d us", units.Bits(max(f.SendBps(), f.RecvBps())), f.RTTus),
+		}
+		if measured {
+			evidence = append(evidence, fmt.Sprintf("each hold kept the segment waiting %.1f ms on average, %s of the sender's time",
+				float64(wait)/1000, pct(f.LimitShares["nagle"])))
+		}
+		out = append(out, finding.Finding{ID: "nagle-delay", Severity: finding.Warning,
+			Title:    fmt.Sprintf("Nagle's algorithm holds back small writes on %s -> %s", f.Local, f.Peer),
+			Evidence: evidence,
+			Explanation: "With Nagle on, TCP sends a small segment only when all earlier data is acknowledged. An application " +
+				"that writes one message in several small writes waits for the peer's delayed ACK (up to 40 ms on Linux) on every message.",
+			Remedy: []string{
+				"in the application: setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, 1) on the socket",
+				"or write each message in one call (writev, or TCP_CORK around the writes and uncork after the last)",
+			},
+			Scope: flowScope(f), Impact: 0.9, ImpactText: "most of it: each message waits for a delayed ACK", Confidence: finding.Strong,
+			Confirm: []string{"strace -f -e trace=setsockopt,write,sendto,sendmsg -p PID   (small writes, no TCP_NODELAY)",
+				fmt.Sprintf("skbtrace record -e tcp_sendlim --filter-port %d -d 5, then skbtrace parse: [nagle] runs", f.Local.Port())}})
+	}
+	return out
+}
+
+func decisionShare(f *Flow, reason string) float64 {
+	var total uint64
+	for _, n := range f.LimitCounts {
+		total += n
+	}
+	if total == 0 {
+		return 0
+	}
+	return float64(f.LimitCounts[reason]) / float64(total)
+}
+
+func cwndLimited(ev *Evidence) []finding.Finding {
+	var out []finding.Finding
+	for _, f := range ev.senders() {
+		share := f.LimitShares["cwnd"]
+		cong := f.CongStates["Recovery"] + f.CongStates["Loss"] + f.CongStates["CWR"]
+		lossy := f.SegsOut > 0 && float64(ev.lostRetrans(f)) >= 0.001*float64(f.SegsOut)
+		// Without loss, waiting for the window is how every loss-based flow
+		// fills the queue at its bottleneck: the bottleneck is the finding.
+		// A few recoveries at a high rate cost nothing either; only the
+		// window cuts of ECN marks or local congestion (CWR) stand for loss.
+		if share < 0.5 || !lossy && float64(f.CongStates["CWR"]) < max(3, f.Seconds) {
+			continue
+		}
+		out = append(out, finding.Finding{ID: "cwnd-limited", Severity: finding.Warning,
+			Title: fmt.Sprintf("the congestion window caps %s -> %s after losses", f.Local, f.Peer),
+			Evidence: []string{
+				fmt.Sprintf("the sender waited for its congestion window %s of the time (tcp_sendlim [cwnd])", pct(share)),
+				fmt.Sprintf("%d entries into Recovery/Loss/CWR (tcp_cong), %d segments retransmitted, cwnd now %d", cong, max(uint64(f.Retrans), f.TraceRetrans), f.Cwnd),
+			},
+			Explanation: "After a loss or an ECN mark TCP halves its congestion window and grows it back slowly; repeated losses keep it small.",
+			Remedy:      []string{"find and remove the loss (see packet-loss); with unavoidable random loss a loss-tolerant congestion control (bbr) helps"},
+			Scope:       flowScope(f), Impact: share / 2, ImpactText: fmt.Sprintf("%s of the sender's time", pct(share)), Confidence: finding.Likely,
+			Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ss -ti dst %s   (cwnd, ssthresh and retrans over a few seconds)", f.Peer),
+				nsPrefix(f.Netns) + "nstat -az TcpRetransSegs TcpExtTCPLossProbes TcpExtTCPSackRecoveryFail"}})
+	}
+	return out
+}
+
+func appLimited(ev *Evidence) []finding.Finding {
+	var out []finding.Finding
+	senders := ev.senders()
+	for _, f := range senders {
+		share := f.LimitShares["app"]
+		if share < 0.5 {
+			continue
+		}
+		// A connection that moved under 1 % of the busiest sender's rate
+		// beside it (iperf3's control connection) is no application's pace.
+		if f.SendBps() < 0.01*senders[0].SendBps() {
+			continue
+		}
+		out = append(out, finding.Finding{ID: "app-limited", Severity: finding.Info,
+			Title:    fmt.Sprintf("the application on %s offered no more data %s of the time", f.Local, pct(share)),
+			Evidence: []string{fmt.Sprintf("tcp_sendlim [app] %s of the sender's time; throughput %s", pct(share), units.Bits(f.SendBps()))},
+			Explanation: "TCP had room to send but nothing queued: the sending application, or what feeds it, sets the pace. " +
+				"On a CPU-bound host that is the application's copying; otherwise look at the application itself.",
+			Scope: flowScope(f), Impact: share / 4, ImpactText: "none that the network can recover", Confidence: finding.Strong,
+			Confirm: []string{"top -H -p PID of the sender: is it busy elsewhere, or waiting on its own input?"}})
+	}
+	return out
+}
