@@ -48,9 +48,7 @@ func cpuSaturated(ev *Evidence) []finding.Finding {
 		}
 		explanation := fmt.Sprintf("CPU %d has no idle time left, so packets and copies wait for it: the CPU, not the network, sets the rate.", c.CPU)
 		var remedy []string
-		for _, d := range interruptsOn(ev, c.CPU) {
-			evidence = append(evidence, d)
-		}
+		evidence = append(evidence, interruptsOn(ev, c.CPU)...)
 		if linkLimit != "" {
 			evidence = append(evidence, linkLimit)
 			for _, d := range physicalDevices(ev) {
