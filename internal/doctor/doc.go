@@ -3,7 +3,7 @@
 // and a way to confirm it.
 //
 // Observe (observe.go) records the kernel's events by a policy (Families all
-// the time; DeepFamilies SampleShare of each second, or always with Deep),
+// the time; DeepFamilies collect.DefaultSample of each second, or always with Deep),
 // polls every socket's tcp_info (poller.go; flows come from the recording
 // where it cannot be read), and reads /proc, /sys and the devices around
 // the workload: CPU, thread and softnet times, counters, sysctls, offloads,

@@ -28,12 +28,9 @@ import (
 // what they would add.
 var Families = []string{"tcp_conn", "tcp_sendlim", "tcp_cong", "tcp_retrans", "tcp_reset", "skb_drop", "qdisc"}
 
-// SampleShare is the share of each second the per-packet families are
-// attached without --deep: record's default.
-const SampleShare = 0.05
-
-// DeepFamilies are the per-packet families: segments per skb, softirq time
-// and socket call sizes. They run SampleShare of each second by default and
+// DeepFamilies are the per-packet families the doctor records: segments per
+// skb, softirq time and socket call sizes. They run collect.DefaultSample of
+// each second (record's default set does too) and
 // all the time with Options.Deep (exact counts, at about four times the cost).
 var DeepFamilies = []string{"dev_xmit", "dev_recv", "softirq", "sock_io"}
 
@@ -55,7 +52,7 @@ type Options struct {
 	// Extra are event families recorded beside the doctor's own (the lab's
 	// signals); per-packet ones are sampled as the doctor's are.
 	Extra []string
-	// Deep attaches DeepFamilies all the time rather than SampleShare of it.
+	// Deep attaches DeepFamilies all the time rather than collect.DefaultSample of it.
 	Deep bool
 	// Ready, if set, is called once everything is attached and the first
 	// readings are taken, just before the workload starts.
@@ -136,7 +133,7 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 	rec, notes := startRecording(opts, notes)
 	if rec != nil && !opts.Deep {
 		notes = append(notes, fmt.Sprintf("segments per skb, softirq time and socket calls (%s) were recorded %.0f%% of each second "+
-			"and scaled to the observation; --deep records them all the time, at a higher cost", strings.Join(DeepFamilies, ", "), SampleShare*100))
+			"and scaled to the observation; --deep records them all the time, at a higher cost", strings.Join(DeepFamilies, ", "), collect.DefaultSample*100))
 	}
 	var traceBuf bytes.Buffer
 	var recDone chan error
@@ -352,7 +349,7 @@ func startRecording(opts Options, notes []string) (*collect.Recording, []string)
 	}
 	sample := 1.0
 	if !opts.Deep {
-		sample = SampleShare
+		sample = collect.DefaultSample
 	}
 	var fams []collect.Family
 	for _, name := range names {
