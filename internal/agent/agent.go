@@ -29,6 +29,7 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/collect"
 	"github.com/skbtrace/skbtrace/internal/doctor"
+	"github.com/skbtrace/skbtrace/internal/doctor/observe"
 	"github.com/skbtrace/skbtrace/internal/trace"
 )
 
@@ -66,7 +67,7 @@ type Agent struct {
 	started time.Time
 
 	mu      sync.Mutex // watch and samples
-	watch   *doctor.Watch
+	watch   *observe.Watch
 	samples []held
 	taken   int // samples taken, for the sockets' grid
 	notes   []string
@@ -87,7 +88,7 @@ const (
 
 // held is a kept sample; grid ones keep their sockets for the window.
 type held struct {
-	*doctor.Sample
+	*observe.Sample
 	grid bool
 }
 
@@ -120,11 +121,11 @@ func Start(o Options) (*Agent, error) {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
-	a := &Agent{opts: o, started: time.Now(), watch: doctor.NewWatch(o.Netns), busy: make(chan struct{}, 4)}
+	a := &Agent{opts: o, started: time.Now(), watch: observe.NewWatch(o.Netns), busy: make(chan struct{}, 4)}
 	if !o.NoKernelEvents {
 		var notes []string
 		// Drained and sampled every 2 s: every second cost 1 % of a CPU idle.
-		a.rec, notes = doctor.StartRecording(false, recordEvery)
+		a.rec, notes = observe.StartRecording(false, recordEvery)
 		for _, n := range notes {
 			fmt.Fprintln(o.Log, "skbtrace agent: "+n)
 		}
@@ -427,7 +428,7 @@ func (a *Agent) evidence(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusServiceUnavailable, "not enough samples yet: the agent reads the host every 2 s")
 		return
 	}
-	span := make([]*doctor.Sample, 0, len(a.samples)-first)
+	span := make([]*observe.Sample, 0, len(a.samples)-first)
 	for _, h := range a.samples[first:] {
 		span = append(span, h.Sample)
 	}
@@ -467,7 +468,7 @@ func (a *Agent) flushRecording() {
 	}
 }
 
-func hasSockets(s *doctor.Sample) bool {
+func hasSockets(s *observe.Sample) bool {
 	for _, ns := range s.Namespaces {
 		if ns.Sockets != nil {
 			return true

@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/skbtrace/skbtrace/internal/doctor"
+	"github.com/skbtrace/skbtrace/internal/doctor/observe"
 	"github.com/skbtrace/skbtrace/internal/event"
 )
 
@@ -151,7 +151,7 @@ func (t *totals) forget(now time.Time) {
 }
 
 // readSockets keeps the newest tcp_info of the sockets that moved data.
-func (t *totals) readSockets(s *doctor.Sample) {
+func (t *totals) readSockets(s *observe.Sample) {
 	var out []socketReading
 	for name, ns := range s.Namespaces {
 		for _, k := range ns.Sockets {

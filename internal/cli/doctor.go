@@ -14,6 +14,7 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/collect/profiler"
 	"github.com/skbtrace/skbtrace/internal/doctor"
+	"github.com/skbtrace/skbtrace/internal/doctor/observe"
 	"github.com/skbtrace/skbtrace/internal/profile"
 	"github.com/skbtrace/skbtrace/internal/version"
 )
@@ -82,7 +83,7 @@ joins the evidence.`,
 				pending = append(pending, f)
 				out = f
 			}
-			opts := doctor.Options{Netns: netns, Deep: deep, Timeline: format == "html"}
+			opts := observe.Options{Netns: netns, Deep: deep, Timeline: format == "html"}
 			if traceFile != "" {
 				f, err := createPending(traceFile, e.stdout)
 				if err != nil {
@@ -146,7 +147,7 @@ func newPeerOptions(urls []string, tokenFile string) (peerOptions, error) {
 // cannot be reached or refuses becomes a note.
 func joinPeers(ctx context.Context, ev *doctor.Evidence, p peerOptions, since time.Time) {
 	for i, u := range p.urls {
-		host, remote, err := doctor.FetchPeer(ctx, nil, u, p.token, since)
+		host, remote, err := observe.FetchPeer(ctx, nil, u, p.token, since)
 		if err != nil {
 			ev.Notes = append(ev.Notes, "peer not joined: "+err.Error())
 			continue
@@ -162,7 +163,7 @@ func joinPeers(ctx context.Context, ev *doctor.Evidence, p peerOptions, since ti
 }
 
 // runDoctor observes until the duration, the command or a signal ends it.
-func runDoctor(opts doctor.Options, d time.Duration, argv []string, format string, profOut string, peer peerOptions, out, stdout, stderr io.Writer) error {
+func runDoctor(opts observe.Options, d time.Duration, argv []string, format string, profOut string, peer peerOptions, out, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	var cmd *doctor.Command
@@ -177,7 +178,7 @@ func runDoctor(opts doctor.Options, d time.Duration, argv []string, format strin
 			return nil
 		}
 		var err error
-		cmd, err = doctor.RunCommand(ctx, argv, stderr)
+		cmd, err = observe.RunCommand(ctx, argv, stderr)
 		return err
 	}
 	opts.Ready = func(kernelEvents bool) {
@@ -207,7 +208,7 @@ func runDoctor(opts doctor.Options, d time.Duration, argv []string, format strin
 			return workErr
 		}
 	}
-	obs, err := doctor.Observe(ctx, opts)
+	obs, err := observe.Observe(ctx, opts)
 	if err != nil {
 		return err
 	}

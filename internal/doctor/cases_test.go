@@ -366,17 +366,6 @@ func TestNoiseOfChurnAndALoopbackStreamIsNoWarning(t *testing.T) {
 	}
 }
 
-// A server on a dual-stack listener sees IPv4 peers IPv4-mapped in the
-// recording and plain in tcp_info: its send limits must still join.
-func TestRecordedIPv4MappedEndpointsMatchTCPInfo(t *testing.T) {
-	if !sameEndpoint("[::ffff:10.200.0.1]:5301", netip.MustParseAddrPort("10.200.0.1:5301")) {
-		t.Error("an IPv4-mapped endpoint does not match its IPv4 form")
-	}
-	if sameEndpoint("10.200.0.1:5301", netip.MustParseAddrPort("10.200.0.1:5302")) {
-		t.Error("different ports match")
-	}
-}
-
 // iperf3's reader, single-threaded and CPU-bound, holds a window of many
 // megabytes; its last tcp_info reading, as the socket closes, shows 62 KB.
 // The largest window read decides whether the buffer is capped: it is not,
@@ -455,7 +444,7 @@ func TestNoiseOfASecondFlowWithAStandingQueueIsNoSendBufferWarning(t *testing.T)
 	// The same waits under a limit no larger than what is in flight.
 	stream.RTTus, stream.MinRTTus = 110, 20
 	inFlight := int(stream.SendBps() / 8 * 110e-6)
-	ns := ev.namespace(stream.Netns)
+	ns := ev.NamespaceNamed(stream.Netns)
 	ns.Sysctls["net.ipv4.tcp_wmem"] = fmt.Sprintf("4096 %d %d", inFlight/2, inFlight)
 	if got := top(Diagnose(ev)); got != "sndbuf-limited" {
 		t.Errorf("the same waits with srtt 110 us against 20 under a %d-byte limit: top %q, want sndbuf-limited", inFlight, got)
@@ -606,7 +595,7 @@ func TestSpuriousRetransmissionsDoNotMakeTheWindowTheLimit(t *testing.T) {
 			t.Errorf("cwnd-limited after needless retransmissions: %v", f.Evidence)
 		}
 	}
-	snd := ev.namespace("st-a")
+	snd := ev.NamespaceNamed("st-a")
 	snd.Counters["TcpExt.TCPDSACKRecvSegs"] = 0
 	if got := top(Diagnose(ev)); got != "cwnd-limited" && got != "packet-loss" {
 		t.Errorf("the same retransmissions, not proven needless: top %q", got)
@@ -630,7 +619,7 @@ func TestAReaderThatHoldsItsACKsIsNotAQueueOnThePath(t *testing.T) {
 			t.Errorf("the late ACKs read as a queue on the path: %v", f.Evidence)
 		}
 	}
-	rcv := ev.namespace("st-b")
+	rcv := ev.NamespaceNamed("st-b")
 	rcv.Counters["TcpExt.TCPToZeroWindowAdv"], rcv.Counters["TcpExt.TCPWantZeroWindowAdv"] = 0, 0
 	if got := top(Diagnose(ev)); got != "rate-shaped" {
 		t.Errorf("without the reader's zero windows: top %q, want rate-shaped (a queue somewhere)", got)

@@ -344,8 +344,8 @@ type Iperf3 struct {
 	ReceiverCPU float64 `json:"receiver_cpu_percent,omitempty"`
 }
 
-// namespace finds an observed namespace by name.
-func (e *Evidence) namespace(name string) *Namespace {
+// NamespaceNamed finds an observed namespace by name.
+func (e *Evidence) NamespaceNamed(name string) *Namespace {
 	for i := range e.Namespaces {
 		if e.Namespaces[i].Name == name {
 			return &e.Namespaces[i]
@@ -354,9 +354,9 @@ func (e *Evidence) namespace(name string) *Namespace {
 	return nil
 }
 
-// device finds a device by namespace and name.
-func (e *Evidence) device(netns, name string) *Device {
-	ns := e.namespace(netns)
+// DeviceNamed finds a device by namespace and name.
+func (e *Evidence) DeviceNamed(netns, name string) *Device {
+	ns := e.NamespaceNamed(netns)
 	if ns == nil {
 		return nil
 	}
@@ -404,9 +404,9 @@ func (e *Evidence) senders() []*Flow {
 	return out
 }
 
-// deviceWithAddr names the device of a namespace that holds an address.
-func (e *Evidence) deviceWithAddr(netns string, a netip.AddrPort) string {
-	ns := e.namespace(netns)
+// DeviceWithAddr names the device of a namespace that holds an address.
+func (e *Evidence) DeviceWithAddr(netns string, a netip.AddrPort) string {
+	ns := e.NamespaceNamed(netns)
 	if ns == nil {
 		return ""
 	}
@@ -418,4 +418,58 @@ func (e *Evidence) deviceWithAddr(netns string, a netip.AddrPort) string {
 		}
 	}
 	return ""
+}
+
+// Peer is a remote end whose agent's evidence joined this report.
+type Peer struct {
+	URL    string   `json:"url"`
+	Host   string   `json:"host,omitempty"`
+	Kernel string   `json:"kernel,omitempty"`
+	CPUs   []CPUUse `json:"cpus,omitempty"`
+	// Flows counts the local flows whose other end the peer saw.
+	Flows int `json:"flows"`
+}
+
+// JoinPeer adds the remote ends of this evidence's flows from a peer's:
+// those flows, the namespaces that hold them (named "label/name" so they
+// cannot be mistaken for local ones) with their devices and settings, and
+// the peer's drops. The rules then judge receiver-side causes (window,
+// buffer, GRO, drops) from the receiver's own data. CPUs stay the peer's
+// (Peers), since a remote CPU cannot saturate a local one.
+func (e *Evidence) JoinPeer(url, label string, host string, p *Evidence) *Peer {
+	peer := &Peer{URL: url, Host: host, Kernel: p.Kernel, CPUs: p.CPUs}
+	rename := func(ns string) string { return label + "/" + ns }
+	held := map[string]bool{}
+	local := len(e.Flows)
+	for i := range p.Flows {
+		f := p.Flows[i]
+		for j := range local {
+			l := &e.Flows[j]
+			if unmapped(f.Local) == unmapped(l.Peer) && unmapped(f.Peer) == unmapped(l.Local) {
+				held[f.Netns] = true
+				f.Netns = rename(f.Netns)
+				e.Flows = append(e.Flows, f)
+				peer.Flows++
+				break
+			}
+		}
+	}
+	for _, ns := range p.Namespaces {
+		if !held[ns.Name] {
+			continue
+		}
+		ns.Name = rename(ns.Name)
+		ids := map[string]int{}
+		for name, id := range ns.NetnsIDs {
+			ids[rename(name)] = id
+		}
+		ns.NetnsIDs = ids
+		e.Namespaces = append(e.Namespaces, ns)
+	}
+	if peer.Flows > 0 {
+		e.Drops = append(e.Drops, p.Drops...)
+		e.LostEvents += p.LostEvents
+	}
+	e.Peers = append(e.Peers, *peer)
+	return peer
 }

@@ -7,7 +7,7 @@ import (
 )
 
 func (e *Evidence) sysctl(netns, name string) string {
-	if ns := e.namespace(netns); ns != nil {
+	if ns := e.NamespaceNamed(netns); ns != nil {
 		return ns.Sysctls[name]
 	}
 	return ""
@@ -16,7 +16,7 @@ func (e *Evidence) sysctl(netns, name string) string {
 // deviceNetns names the observed namespace that holds a device.
 func (e *Evidence) deviceNetns(dev string) string {
 	for _, ns := range e.Namespaces {
-		if e.device(ns.Name, dev) != nil {
+		if e.DeviceNamed(ns.Name, dev) != nil {
 			return ns.Name
 		}
 	}
@@ -81,7 +81,7 @@ func (e *Evidence) streaming(rate float64, sender *Flow) bool {
 // namespace's receivers proved needless (DSACK): reordering, not loss, and
 // TCP undoes the window cuts they caused.
 func (ev *Evidence) lostRetrans(f *Flow) uint64 {
-	ns := ev.namespace(f.Netns)
+	ns := ev.NamespaceNamed(f.Netns)
 	if ns == nil || f.Retrans == 0 {
 		return uint64(f.Retrans)
 	}

@@ -187,7 +187,7 @@ func healthy(ev *Evidence) string {
 	}
 	if c := busiest(ev); c != nil && c.Busy() >= cpuBusy {
 		msg += fmt.Sprintf("; CPU %d was %s busy (%s)", c.CPU, pct(c.Busy()), cpuSplit(c))
-		if d := ev.device(f.Netns, f.Dev); d != nil && d.Kind == "device" && d.Driver != "" && !d.physical() {
+		if d := ev.DeviceNamed(f.Netns, f.Dev); d != nil && d.Kind == "device" && d.Driver != "" && !d.physical() {
 			msg += fmt.Sprintf(": CPU-bound over %s (%s), a NIC that reports no link speed to judge the rate against", d.Name, d.Driver)
 		} else if !physicalPath(ev, f) {
 			msg += ": CPU-bound copying over a virtual device, as expected on loopback or veth"

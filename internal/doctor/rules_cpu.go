@@ -24,7 +24,7 @@ func cpuSaturated(ev *Evidence) []finding.Finding {
 		}
 		for i := range ev.Flows {
 			f := &ev.Flows[i]
-			d := ev.device(f.Netns, f.Dev)
+			d := ev.DeviceNamed(f.Netns, f.Dev)
 			if !d.physical() || rateSetByApps(ev, f) {
 				continue
 			}

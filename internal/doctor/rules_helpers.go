@@ -29,7 +29,7 @@ func readerBehind(ev *Evidence, f *Flow) int64 {
 	if p == nil {
 		return 0
 	}
-	ns := ev.namespace(p.Netns)
+	ns := ev.NamespaceNamed(p.Netns)
 	if ns == nil {
 		return 0
 	}
@@ -76,7 +76,7 @@ func flowScope(f *Flow) string {
 }
 
 func physicalPath(ev *Evidence, f *Flow) bool {
-	return ev.device(f.Netns, f.Dev).physical()
+	return ev.DeviceNamed(f.Netns, f.Dev).physical()
 }
 
 func busiest(ev *Evidence) *CPUUse {

@@ -17,7 +17,7 @@ func mtuMismatch(ev *Evidence) []finding.Finding {
 		if p == nil || f.SndMSS == 0 {
 			continue
 		}
-		pd := ev.device(p.Netns, p.Dev)
+		pd := ev.DeviceNamed(p.Netns, p.Dev)
 		if pd == nil {
 			continue
 		}
@@ -30,7 +30,7 @@ func mtuMismatch(ev *Evidence) []finding.Finding {
 			fmt.Sprintf("the receiving end's %s in netns %s has MTU %d", pd.Name, p.Netns, pd.MTU),
 			fmt.Sprintf("throughput %s, %d segments retransmitted", units.Bits(f.SendBps()), max(uint64(f.Retrans), f.TraceRetrans)),
 		}
-		if sd := ev.device(f.Netns, f.Dev); sd != nil {
+		if sd := ev.DeviceNamed(f.Netns, f.Dev); sd != nil {
 			evidence = append(evidence, fmt.Sprintf("the sender's %s has MTU %d", sd.Name, sd.MTU))
 		}
 		for _, d := range ev.Drops {

@@ -432,8 +432,8 @@ func fragmentingSender(ev *Evidence, netns string) *sendingDevice {
 		if p == nil {
 			continue
 		}
-		sns := ev.namespace(p.Netns)
-		sd := ev.device(p.Netns, p.Dev)
+		sns := ev.NamespaceNamed(p.Netns)
+		sd := ev.DeviceNamed(p.Netns, p.Dev)
 		if sns == nil || sd == nil || sns.Counters["Ip.FragCreates"] > 0 || sd.Xmit.SegsPerSkb() < noCoalescing || !sd.Features[featTSO] {
 			continue
 		}

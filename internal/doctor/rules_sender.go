@@ -225,7 +225,7 @@ func measured(source string) finding.Confidence {
 func bufferTarget(ev *Evidence, f *Flow, triple string) int {
 	want := 4 << 20
 	rtt := float64(max(f.MinRTTus, f.RTTus, 100)) / 1e6
-	if d := ev.device(f.Netns, f.Dev); d.physical() {
+	if d := ev.DeviceNamed(f.Netns, f.Dev); d.physical() {
 		want = max(want, int(2*float64(d.SpeedMbps)*1e6/8*rtt))
 	} else if fields := strings.Fields(triple); len(fields) == 3 {
 		if cur, err := strconv.Atoi(fields[2]); err == nil {

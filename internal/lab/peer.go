@@ -10,6 +10,7 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/agent"
 	"github.com/skbtrace/skbtrace/internal/doctor"
+	"github.com/skbtrace/skbtrace/internal/doctor/observe"
 )
 
 // AgentPort is where the lab's agent listens in the receiver's namespace.
@@ -58,7 +59,7 @@ func (l *labAgent) join(ctx context.Context, ev *doctor.Evidence, since time.Tim
 		return c, err
 	}
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: dial}}
-	host, remote, err := doctor.FetchPeer(ctx, client, l.url, "", since)
+	host, remote, err := observe.FetchPeer(ctx, client, l.url, "", since)
 	if err != nil {
 		ev.Notes = append(ev.Notes, "peer not joined: "+err.Error())
 		return

@@ -16,6 +16,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/collect"
 	"github.com/skbtrace/skbtrace/internal/doctor"
+	"github.com/skbtrace/skbtrace/internal/doctor/observe"
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/finding"
 	"github.com/skbtrace/skbtrace/internal/host"
@@ -497,7 +498,7 @@ func (s *Scenario) measureOn(ctx context.Context, p *Pair, o load.Options, opts 
 		return nil, cerr
 	}
 	m := &Measurement{Load: res, Stat: analyze.NewStat(), Summary: analyze.NewSummary(), Trace: buf.Bytes(),
-		CPU: doctor.CPUShares(cpuBefore, cpuAfter)}
+		CPU: observe.CPUShares(cpuBefore, cpuAfter)}
 	r, err := trace.NewReader(bytes.NewReader(m.Trace))
 	if err != nil {
 		return nil, err
@@ -525,7 +526,7 @@ func (s *Scenario) measureWithDoctor(ctx context.Context, p *Pair, o load.Option
 		watched = watched[:1]
 	}
 	start := time.Now()
-	obs, err := doctor.Observe(ctx, doctor.Options{
+	obs, err := observe.Observe(ctx, observe.Options{
 		Netns: watched, Extra: s.Families, Trace: &buf, Deep: opts.Deep, Timeline: opts.HTMLDir != "",
 		Workload: func(ctx context.Context) (err error) {
 			res, err = s.run(ctx, p, o)

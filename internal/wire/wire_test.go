@@ -9,7 +9,7 @@ import (
 // The offline stages read traces, captures and profiles through these
 // types alone: none links the BPF loader.
 func TestOfflinePackagesLinkNoLoader(t *testing.T) {
-	offline := []string{"../event", "../trace", "../analyze/...", "../report/...", "../profile", "../finding"}
+	offline := []string{"../event", "../trace", "../analyze/...", "../report/...", "../profile", "../finding", "../doctor"}
 	out, err := exec.Command("go", append([]string{"list", "-deps"}, offline...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)

@@ -1,4 +1,4 @@
-package doctor
+package observe
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/analyze/timeline"
 	"github.com/skbtrace/skbtrace/internal/collect"
+	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/trace"
@@ -66,7 +67,7 @@ type Options struct {
 
 // Observation is the evidence of one run and the recording behind it.
 type Observation struct {
-	Evidence *Evidence
+	Evidence *doctor.Evidence
 	Stat     *analyze.Stat
 	Summary  *analyze.Summary
 	// Timeline is the run over time, with Options.Timeline.
@@ -198,7 +199,7 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 		return nil, cpuErr
 	}
 
-	ev := &Evidence{Seconds: seconds, KernelEvents: rec != nil, CPUCount: len(cpuAfter)}
+	ev := &doctor.Evidence{Seconds: seconds, KernelEvents: rec != nil, CPUCount: len(cpuAfter)}
 	id := host.ReadIdentity()
 	ev.Kernel = id.Kernel
 	if m, err := host.ReadMitigations(host.MitigationsDir); err == nil {
@@ -373,20 +374,20 @@ func startRecording(opts Options, notes []string) (*collect.Recording, []string)
 }
 
 // CPUShares is how each CPU spent the time between two /proc/stat readings.
-func CPUShares(before, after []host.CPUTimes) []CPUUse {
-	var out []CPUUse
+func CPUShares(before, after []host.CPUTimes) []doctor.CPUUse {
+	var out []doctor.CPUUse
 	for i := range min(len(before), len(after)) {
 		out = append(out, cpuUse(i, after[i].Sub(before[i])))
 	}
 	return out
 }
 
-func cpuUse(cpu int, t host.CPUTimes) CPUUse {
+func cpuUse(cpu int, t host.CPUTimes) doctor.CPUUse {
 	total := float64(t.Total())
 	if total == 0 {
-		return CPUUse{CPU: cpu, Idle: 1}
+		return doctor.CPUUse{CPU: cpu, Idle: 1}
 	}
-	return CPUUse{CPU: cpu, User: float64(t.User+t.Nice) / total, System: float64(t.System) / total,
+	return doctor.CPUUse{CPU: cpu, User: float64(t.User+t.Nice) / total, System: float64(t.System) / total,
 		Softirq: float64(t.SoftIRQ) / total, IRQ: float64(t.IRQ) / total, Steal: float64(t.Steal) / total,
 		Idle: float64(t.Idle+t.IOWait) / total}
 }
@@ -397,12 +398,12 @@ const maxProcesses = 16
 
 // ProcessShares is each process's CPU time per CPU between two readings of
 // the threads, over seconds; a thread started since counts from zero.
-func ProcessShares(before, after map[int]host.ThreadTimes, seconds float64) []ProcessCPU {
+func ProcessShares(before, after map[int]host.ThreadTimes, seconds float64) []doctor.ProcessCPU {
 	if seconds <= 0 {
 		return nil
 	}
 	type key struct{ pid, cpu int }
-	ticks := map[key]*ProcessCPU{}
+	ticks := map[key]*doctor.ProcessCPU{}
 	for tid, a := range after {
 		b := before[tid]
 		if b.PID != a.PID || b.User > a.User || b.System > a.System {
@@ -411,7 +412,7 @@ func ProcessShares(before, after map[int]host.ThreadTimes, seconds float64) []Pr
 		k := key{a.PID, a.CPU}
 		p := ticks[k]
 		if p == nil {
-			p = &ProcessCPU{PID: a.PID, CPU: a.CPU}
+			p = &doctor.ProcessCPU{PID: a.PID, CPU: a.CPU}
 			ticks[k] = p
 		}
 		if a.TID == a.PID || p.Comm == "" {
@@ -420,7 +421,7 @@ func ProcessShares(before, after map[int]host.ThreadTimes, seconds float64) []Pr
 		p.User += float64(a.User - b.User)
 		p.System += float64(a.System - b.System)
 	}
-	var out []ProcessCPU
+	var out []doctor.ProcessCPU
 	for _, p := range ticks {
 		p.User, p.System = p.User/userHZ/seconds, p.System/userHZ/seconds
 		if p.User+p.System >= 0.01 {
@@ -450,7 +451,7 @@ func softnetDelta(before, after []host.Softnet) host.Softnet {
 }
 
 // netnsIDs records the ids each observed namespace gave the others.
-func netnsIDs(spaces []*watched, ev *Evidence) {
+func netnsIDs(spaces []*watched, ev *doctor.Evidence) {
 	fds := map[string]int{}
 	for _, w := range spaces {
 		if w.ns != nil {
@@ -461,7 +462,7 @@ func netnsIDs(spaces []*watched, ev *Evidence) {
 		}
 	}
 	for _, w := range spaces {
-		ns := ev.namespace(w.name)
+		ns := ev.NamespaceNamed(w.name)
 		if ns == nil {
 			continue
 		}
@@ -480,8 +481,8 @@ func netnsIDs(spaces []*watched, ev *Evidence) {
 }
 
 // namespaceEvidence keeps the later settings with the counters' changes.
-func namespaceEvidence(w *watched, before, after *snapshot) Namespace {
-	ns := Namespace{Name: w.name, Inode: w.inode, Sysctls: after.sysctls, Counters: after.counters.Sub(before.counters)}
+func namespaceEvidence(w *watched, before, after *snapshot) doctor.Namespace {
+	ns := doctor.Namespace{Name: w.name, Inode: w.inode, Sysctls: after.sysctls, Counters: after.counters.Sub(before.counters)}
 	old := map[string]*host.Device{}
 	for i := range before.devices {
 		old[before.devices[i].Name] = &before.devices[i]
@@ -507,7 +508,7 @@ func namespaceEvidence(w *watched, before, after *snapshot) Namespace {
 				}
 			}
 		}
-		ns.Devices = append(ns.Devices, Device{Device: d})
+		ns.Devices = append(ns.Devices, doctor.Device{Device: d})
 	}
 	return ns
 }
@@ -596,21 +597,21 @@ func joinRecording(obs *Observation, recording io.Reader, spaces []*watched, ser
 	}
 	scaled := func(n uint64, by float64) uint64 { return uint64(float64(n)*by + 0.5) }
 	for _, d := range obs.Stat.Devices {
-		dev := ev.device(nsName[d.Netns], d.Name)
+		dev := ev.DeviceNamed(nsName[d.Netns], d.Name)
 		if dev == nil {
 			continue
 		}
 		if d.Xmit.Skbs > 0 {
 			k := scale("dev_xmit", d.Xmit.Seconds)
-			dev.Xmit = &DirUse{Skbs: scaled(d.Xmit.Skbs, k), Segs: scaled(d.Xmit.Segs, k), Bytes: scaled(d.Xmit.Bytes, k)}
+			dev.Xmit = &doctor.DirUse{Skbs: scaled(d.Xmit.Skbs, k), Segs: scaled(d.Xmit.Segs, k), Bytes: scaled(d.Xmit.Bytes, k)}
 		}
 		if d.Recv.Skbs > 0 {
 			k := scale("dev_recv", d.Recv.Seconds)
-			dev.Recv = &DirUse{Skbs: scaled(d.Recv.Skbs, k), Segs: scaled(d.Recv.Segs, k), Bytes: scaled(d.Recv.Bytes, k)}
+			dev.Recv = &doctor.DirUse{Skbs: scaled(d.Recv.Skbs, k), Segs: scaled(d.Recv.Segs, k), Bytes: scaled(d.Recv.Bytes, k)}
 		}
 	}
 	for _, q := range obs.Stat.Qdiscs {
-		if dev := ev.device(nsName[q.Netns], q.Dev); dev != nil {
+		if dev := ev.DeviceNamed(nsName[q.Netns], q.Dev); dev != nil {
 			dev.QdiscBacklogMax = max(dev.QdiscBacklogMax, q.BacklogMax)
 		}
 	}
@@ -629,11 +630,11 @@ func joinRecording(obs *Observation, recording io.Reader, spaces []*watched, ser
 		if reason == "" {
 			reason = fmt.Sprint(d.Reason)
 		}
-		ev.Drops = append(ev.Drops, Drop{Reason: reason, Location: loc, Dev: d.Dev, Protocol: d.Protocol, Count: d.Count, Src: d.Src, Dst: d.Dst})
+		ev.Drops = append(ev.Drops, doctor.Drop{Reason: reason, Location: loc, Dev: d.Dev, Protocol: d.Protocol, Count: d.Count, Src: d.Src, Dst: d.Dst})
 	}
 	for _, s := range obs.Stat.SockIO {
 		k := scale("sock_io", s.Seconds)
-		ev.SockIO = append(ev.SockIO, SockIO{Pid: s.Pid, Comm: s.Comm, Dir: s.Dir, Calls: scaled(s.Calls, k), Bytes: scaled(s.Bytes, k)})
+		ev.SockIO = append(ev.SockIO, doctor.SockIO{Pid: s.Pid, Comm: s.Comm, Dir: s.Dir, Calls: scaled(s.Calls, k), Bytes: scaled(s.Bytes, k)})
 	}
 	return nil
 }

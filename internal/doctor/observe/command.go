@@ -1,4 +1,4 @@
-package doctor
+package observe
 
 import (
 	"bytes"
@@ -15,12 +15,14 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/skbtrace/skbtrace/internal/doctor"
 )
 
 // RunCommand runs the observed command as typed, its output going to out.
 // An iperf3 client's result joins the evidence, read from what it prints:
 // its summary lines, or its JSON when given -J.
-func RunCommand(ctx context.Context, argv []string, out io.Writer) (*Command, error) {
+func RunCommand(ctx context.Context, argv []string, out io.Writer) (*doctor.Command, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("no command to run")
 	}
@@ -38,7 +40,7 @@ func RunCommand(ctx context.Context, argv []string, out io.Writer) (*Command, er
 	}
 	start := time.Now()
 	err := cmd.Run()
-	c := &Command{Argv: argv, Seconds: time.Since(start).Seconds()}
+	c := &doctor.Command{Argv: argv, Seconds: time.Since(start).Seconds()}
 	var exit *exec.ExitError
 	switch {
 	case errors.As(err, &exit):
@@ -49,7 +51,7 @@ func RunCommand(ctx context.Context, argv []string, out io.Writer) (*Command, er
 	if iperf {
 		parse := ParseIperf3
 		if !slices.Contains(argv, "-J") && !slices.Contains(argv, "--json") {
-			parse = func(b []byte) (*Iperf3, error) { return ParseIperf3Text(b, argv) }
+			parse = func(b []byte) (*doctor.Iperf3, error) { return ParseIperf3Text(b, argv) }
 		}
 		if r, err := parse(captured.Bytes()); err == nil {
 			c.Iperf3 = r
@@ -73,8 +75,8 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // ParseIperf3Text reads the summary iperf3 prints without -J: its sender
 // and receiver lines ("[SUM]" ones with -P), and the CPU line of -V. argv
 // says the protocol and direction, which the lines do not name.
-func ParseIperf3Text(b []byte, argv []string) (*Iperf3, error) {
-	r := &Iperf3{Protocol: "TCP", Reverse: slices.Contains(argv, "-R") || slices.Contains(argv, "--reverse")}
+func ParseIperf3Text(b []byte, argv []string) (*doctor.Iperf3, error) {
+	r := &doctor.Iperf3{Protocol: "TCP", Reverse: slices.Contains(argv, "-R") || slices.Contains(argv, "--reverse")}
 	if slices.Contains(argv, "-u") || slices.Contains(argv, "--udp") {
 		r.Protocol = "UDP"
 	}
@@ -152,7 +154,7 @@ func bitsPerSecond(value, unit string) (float64, error) {
 }
 
 // ParseIperf3 reads the result of iperf3 -J.
-func ParseIperf3(b []byte) (*Iperf3, error) {
+func ParseIperf3(b []byte) (*doctor.Iperf3, error) {
 	var doc struct {
 		Start struct {
 			TestStart struct {
@@ -185,7 +187,7 @@ func ParseIperf3(b []byte) (*Iperf3, error) {
 	if doc.Error != "" {
 		return nil, fmt.Errorf("iperf3: %s", doc.Error)
 	}
-	r := &Iperf3{Protocol: doc.Start.TestStart.Protocol, Reverse: doc.Start.TestStart.Reverse != 0,
+	r := &doctor.Iperf3{Protocol: doc.Start.TestStart.Protocol, Reverse: doc.Start.TestStart.Reverse != 0,
 		SentBps: doc.End.SumSent.Bps, ReceivedBps: doc.End.SumReceived.Bps, Retransmits: doc.End.SumSent.Retransmits,
 		LostPercent: doc.End.Sum.LostPercent, SenderCPU: doc.End.CPU.Host, ReceiverCPU: doc.End.CPU.Remote}
 	if r.Protocol == "UDP" && r.SentBps == 0 {

@@ -1,4 +1,4 @@
-package doctor
+package observe
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
+	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/wire"
@@ -34,7 +35,7 @@ func TestProcessSharesSumThreadsByTheCPUTheyLastRanOn(t *testing.T) {
 		40: th(40, 40, "idle", 7, 7, 0),         // no time: left out
 	}
 	got := ProcessShares(before, after, 2)
-	want := []ProcessCPU{
+	want := []doctor.ProcessCPU{
 		{PID: 10, Comm: "hog", CPU: 1, User: 0.5},
 		{PID: 20, Comm: "srv", CPU: 0, User: 0.2, System: 0.2},
 		{PID: 20, Comm: "srv-worker", CPU: 1, User: 0.15},
@@ -82,7 +83,7 @@ func TestRecordedFlowsStandInWhereTCPInfoCannotBeRead(t *testing.T) {
 	st.Add(rtt(sec, other, 1000, 300))
 	st.Add(rtt(2*sec, other, 9_001_000, 300))
 	spaces := []*watched{{name: "host", inode: 1, noTCPInfo: errors.New("reading tcp_info over sock_diag: no such file or directory")}, {name: "b", inode: 2}}
-	flows := recordedFlows(st, spaces, &Evidence{})
+	flows := recordedFlows(st, spaces, &doctor.Evidence{})
 	if len(flows) != 1 {
 		t.Fatalf("flows %+v, want the client's of netns host", flows)
 	}
@@ -93,5 +94,16 @@ func TestRecordedFlowsStandInWhereTCPInfoCannotBeRead(t *testing.T) {
 	}
 	if f.SndWnd != 0 || f.SndMSS != 0 || f.DeliveryRate != 0 {
 		t.Fatalf("flow %+v carries tcp_info-only figures the recording does not have", f)
+	}
+}
+
+// A server on a dual-stack listener sees IPv4 peers IPv4-mapped in the
+// recording and plain in tcp_info: its send limits must still join.
+func TestRecordedIPv4MappedEndpointsMatchTCPInfo(t *testing.T) {
+	if !sameEndpoint("[::ffff:10.200.0.1]:5301", netip.MustParseAddrPort("10.200.0.1:5301")) {
+		t.Error("an IPv4-mapped endpoint does not match its IPv4 form")
+	}
+	if sameEndpoint("10.200.0.1:5301", netip.MustParseAddrPort("10.200.0.1:5302")) {
+		t.Error("different ports match")
 	}
 }

@@ -1,10 +1,11 @@
-package doctor
+package observe
 
 import (
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/host"
 )
 
@@ -128,11 +129,11 @@ func (w *Watch) Sample(sockets bool) *Sample {
 // read sockets; a socket's last reading is the newest sample that still
 // had it, so connections that closed within the span count. recording is
 // the trace of the same span (nil: no kernel events).
-func (w *Watch) Evidence(span []*Sample, recording io.Reader) *Evidence {
+func (w *Watch) Evidence(span []*Sample, recording io.Reader) *doctor.Evidence {
 	before, after := span[0], span[len(span)-1]
 	seconds := after.Time.Sub(before.Time).Seconds()
 	notes := append([]string(nil), after.Notes...)
-	ev := &Evidence{Seconds: seconds, KernelEvents: recording != nil, CPUCount: len(after.CPUs)}
+	ev := &doctor.Evidence{Seconds: seconds, KernelEvents: recording != nil, CPUCount: len(after.CPUs)}
 	ev.Kernel = host.ReadIdentity().Kernel
 	if m, err := host.ReadMitigations(host.MitigationsDir); err == nil {
 		ev.Mitigations = m
@@ -168,7 +169,7 @@ func (w *Watch) Evidence(span []*Sample, recording io.Reader) *Evidence {
 			}
 		}
 	}
-	var flows []Flow
+	var flows []doctor.Flow
 	for k, s := range last {
 		// A socket not in the first sample opened during the window and
 		// counts from zero.
@@ -177,7 +178,7 @@ func (w *Watch) Evidence(span []*Sample, recording io.Reader) *Evidence {
 			first = b.Sockets[k.sock]
 		}
 		if f, moved := socketFlow(k.netns, first, s, seconds, maxWnd[k]); moved {
-			f.Dev = ev.deviceWithAddr(k.netns, s.Local)
+			f.Dev = ev.DeviceWithAddr(k.netns, s.Local)
 			flows = append(flows, f)
 		}
 	}

@@ -1,15 +1,17 @@
-package doctor
+package observe
 
 import (
 	"context"
 	"fmt"
 	"math"
 	"net/netip"
+	"sort"
 	"sync"
 	"time"
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/analyze/timeline"
+	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/host"
 )
 
@@ -116,10 +118,10 @@ func (p *poller) sampleCPUs(now time.Time) {
 	p.cpus = cpus
 }
 
-func (p *poller) flows(seconds float64, ev *Evidence, notes *[]string) []Flow {
+func (p *poller) flows(seconds float64, ev *doctor.Evidence, notes *[]string) []doctor.Flow {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []Flow
+	var out []doctor.Flow
 	for k, s := range p.last {
 		span := seconds
 		if p.opened[k] {
@@ -128,7 +130,7 @@ func (p *poller) flows(seconds float64, ev *Evidence, notes *[]string) []Flow {
 			span = min(seconds, p.seen[k][1].Sub(p.seen[k][0]).Seconds()+p.every.Seconds())
 		}
 		if f, moved := socketFlow(k.netns, p.first[k], s, span, p.maxWnd[k]); moved {
-			f.Dev = ev.deviceWithAddr(k.netns, s.Local)
+			f.Dev = ev.DeviceWithAddr(k.netns, s.Local)
 			out = append(out, f)
 		}
 	}
@@ -137,8 +139,8 @@ func (p *poller) flows(seconds float64, ev *Evidence, notes *[]string) []Flow {
 
 // socketFlow is a socket's flow between two readings (first is zero for a
 // socket opened since); moved says whether it carried anything.
-func socketFlow(netns string, b, s host.TCPSocket, span float64, maxWnd uint32) (Flow, bool) {
-	f := Flow{Netns: netns, Local: s.Local, Peer: s.Peer, Seconds: span,
+func socketFlow(netns string, b, s host.TCPSocket, span float64, maxWnd uint32) (doctor.Flow, bool) {
+	f := doctor.Flow{Netns: netns, Local: s.Local, Peer: s.Peer, Seconds: span,
 		BytesAcked: s.BytesAcked - b.BytesAcked, BytesReceived: s.BytesReceived - b.BytesReceived,
 		RTTus: s.RTTus, MinRTTus: s.MinRTTus, Cwnd: s.SndCwnd, SndMSS: s.SndMSS, AdvMSS: s.AdvMSS, PMTU: s.PMTU,
 		SndWnd: s.SndWnd, MaxSndWnd: max(maxWnd, s.SndWnd), RcvSpace: s.RcvSpace, DeliveryRate: s.DeliveryRate,
@@ -152,8 +154,10 @@ func socketFlow(netns string, b, s host.TCPSocket, span float64, maxWnd uint32) 
 const maxFlows = 64
 
 // busiestFlows keeps the maxFlows flows that moved the most, busiest first.
-func busiestFlows(out []Flow, notes *[]string) []Flow {
-	sortBy(out, func(f Flow) float64 { return -float64(f.BytesAcked + f.BytesReceived) })
+func busiestFlows(out []doctor.Flow, notes *[]string) []doctor.Flow {
+	sort.SliceStable(out, func(i, j int) bool {
+		return out[i].BytesAcked+out[i].BytesReceived > out[j].BytesAcked+out[j].BytesReceived
+	})
 	if len(out) > maxFlows {
 		*notes = append(*notes, fmt.Sprintf("%d TCP sockets moved data; the %d busiest are judged", len(out), maxFlows))
 		out = out[:maxFlows]
@@ -187,7 +191,7 @@ func probeTCPInfo(spaces []*watched) bool {
 // busy and limited time from tcp_rtt and tcp_sendlim; a connection's
 // records (its socket, then its TIME_WAIT socket) add up. What only tcp_info
 // has (windows, MSS, path MTU, delivery rate) stays zero: not measured.
-func recordedFlows(stat *analyze.Stat, spaces []*watched, ev *Evidence) []Flow {
+func recordedFlows(stat *analyze.Stat, spaces []*watched, ev *doctor.Evidence) []doctor.Flow {
 	unread := map[uint32]string{}
 	for _, w := range spaces {
 		if w.noTCPInfo != nil {
@@ -198,7 +202,7 @@ func recordedFlows(stat *analyze.Stat, spaces []*watched, ev *Evidence) []Flow {
 		return nil
 	}
 	type key struct{ netns, local, peer string }
-	flows := map[key]*Flow{}
+	flows := map[key]*doctor.Flow{}
 	var order []key
 	for _, c := range stat.Connections {
 		name, ok := unread[c.Netns]
@@ -213,7 +217,7 @@ func recordedFlows(stat *analyze.Stat, spaces []*watched, ev *Evidence) []Flow {
 		k := key{name, c.Local, c.Peer}
 		f := flows[k]
 		if f == nil {
-			f = &Flow{Netns: name, Local: local, Peer: peer, FromRecording: true, MinRTTus: math.MaxUint32}
+			f = &doctor.Flow{Netns: name, Local: local, Peer: peer, FromRecording: true, MinRTTus: math.MaxUint32}
 			flows[k] = f
 			order = append(order, k)
 		}
@@ -234,7 +238,7 @@ func recordedFlows(stat *analyze.Stat, spaces []*watched, ev *Evidence) []Flow {
 		f.RwndLimitedUs += c.KernelRwndUs
 		f.SndbufLimitedUs += c.KernelSndbufUs
 	}
-	var out []Flow
+	var out []doctor.Flow
 	for _, k := range order {
 		f := flows[k]
 		if f.MinRTTus == math.MaxUint32 {
@@ -243,7 +247,7 @@ func recordedFlows(stat *analyze.Stat, spaces []*watched, ev *Evidence) []Flow {
 		if f.BytesAcked == 0 && f.BytesReceived == 0 {
 			continue
 		}
-		f.Dev = ev.deviceWithAddr(f.Netns, f.Local)
+		f.Dev = ev.DeviceWithAddr(f.Netns, f.Local)
 		out = append(out, *f)
 	}
 	return out
