@@ -199,14 +199,7 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 		return nil, cpuErr
 	}
 
-	ev := &doctor.Evidence{Seconds: seconds, KernelEvents: rec != nil, CPUCount: len(cpuAfter)}
-	id := host.ReadIdentity()
-	ev.Kernel = id.Kernel
-	if m, err := host.ReadMitigations(host.MitigationsDir); err == nil {
-		ev.Mitigations = m
-	}
-	ev.Softnet = softnetDelta(softBefore, softAfter)
-	ev.CPUs = CPUShares(cpuBefore, cpuAfter)
+	ev := hostEvidence(seconds, rec != nil, cpuBefore, cpuAfter, softBefore, softAfter)
 	if threadsErr != nil {
 		notes = append(notes, threadsErr.Error()+": user time on a busy CPU is judged without knowing whose it is")
 	} else {
@@ -256,33 +249,14 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 	return obs, nil
 }
 
+// openNamespaces opens the namespaces an observation watches (watchedNames):
+// one asked for by name must open; of the defaults, one that cannot becomes
+// a note.
 func openNamespaces(names []string, notes *[]string) ([]*watched, error) {
-	self := &watched{name: host.SelfNetnsName}
-	if ino, err := host.LookupNetns(host.SelfNetnsName); err == nil {
-		self.inode = ino
-	}
-	if len(names) == 0 {
-		spaces := []*watched{self}
-		for _, n := range host.NamedNetns() {
-			ns, err := host.OpenNetns(n)
-			if err != nil {
-				*notes = append(*notes, err.Error())
-				continue
-			}
-			w := &watched{name: n, ns: ns}
-			w.inode, _ = ns.Inode()
-			spaces = append(spaces, w)
-		}
-		return spaces, nil
-	}
 	var spaces []*watched
-	for _, n := range names {
-		if n == host.SelfNetnsName {
-			spaces = append(spaces, self)
-			continue
-		}
-		ns, err := host.OpenNetns(n)
-		if err != nil {
+	for _, n := range watchedNames(names) {
+		w, err := openWatched(n)
+		if err != nil && len(names) > 0 {
 			for _, w := range spaces {
 				if w.ns != nil {
 					w.ns.Close()
@@ -290,11 +264,52 @@ func openNamespaces(names []string, notes *[]string) ([]*watched, error) {
 			}
 			return nil, err
 		}
-		w := &watched{name: n, ns: ns}
-		w.inode, _ = ns.Inode()
+		if err != nil {
+			*notes = append(*notes, err.Error())
+			continue
+		}
 		spaces = append(spaces, w)
 	}
 	return spaces, nil
+}
+
+// watchedNames are the namespaces asked for, or by default this process's
+// own and every named one.
+func watchedNames(asked []string) []string {
+	if len(asked) > 0 {
+		return asked
+	}
+	return append([]string{host.SelfNetnsName}, host.NamedNetns()...)
+}
+
+// openWatched opens a namespace by name for reading; this process's own
+// needs no handle.
+func openWatched(name string) (*watched, error) {
+	if name == host.SelfNetnsName {
+		w := &watched{name: name}
+		w.inode, _ = host.LookupNetns(name)
+		return w, nil
+	}
+	ns, err := host.OpenNetns(name)
+	if err != nil {
+		return nil, err
+	}
+	w := &watched{name: name, ns: ns}
+	w.inode, _ = ns.Inode()
+	return w, nil
+}
+
+// hostEvidence begins the evidence of a span from the host's readings at
+// its two ends: kernel, mitigations, CPU and softnet shares.
+func hostEvidence(seconds float64, kernelEvents bool, cpuBefore, cpuAfter []host.CPUTimes, softBefore, softAfter []host.Softnet) *doctor.Evidence {
+	ev := &doctor.Evidence{Seconds: seconds, KernelEvents: kernelEvents, CPUCount: len(cpuAfter)}
+	ev.Kernel = host.ReadIdentity().Kernel
+	if m, err := host.ReadMitigations(host.MitigationsDir); err == nil {
+		ev.Mitigations = m
+	}
+	ev.Softnet = softnetDelta(softBefore, softAfter)
+	ev.CPUs = CPUShares(cpuBefore, cpuAfter)
+	return ev
 }
 
 func takeSnapshot(w *watched) (*snapshot, error) {
@@ -312,8 +327,6 @@ func takeSnapshot(w *watched) (*snapshot, error) {
 	return s, err
 }
 
-// startRecording starts the eBPF recording when this process may, and
-// otherwise says why not in a note.
 // stopRecording ends a recording started by startRecording (nil: none).
 func stopRecording(rec *collect.Recording, stop chan struct{}, done chan error) error {
 	if rec == nil {
@@ -333,6 +346,8 @@ func StartRecording(deep bool, interval time.Duration) (*collect.Recording, []st
 	return startRecording(Options{Deep: deep, interval: interval}, nil)
 }
 
+// startRecording starts the eBPF recording when this process may, and
+// otherwise says why not in a note.
 func startRecording(opts Options, notes []string) (*collect.Recording, []string) {
 	if opts.NoKernelEvents {
 		return nil, notes

@@ -53,27 +53,16 @@ func (w *Watch) Close() {
 
 // refresh opens namespaces that appeared and forgets those that are gone.
 func (w *Watch) refresh(notes *[]string) {
-	names := w.netns
-	if len(names) == 0 {
-		names = append([]string{host.SelfNetnsName}, host.NamedNetns()...)
-	}
 	present := map[string]bool{}
-	for _, n := range names {
+	for _, n := range watchedNames(w.netns) {
 		present[n] = true
 		if _, ok := w.spaces[n]; ok {
 			continue
 		}
-		s := &watched{name: n}
-		if n == host.SelfNetnsName {
-			s.inode, _ = host.LookupNetns(n)
-		} else {
-			ns, err := host.OpenNetns(n)
-			if err != nil {
-				*notes = append(*notes, err.Error())
-				continue
-			}
-			s.ns = ns
-			s.inode, _ = ns.Inode()
+		s, err := openWatched(n)
+		if err != nil {
+			*notes = append(*notes, err.Error())
+			continue
 		}
 		w.spaces[n] = s
 	}
@@ -133,13 +122,7 @@ func (w *Watch) Evidence(span []*Sample, recording io.Reader) *doctor.Evidence {
 	before, after := span[0], span[len(span)-1]
 	seconds := after.Time.Sub(before.Time).Seconds()
 	notes := append([]string(nil), after.Notes...)
-	ev := &doctor.Evidence{Seconds: seconds, KernelEvents: recording != nil, CPUCount: len(after.CPUs)}
-	ev.Kernel = host.ReadIdentity().Kernel
-	if m, err := host.ReadMitigations(host.MitigationsDir); err == nil {
-		ev.Mitigations = m
-	}
-	ev.Softnet = softnetDelta(before.Softnet, after.Softnet)
-	ev.CPUs = CPUShares(before.CPUs, after.CPUs)
+	ev := hostEvidence(seconds, recording != nil, before.CPUs, after.CPUs, before.Softnet, after.Softnet)
 	var spaces []*watched
 	for name, a := range after.Namespaces {
 		b := before.Namespaces[name]
