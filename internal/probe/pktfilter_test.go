@@ -20,13 +20,7 @@ import (
 // IP header (LINKTYPE_RAW), as the reference the translation must agree with.
 func libpcapProgram(t *testing.T, expr string) []bpf.Instruction {
 	t.Helper()
-	tcpdump, err := exec.LookPath("tcpdump")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("tcpdump is needed to compile reference filters and CI=true forbids skipping")
-		}
-		t.Skip("no tcpdump")
-	}
+	tcpdump := testenv.Tool(t, "tcpdump")
 	raw := filepath.Join(t.TempDir(), "raw.pcap")
 	hdr := make([]byte, 24)
 	binary.LittleEndian.PutUint32(hdr[0:], 0xa1b2c3d4)

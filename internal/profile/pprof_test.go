@@ -14,6 +14,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/skbtrace/skbtrace/internal/host"
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 // testProfile is two CPUs for two seconds at 99 Hz: 396 samples.
@@ -124,13 +125,7 @@ func TestReadPprofClassifiesUnlabelled(t *testing.T) {
 
 // What skbtrace writes must open in the tools it is written for.
 func TestPprofReadByGoTool(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("go is not on PATH")
-		}
-		t.Skip("go is not on PATH")
-	}
+	goBin := testenv.Tool(t, "go")
 	file := filepath.Join(t.TempDir(), "cpu.pprof")
 	if err := os.WriteFile(file, writePprof(t, testProfile()), 0o644); err != nil {
 		t.Fatal(err)

@@ -113,7 +113,7 @@ func startAgent(t *testing.T, netns, tokenFile string) string {
 // buffer; PromQL gives that flow's sndbuf share of the sender's time.
 func TestPrometheusScrapesTwoAgents(t *testing.T) {
 	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
-	prom := requireTool(t, "prometheus")
+	prom := testenv.Tool(t, "prometheus")
 	pair := newPair(t)
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")

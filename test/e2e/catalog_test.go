@@ -18,6 +18,7 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/lab"
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 func newPair(t *testing.T) *lab.Pair {
@@ -73,7 +74,7 @@ func segsPerSkb(t *testing.T, pair *lab.Pair, family, dev string) float64 {
 
 func TestDevXmitShowsTSO(t *testing.T) {
 	requireFamilies(t, "dev_xmit")
-	requireTool(t, "ethtool")
+	testenv.Tool(t, "ethtool")
 	pair := newPair(t)
 	on := segsPerSkb(t, pair, "dev_xmit", pair.SenderDev)
 	if _, err := pair.Sender.Run("ethtool", "-K", pair.SenderDev, "tso", "off", "gso", "off"); err != nil {
@@ -88,7 +89,7 @@ func TestDevXmitShowsTSO(t *testing.T) {
 
 func TestDevRecvShowsGRO(t *testing.T) {
 	requireFamilies(t, "dev_recv")
-	requireTool(t, "ethtool")
+	testenv.Tool(t, "ethtool")
 	pair := newPair(t)
 	if _, err := pair.Sender.Run("ethtool", "-K", pair.SenderDev, "tso", "off", "gso", "off"); err != nil {
 		t.Fatal(err)
@@ -121,7 +122,7 @@ func TestDevRecvShowsGRO(t *testing.T) {
 // the segments dev_recv counts after GRO merged them.
 func TestDevRecvGROInCountsThePacketsGROWasHanded(t *testing.T) {
 	requireFamilies(t, "dev_recv")
-	requireTool(t, "ethtool")
+	testenv.Tool(t, "ethtool")
 	pair := newPair(t)
 	if _, err := pair.Sender.Run("ethtool", "-K", pair.SenderDev, "tso", "off", "gso", "off"); err != nil {
 		t.Fatal(err)
@@ -174,7 +175,7 @@ func retransSegs(t *testing.T, ns *host.Netns) float64 {
 
 func TestNetfilterDropsRetransmitsAndRecovery(t *testing.T) {
 	requireFamilies(t, "skb_drop", "tcp_retrans", "tcp_cong")
-	requireTool(t, "nft")
+	testenv.Tool(t, "nft")
 	pair := newPair(t)
 	for _, cmd := range [][]string{
 		{"add", "table", "inet", "skbtrace_test"},

@@ -130,7 +130,7 @@ func TestDoctorJudgesHundredsOfSockets(t *testing.T) {
 
 func TestDoctorWithoutRootStillJudgesCountersAndSaysWhy(t *testing.T) {
 	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
-	setpriv := requireTool(t, "setpriv")
+	setpriv := testenv.Tool(t, "setpriv")
 	// The binary sits in a private temporary directory; copy it where nobody may run it.
 	dir, err := os.MkdirTemp("", "skbtrace-nobody-")
 	if err != nil {

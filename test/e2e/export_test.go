@@ -75,7 +75,7 @@ func TestExportOfALabTrace(t *testing.T) {
 	if err := json.Unmarshal(statOut, &stat); err != nil {
 		t.Fatal(err)
 	}
-	py := requireTool(t, "python3")
+	py := testenv.Tool(t, "python3")
 	out, err := exec.Command(py, "-c", `import duckdb, json, sys
 rows = duckdb.sql(f"select local, peer, bytes_acked, bytes_received from '{sys.argv[1]}/flows.parquet'").fetchall()
 print(json.dumps({f"{l} {p}": [a, r] for l, p, a, r in rows}))`, pq).CombinedOutput()

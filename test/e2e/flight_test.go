@@ -41,7 +41,7 @@ func dropBurst(t *testing.T, ns *host.Netns, d time.Duration) {
 // trigger, and little else; stat shows the loss.
 func TestFlightRecorderKeepsTheSecondsAroundEachLossBurst(t *testing.T) {
 	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
-	requireTool(t, "nft")
+	testenv.Tool(t, "nft")
 	gap := 16 * time.Second
 	if d, err := time.ParseDuration(os.Getenv("FLIGHT_BURST_GAP")); err == nil && d >= 10*time.Second {
 		gap = d

@@ -45,8 +45,8 @@ func leftovers(t *testing.T, pid int) []string {
 // SKBTRACE_LAB_SCENARIOS (space-separated); the default is all.
 func TestLabRunAllReproducesEveryFaultAndTheDoctorNamesIt(t *testing.T) {
 	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
-	requireTool(t, "ethtool")
-	requireTool(t, "nft")
+	testenv.Tool(t, "ethtool")
+	testenv.Tool(t, "nft")
 	scenarios := strings.Fields(os.Getenv("SKBTRACE_LAB_SCENARIOS"))
 	want := len(scenarios)
 	if want == 0 {
@@ -61,10 +61,10 @@ func TestLabRunAllReproducesEveryFaultAndTheDoctorNamesIt(t *testing.T) {
 // warning; each variant's verdict is the same with --deep.
 func TestLabVariantsAndNoiseInBothDoctorModes(t *testing.T) {
 	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
-	requireTool(t, "ethtool")
-	requireTool(t, "nft")
-	requireTool(t, "iperf3")
-	requireTool(t, "python3")
+	testenv.Tool(t, "ethtool")
+	testenv.Tool(t, "nft")
+	testenv.Tool(t, "iperf3")
+	testenv.Tool(t, "python3")
 	def := runLab(t, len(lab.Variants)+len(lab.Noise), "variants", "noise", "--doctor")
 	// Noise runs are judged in default mode only: the question there is
 	// whether the doctor stays quiet as users run it.

@@ -88,7 +88,7 @@ func TestLoadAcrossNamespaces(t *testing.T) {
 // from 0.7 to 1.6, and a 10 % check would fail at random.
 func BenchmarkLoadVsIperf3(b *testing.B) {
 	testenv.RequireRoot(b, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
-	iperf3 := requireTool(b, "iperf3")
+	iperf3 := testenv.Tool(b, "iperf3")
 	pair, err := lab.NewPair()
 	if err != nil {
 		b.Fatal(err)

@@ -273,20 +273,6 @@ func collectLinesSignal(r io.Reader, into *syncBuffer, marker string, ready chan
 	}
 }
 
-// requireTool finds a program the test drives; make test installs them, so
-// under CI=true a missing one is a failure.
-func requireTool(t testing.TB, name string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not installed and CI=true forbids skipping (make test installs it)", name)
-		}
-		t.Skipf("%s is not installed", name)
-	}
-	return path
-}
-
 // waitListening waits until something accepts connections at addr.
 func waitListening(t testing.TB, addr string) {
 	t.Helper()

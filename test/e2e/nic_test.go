@@ -257,7 +257,7 @@ func setFeatures(t *testing.T, ns *host.Netns, dev string, value string, names .
 // the senders report.
 func (w *nicWire) iperf3(t *testing.T, secs, streams int) float64 {
 	t.Helper()
-	iperf3 := requireTool(t, "iperf3")
+	iperf3 := testenv.Tool(t, "iperf3")
 	addr := lab.ReceiverAddr.Addr().String()
 	type result struct {
 		bps float64
@@ -893,7 +893,7 @@ func TestNICWireGRO(t *testing.T) {
 func TestNICWireReceiveDropShowsTheDevice(t *testing.T) {
 	w := newNICWire(t)
 	requireFamilies(t, "skb_drop")
-	requireTool(t, "nft")
+	testenv.Tool(t, "nft")
 	for _, args := range [][]string{
 		{"add", "table", "inet", "skbtrace_nic"},
 		{"add", "chain", "inet", "skbtrace_nic", "in", "{ type filter hook input priority 0 ; }"},

@@ -86,7 +86,7 @@ func wallTime(b *testing.B, dir string, name string, args ...string) time.Durati
 func peakRSS(b *testing.B, dir string, name string, args ...string) float64 {
 	b.Helper()
 	out := filepath.Join(dir, "rss")
-	runQuiet(b, dir, requireTool(b, "time"), append([]string{"-f", "%M", "-o", out, name}, args...)...)
+	runQuiet(b, dir, testenv.Tool(b, "time"), append([]string{"-f", "%M", "-o", out, name}, args...)...)
 	text, err := os.ReadFile(out)
 	if err != nil {
 		b.Fatal(err)
@@ -104,7 +104,7 @@ func peakRSS(b *testing.B, dir string, name string, args ...string) float64 {
 // and a peak RSS under 100 MB on it and on a file 10 times as large.
 func BenchmarkPcapVsTcptrace(b *testing.B) {
 	capture, tenfold := pcapBenchCaptures(b)
-	tcptrace := requireTool(b, "tcptrace")
+	tcptrace := testenv.Tool(b, "tcptrace")
 	st, err := os.Stat(capture)
 	if err != nil {
 		b.Fatal(err)

@@ -29,7 +29,7 @@ var fixtureDir = filepath.Join("..", "..", "internal", "analyze", "pcap", "testd
 // stop returns tcpdump's closing lines (packets captured, dropped).
 func tcpdumpIn(t *testing.T, ns *host.Netns, dev, file string, count int, filter string) (stop func() []string) {
 	t.Helper()
-	tcpdump := requireTool(t, "tcpdump")
+	tcpdump := testenv.Tool(t, "tcpdump")
 	snap := "128"
 	if strings.HasPrefix(dev, "nflog") {
 		// libpcap's NFLOG reader splits a message longer than the snaplen
@@ -227,7 +227,7 @@ func TestPcapFindsJumpingOuterIPIDsButNotOnTheInnerDevice(t *testing.T) {
 
 func TestPcapRetransmissionsMatchTheKernel(t *testing.T) {
 	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
-	requireTool(t, "nft")
+	testenv.Tool(t, "nft")
 	pair := newPair(t)
 	for _, args := range [][]string{
 		{"add", "table", "inet", "skbtrace_e2e"},
@@ -289,7 +289,7 @@ func run(t *testing.T, ns *host.Netns, name string, args ...string) {
 
 // The graphs page opens in a browser at once and shows non-empty charts.
 func TestPcapGraphsRenderInHeadlessChromium(t *testing.T) {
-	chromium := requireTool(t, "chromium")
+	chromium := testenv.Tool(t, "chromium")
 	dir := t.TempDir()
 	out, err := exec.Command(binary, "pcap", filepath.Join(fixtureDir, "tso-sender.pcap.gz"), "--graphs", dir).CombinedOutput()
 	if err != nil {

@@ -75,8 +75,8 @@ func TestProfileAttributesUDPSendsAndCountsPackets(t *testing.T) {
 // compare must name netfilter, the offloads and the packet size.
 func TestLabComparePairsNameWhatChanged(t *testing.T) {
 	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
-	requireTool(t, "nft")
-	requireTool(t, "ethtool")
+	testenv.Tool(t, "nft")
+	testenv.Tool(t, "ethtool")
 	start := time.Now()
 	out, err := exec.Command(binary, "lab", "compare", "--dir", t.TempDir(), "-d", "3").CombinedOutput()
 	if err != nil {

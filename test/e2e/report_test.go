@@ -73,7 +73,7 @@ func bandShare(dom, reason string) float64 {
 // send-buffer wait as the sndbuf colour.
 func TestDoctorPagesOfLabRuns(t *testing.T) {
 	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
-	requireTool(t, "nft")
+	testenv.Tool(t, "nft")
 	dir := t.TempDir()
 	out, err := exec.Command(binary, "lab", "run", "sndbuf-limited", "nagle-delay", "packet-loss", "--doctor", "--html-dir", dir).CombinedOutput()
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/skbtrace/skbtrace/internal/tcppeer"
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 // Send-limit reasons against scripted peers: each scenario forces one stall
@@ -460,7 +461,7 @@ func TestSendlimPeerPacing(t *testing.T) {
 // A qdisc that drops every data segment: nothing goes out, nothing is
 // outstanding, yet the data stays unsent.
 func TestSendlimPeerQdiscDrops(t *testing.T) {
-	requireTool(t, "tc")
+	testenv.Tool(t, "tc")
 	s := startPeerScenario(t, tcppeer.DefaultHandshake())
 	// tbf drops every packet longer than its bucket; ACKs and probes pass.
 	if out, err := s.peer.NS().Run("tc", "qdisc", "add", "dev", s.peer.Dev(), "root", "tbf", "rate", "10mbit", "burst", "100", "limit", "10000"); err != nil {
@@ -520,7 +521,7 @@ func TestSendlimPeerAppIdle(t *testing.T) {
 // peer that ACKs at once: the socket's bytes wait below TCP and TSQ holds
 // the rest until the qdisc drains.
 func TestSendlimPeerTSQ(t *testing.T) {
-	requireTool(t, "tc")
+	testenv.Tool(t, "tc")
 	slowQdisc := func(p *tcppeer.Peer) {
 		for _, args := range [][]string{
 			{"tc", "qdisc", "add", "dev", p.Dev(), "root", "tbf", "rate", "2mbit", "burst", "3000", "limit", "1000000"},

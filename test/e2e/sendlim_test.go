@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 // recordSendlim records tcp_sendlim on a fresh loopback port while client
@@ -102,7 +104,7 @@ func TestSendlimSmallWritesWithoutNodelayShowNagle(t *testing.T) {
 // process is itself often the bottleneck, which shows as swnd).
 func TestSendlimBulkLoopbackFoldsIntoLongRuns(t *testing.T) {
 	requireFamilies(t, "tcp_sendlim")
-	iperf3 := requireTool(t, "iperf3")
+	iperf3 := testenv.Tool(t, "iperf3")
 	port := strconv.Itoa(freePort(t))
 	server := exec.Command(iperf3, "-s", "-p", port)
 	if err := server.Start(); err != nil {

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 // tcptraceDir is one direction of a connection as tcptrace -l counts it.
@@ -67,7 +69,7 @@ func parseTcptrace(t *testing.T, out string) map[string]tcptraceDir {
 // them, on every fixture capture tcptrace reads; one was taken by a tcpdump
 // that dropped 175 packets (2,036,716 bytes missed).
 func TestPcapAgreesWithTcptrace(t *testing.T) {
-	tcptrace := requireTool(t, "tcptrace")
+	tcptrace := testenv.Tool(t, "tcptrace")
 	files, _ := filepath.Glob(filepath.Join(fixtureDir, "*.pcap.gz"))
 	var compared, missedCompared int
 	for _, file := range files {

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"golang.org/x/net/bpf"
+
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 // sameAsLibpcap are expressions whose verdicts must match libpcap's on every
@@ -124,7 +126,7 @@ var rejectedByLibpcap = []string{
 // destination can match. Where the optimized program disagrees with
 // libpcap's own unoptimized one, only the unoptimized verdict is required.
 func TestMatchesLibpcap(t *testing.T) {
-	tcpdump := findTcpdump(t)
+	tcpdump := testenv.Tool(t, "tcpdump")
 	pcap := rawPcap(t)
 	packets := corpus()
 	compared, optimizerChanged := 0, 0
@@ -184,17 +186,6 @@ func TestMatchesLibpcap(t *testing.T) {
 	t.Logf("%d expressions × %d packets: %d verdicts compared; libpcap's optimizer changed %d of its own",
 		len(sameAsLibpcap)+len(libpcapEquivalents), len(packets), compared, optimizerChanged)
 	t.Logf("%d expressions rejected by both", len(rejectedByLibpcap))
-}
-
-func findTcpdump(t *testing.T) string {
-	path, err := exec.LookPath("tcpdump")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("tcpdump is needed to compile the reference filters, and CI=true forbids skipping")
-		}
-		t.Skip("no tcpdump to compile the reference filters")
-	}
-	return path
 }
 
 // rawPcap writes a pcap file with no packets whose link type is

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/skbtrace/skbtrace/internal/host"
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 // testSym is a symbol of a hand-made ELF file.
@@ -233,13 +234,8 @@ func goBinaryWithSymbols(t *testing.T) (path, fn string) {
 			}
 		}
 	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("go is not on PATH")
-		}
-		t.Skip("this test binary has no symbols and go is not on PATH to build one")
-	}
+	// This test binary has no symbols: go builds a program that has.
+	goBin := testenv.Tool(t, "go")
 	dir := t.TempDir()
 	src := "package main\n\nfunc main() { println(\"hello\") }\n"
 	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {

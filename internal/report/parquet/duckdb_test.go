@@ -13,6 +13,7 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/report"
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 // labTrace is `skbtrace lab run sndbuf-limited --trace-dir DIR`'s recording:
@@ -48,25 +49,18 @@ print(json.dumps({
 // missing. Without one the test is skipped, except in CI, where it fails.
 func duckdbPython(t *testing.T) string {
 	t.Helper()
-	unavailable := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf(format, args...)
-		}
-		t.Skipf(format, args...)
-	}
 	py, err := exec.LookPath("python3")
 	if err != nil {
-		unavailable("no python3 to run duckdb: %v", err)
+		testenv.SkipOrFail(t, "no python3 to run duckdb: %v", err)
 	}
 	if exec.Command(py, "-c", "import duckdb").Run() == nil {
 		return py
 	}
 	if out, err := exec.Command(py, "-m", "pip", "install", "--quiet", "duckdb").CombinedOutput(); err != nil {
-		unavailable("installing duckdb: %v\n%s", err, out)
+		testenv.SkipOrFail(t, "installing duckdb: %v\n%s", err, out)
 	}
 	if out, err := exec.Command(py, "-c", "import duckdb").CombinedOutput(); err != nil {
-		unavailable("importing duckdb after installing it: %v\n%s", err, out)
+		testenv.SkipOrFail(t, "importing duckdb after installing it: %v\n%s", err, out)
 	}
 	return py
 }
