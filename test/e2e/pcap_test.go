@@ -18,6 +18,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/analyze/pcap"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/lab"
+	"github.com/skbtrace/skbtrace/internal/report/browser"
 	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
@@ -289,18 +290,13 @@ func run(t *testing.T, ns *host.Netns, name string, args ...string) {
 
 // The graphs page opens in a browser at once and shows non-empty charts.
 func TestPcapGraphsRenderInHeadlessChromium(t *testing.T) {
-	chromium := testenv.Tool(t, "chromium")
 	dir := t.TempDir()
 	out, err := exec.Command(binary, "pcap", filepath.Join(fixtureDir, "tso-sender.pcap.gz"), "--graphs", dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 	shot := filepath.Join(dir, "page.png")
-	cmd := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--screenshot="+shot,
-		"--window-size=1000,1400", "file://"+filepath.Join(dir, "index.html"))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("chromium: %v: %s", err, out)
-	}
+	testenv.OpenPage(t, "file://"+filepath.Join(dir, "index.html"), browser.Options{Screenshot: shot, Width: 1000, Height: 1400})
 	f, err := os.Open(shot)
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,16 +19,7 @@ import (
 // openOffline loads a page in headless Chromium with no network.
 func openOffline(t *testing.T, file string) *browser.Result {
 	t.Helper()
-	r, err := browser.Open(context.Background(), "file://"+file, browser.Options{Offline: true})
-	if errors.Is(err, browser.ErrMissing) {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("chromium is not installed and CI=true forbids skipping the browser tests")
-		}
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := testenv.OpenPage(t, "file://"+file, browser.Options{Offline: true})
 	if len(r.Console) > 0 {
 		t.Errorf("%s: console messages:\n%s", filepath.Base(file), strings.Join(r.Console, "\n"))
 	}

@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/skbtrace/skbtrace/internal/report/browser"
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 // evilName would end the data's script element and inject markup if the page
@@ -226,16 +227,7 @@ func dumpDOM(t *testing.T, page []byte, fragment string) string {
 	if err := os.WriteFile(file, page, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := browser.Open(t.Context(), "file://"+file+fragment, browser.Options{})
-	if errors.Is(err, browser.ErrMissing) {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("chromium is not installed and CI=true forbids skipping the browser tests")
-		}
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := testenv.OpenPage(t, "file://"+file+fragment, browser.Options{})
 	if !regexp.MustCompile(`<body[^>]*\sdata-rendered="1"`).MatchString(r.DOM) {
 		t.Fatalf("the page's script did not finish rendering; the DOM:\n%s\nchromium said:\n%s", r.DOM, r.Stderr)
 	}

@@ -2,8 +2,6 @@ package htmlreport
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -17,6 +15,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/finding"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/report/browser"
+	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
 const evil = `</script><img id="pwned" src="x">"&'`
@@ -195,21 +194,11 @@ func TestBrowserShowsThePageOffline(t *testing.T) {
 	}
 }
 
-// Open loads a page in headless Chromium with the network cut off; it fails
-// the test when Chromium is missing under CI=true, else skips.
+// Open loads a page in headless Chromium, with the network cut off where it
+// can be (as root).
 func Open(t *testing.T, file string) *browser.Result {
 	t.Helper()
-	r, err := browser.Open(context.Background(), "file://"+file, browser.Options{Offline: os.Geteuid() == 0})
-	if errors.Is(err, browser.ErrMissing) {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("chromium is not installed and CI=true forbids skipping the browser tests")
-		}
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return testenv.OpenPage(t, "file://"+file, browser.Options{Offline: os.Geteuid() == 0})
 }
 
 // BenchmarkTenMinutePage: building and writing the page of a 10-minute run
