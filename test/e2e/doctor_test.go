@@ -34,8 +34,10 @@ func runDoctor(t *testing.T, args ...string) (*doctor.Report, string) {
 func TestDoctorWithNothingToObserveSaysSo(t *testing.T) {
 	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	ns := "skbtrace-e2e-doctor-empty"
-	exec.Command("ip", "netns", "add", ns).Run()
-	defer exec.Command("ip", "netns", "del", ns).Run()
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
+	}
+	testenv.DeleteNetnsAtCleanup(t, ns)
 	rep, _ := runDoctor(t, "-d", "1", "--netns", ns)
 	if rep.Top(finding.Warning) != nil || !strings.Contains(rep.Healthy, "no TCP flow moved data") {
 		t.Fatalf("findings %+v, healthy %q", rep.Findings, rep.Healthy)
@@ -49,14 +51,23 @@ func TestDoctorSurvivesANamespaceThatDisappears(t *testing.T) {
 	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	ns := "skbtrace-e2e-doctor-gone"
 	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
+		t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
 	}
-	defer exec.Command("ip", "netns", "del", ns).Run()
+	testenv.DeleteNetnsAtCleanup(t, ns)
+	deleted := make(chan error, 1)
 	go func() {
 		time.Sleep(700 * time.Millisecond)
-		exec.Command("ip", "netns", "del", ns).Run()
+		out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("ip netns del %s: %v: %s", ns, err, out)
+		}
+		deleted <- err
 	}()
 	rep, _ := runDoctor(t, "-d", "2", "--netns", ns)
+	// Unless the namespace went during the run, the test shows nothing.
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
 	// The doctor holds the namespace open, so it lives on unnamed until the
 	// end: the report must come either way, with or without a note.
 	if rep.Evidence == nil || rep.Evidence.Seconds < 1.5 {
