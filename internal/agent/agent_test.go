@@ -202,19 +202,41 @@ func recorderTo(t *testing.T, s *store) *tracetest.Writer {
 // traceOf writes a block of send-limit runs of conns flows.
 func traceOf(t *testing.T, w *tracetest.Writer, conns int) {
 	t.Helper()
-	if err := w.AppendNetns(trace.Netns{Inode: 7, Name: "blue"}); err != nil {
+	if err := appendBlock(w, conns); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// appendBlock is traceOf returning its error, for goroutines other than the
+// test's, which may not end the test.
+func appendBlock(w *tracetest.Writer, conns int) error {
+	if err := w.AppendNetns(trace.Netns{Inode: 7, Name: "blue"}); err != nil {
+		return err
 	}
 	for i := range conns {
 		a := tracetest.Addrs(netip.MustParseAddrPort("10.0.0.1:40000"), netip.AddrPortFrom(netip.MustParseAddrPort("10.0.0.2:5201").Addr(), uint16(5000+i)), 7)
 		ev := tracetest.Sendlim(uint64(i+1), uint64(i+1)*1e6, uint64(i)*1e6, 0, uint64(0x1000+i), a, uint8(event.SendlimSndbuf), 10, 5)
 		if err := w.Event(uint16(event.TypeTCPSendlim), ev); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	return w.Flush()
+}
+
+// appendBlocks appends n blocks of conns flows in the background and sends
+// the first error, or nil once all are written, on the channel it returns.
+func appendBlocks(w *tracetest.Writer, n, conns int) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		for range n {
+			if err := appendBlock(w, conns); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	return done
 }
 
 func TestStoreServesAReadableTraceAndKeepsNames(t *testing.T) {
@@ -257,15 +279,12 @@ func TestATraceBeingReadHoldsUpNeitherTheRecorderNorEviction(t *testing.T) {
 	if _, err := io.ReadFull(r, first); err != nil {
 		t.Fatal(err)
 	}
-	written := make(chan struct{})
-	go func() {
-		defer close(written)
-		for range 50 {
-			traceOf(t, w, 20)
-		}
-	}()
+	written := appendBlocks(w, 50, 20)
 	select {
-	case <-written:
+	case err := <-written:
+		if err != nil {
+			t.Fatal(err)
+		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the recorder is held up by a half-read trace")
 	}
@@ -393,13 +412,7 @@ func TestScrapesWhileRecording(t *testing.T) {
 	w := recorderTo(t, s)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(&collector{t: tot, store: s})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for range 200 {
-			traceOf(t, w, 20)
-		}
-	}()
+	written := appendBlocks(w, 200, 20)
 	for {
 		gathered := make(chan error, 1)
 		go func() { _, err := reg.Gather(); gathered <- err }()
@@ -412,7 +425,10 @@ func TestScrapesWhileRecording(t *testing.T) {
 			t.Fatal("a scrape waited 10 s on the recording: a lock-order deadlock")
 		}
 		select {
-		case <-done:
+		case err := <-written:
+			if err != nil {
+				t.Fatal(err)
+			}
 			return
 		default:
 		}
