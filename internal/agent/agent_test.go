@@ -122,7 +122,9 @@ func TestEvidenceCoversTheWindow(t *testing.T) {
 	}
 	defer c.Close()
 	a.sample()
-	c.Write(make([]byte, 1<<20))
+	if _, err := c.Write(make([]byte, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(50 * time.Millisecond)
 	a.sample()
 	local := c.LocalAddr().String()
@@ -177,13 +179,17 @@ func TestSlowClientDoesNotStopTheAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer slow.Close()
-	slow.Write([]byte("GET /metrics HTTP/1.1\r\nHost: x\r\n")) // and never the blank line
+	if _, err := slow.Write([]byte("GET /metrics HTTP/1.1\r\nHost: x\r\n")); err != nil { // and never the blank line
+		t.Fatal(err)
+	}
 	resp, err := http.Get(srv.URL + "/metrics")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("another client while one is slow: %v %v", err, resp)
 	}
 	resp.Body.Close()
-	slow.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if err := slow.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := io.ReadAll(slow); err != nil {
 		t.Errorf("the slow client was not cut off: %v", err)
 	}
@@ -388,11 +394,15 @@ func BenchmarkScrape1000Flows(b *testing.B) {
 	for i := range 1000 {
 		a := tracetest.Addrs(netip.MustParseAddrPort("10.0.0.1:40000"), netip.AddrPortFrom(netip.MustParseAddrPort("10.0.0.2:5201").Addr(), uint16(1000+i)), 7)
 		for r := range uint8(4) {
-			w.Event(uint16(event.TypeTCPSendlim), tracetest.Sendlim(uint64(4*i)+uint64(r)+1, uint64(i+1)*1e6, uint64(i)*1e6, 0, uint64(0x1000+i), a, r, 10, 5))
+			if err := w.Event(uint16(event.TypeTCPSendlim), tracetest.Sendlim(uint64(4*i)+uint64(r)+1, uint64(i+1)*1e6, uint64(i)*1e6, 0, uint64(0x1000+i), a, r, 10, 5)); err != nil {
+				b.Fatal(err)
+			}
 		}
 		tot.sockets = append(tot.sockets, socketReading{netns: "blue", local: fmt.Sprintf("10.0.0.1:%d", 1000+i), peer: "10.0.0.2:5201", acked: 1e9})
 	}
-	w.Flush()
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
 	a := &Agent{totals: tot, store: s, busy: make(chan struct{}, 4)}
 	h := a.Handler()
 	b.ResetTimer()
