@@ -16,14 +16,16 @@ import (
 	"github.com/skbtrace/skbtrace/internal/lab"
 )
 
-// decoyTraffic runs, beside the stream a filter selects, traffic it must
-// leave out: TCP to another port, UDP to the same port, and pings.
-func decoyTraffic(t *testing.T, pair *lab.Pair, d time.Duration) {
+// startDecoys starts, beside the stream a filter selects, traffic it must
+// leave out, for d: TCP to another port, UDP to the same port, and pings.
+// The sockets are made here, where a failure may end the test; the traffic
+// runs in goroutines, which report with t.Errorf. wait returns once it ends.
+func startDecoys(t *testing.T, pair *lab.Pair, d time.Duration) (wait func()) {
 	t.Helper()
 	receiver := lab.ReceiverAddr.Addr().String()
 	ln := listenIn(t, pair.Receiver, "tcp", receiver+":5202")
-	defer ln.Close()
-	done := serve(t, ln, drain)
+	t.Cleanup(func() { ln.Close() })
+	served := serve(t, ln, drain)
 	var udp net.PacketConn
 	if err := pair.Receiver.Do(func() (err error) {
 		udp, err = net.ListenPacket("udp", receiver+":5201")
@@ -31,32 +33,39 @@ func decoyTraffic(t *testing.T, pair *lab.Pair, d time.Duration) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	defer udp.Close()
+	t.Cleanup(func() { udp.Close() })
+	tcpConn := dialFrom(t, pair.Sender, dialer(0), "tcp", ln.Addr().String())
+	udpConn := dialFrom(t, pair.Sender, &net.Dialer{}, "udp", udp.LocalAddr().String())
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
-		c := dialFrom(t, pair.Sender, dialer(0), "tcp", ln.Addr().String())
-		bulk(t, c, d)
+		bulk(t, tcpConn, d)
 	}()
 	go func() {
 		defer wg.Done()
-		c := dialFrom(t, pair.Sender, &net.Dialer{}, "udp", udp.LocalAddr().String())
-		defer c.Close()
+		defer udpConn.Close()
 		payload := make([]byte, 1000)
 		// Four at a time: a millisecond's sleep lasts about 20 in an
 		// emulated guest beside another (93 datagrams in 2 s, one at a time).
 		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Millisecond) {
 			for range 4 {
-				c.Write(payload)
+				udpConn.Write(payload)
 			}
 		}
 	}()
-	if _, err := pair.Sender.Run("ping", "-c", "5", "-i", "0.2", receiver); err != nil {
-		t.Fatal(err)
+	go func() {
+		defer wg.Done()
+		if _, err := pair.Sender.Run("ping", "-c", "5", "-i", "0.2", receiver); err != nil {
+			t.Error(err)
+		}
+	}()
+	// A test that ends early still waits: t.Errorf after its end panics.
+	t.Cleanup(wg.Wait)
+	return func() {
+		wg.Wait()
+		<-served
 	}
-	wg.Wait()
-	<-done
 }
 
 // capturedPackets counts a capture's packets and fails on any tcpdump dropped.
@@ -131,14 +140,9 @@ func TestPacketFilterPassesWhatTcpdumpPasses(t *testing.T) {
 		runs[i].rec = startRecord(t, "-e", fams, "--filter-dev", pair.SenderDev, "--interval", "200ms", "-F", f.expr)
 	}
 
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		decoyTraffic(t, pair, 2*time.Second)
-	}()
+	waitDecoys := startDecoys(t, pair, 2*time.Second)
 	vethStream(t, pair, 2*time.Second, 0)
-	wg.Wait()
+	waitDecoys()
 	time.Sleep(500 * time.Millisecond) // the last ACKs and FINs
 
 	all := skbsOn(stopAndParse(t, unfiltered), pair.SenderDev)

@@ -18,21 +18,21 @@ import (
 
 // dropBurst has nft in ns drop every segment to the lab's port for d: the
 // sender's retransmission timer fires and it enters Loss.
-func dropBurst(t *testing.T, ns *host.Netns, d time.Duration) {
-	t.Helper()
+func dropBurst(ns *host.Netns, d time.Duration) error {
 	for _, args := range [][]string{
 		{"add", "table", "inet", "skbtrace_burst"},
 		{"add", "chain", "inet", "skbtrace_burst", "in", "{ type filter hook input priority 0 ; }"},
 		{"add", "rule", "inet", "skbtrace_burst", "in", "tcp", "dport", fmt.Sprint(lab.Port), "drop"},
 	} {
-		if out, err := ns.Run("nft", args...); err != nil {
-			t.Fatalf("nft %v: %v: %s", args, err, out)
+		if _, err := ns.Run("nft", args...); err != nil {
+			return err
 		}
 	}
 	time.Sleep(d)
-	if out, err := ns.Run("nft", "delete", "table", "inet", "skbtrace_burst"); err != nil {
-		t.Fatalf("removing the burst: %v: %s", err, out)
+	if _, err := ns.Run("nft", "delete", "table", "inet", "skbtrace_burst"); err != nil {
+		return fmt.Errorf("removing the burst: %w", err)
 	}
+	return nil
 }
 
 // The flight recorder on a stream that loses everything for 1.5 s twice,
@@ -54,16 +54,23 @@ func TestFlightRecorderKeepsTheSecondsAroundEachLossBurst(t *testing.T) {
 	rec := startRecord(t, "--trigger", "rto", "--pre", "2s", "--post", "2s", "--ring", "8M", "--filter-port", fmt.Sprint(lab.Port),
 		"-e", "tcp_conn,tcp_sendlim,tcp_cong,tcp_retrans,skb_drop")
 	start := time.Now()
-	bursts := make(chan time.Time, 2)
+	bursts, burstsDone := make(chan time.Time, 2), make(chan error, 1)
 	go func() {
 		for _, at := range []time.Duration{8 * time.Second, 8*time.Second + gap} {
 			time.Sleep(time.Until(start.Add(at)))
 			bursts <- time.Now()
-			dropBurst(t, pair.Receiver, 1500*time.Millisecond)
+			if err := dropBurst(pair.Receiver, 1500*time.Millisecond); err != nil {
+				burstsDone <- err
+				return
+			}
 		}
+		burstsDone <- nil
 	}()
 	vethStream(t, pair, 20*time.Second+gap, 0)
 	rec.stop(t, syscall.SIGINT)
+	if err := <-burstsDone; err != nil {
+		t.Fatal(err)
+	}
 	b1, b2 := <-bursts, <-bursts
 	if !strings.Contains(rec.stderr.String(), "flight recorder:") {
 		t.Fatalf("no flight recorder summary: %s", rec.stderr)

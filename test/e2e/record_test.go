@@ -204,11 +204,16 @@ func TestKilledRecordingLeavesParseableTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The stream runs beside the kill; bulk reports with t.Errorf, which a
+	// goroutine may call, and stop, which may end the test, runs here.
+	streamed := make(chan struct{})
 	go func() {
-		time.Sleep(1500 * time.Millisecond)
-		rec.stop(t, syscall.SIGKILL)
+		defer close(streamed)
+		bulk(t, c, 2500*time.Millisecond)
 	}()
-	bulk(t, c, 2500*time.Millisecond)
+	time.Sleep(1500 * time.Millisecond)
+	rec.stop(t, syscall.SIGKILL)
+	<-streamed
 	<-done
 	events, summary, err := parseJSON(t, rec.file)
 	if len(events) == 0 {
