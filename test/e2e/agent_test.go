@@ -98,7 +98,10 @@ func startAgent(t *testing.T, netns, tokenFile string) string {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cmd := exec.Command(binary, "agent", "--listen", addr, "--netns", netns, "--token-file", tokenFile, "--open-metrics", "--window", "2m")
-	stderr, _ := cmd.StderrPipe()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -117,15 +120,22 @@ func TestPrometheusScrapesTwoAgents(t *testing.T) {
 	pair := newPair(t)
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
-	os.WriteFile(tokenFile, []byte("e2e-token\n"), 0o600)
+	if err := os.WriteFile(tokenFile, []byte("e2e-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	agents := []string{startAgent(t, pair.Sender.Name, tokenFile), startAgent(t, pair.Receiver.Name, tokenFile)}
 	promAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	config := fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: skbtrace\n    static_configs:\n      - targets: ['%s', '%s']\n", agents[0], agents[1])
-	os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(prom, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+promAddr)
 	promLog := &syncBuffer{}
-	stderr, _ := cmd.StderrPipe()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +175,10 @@ func TestPrometheusScrapesTwoAgents(t *testing.T) {
 
 	// The sender's agent serves its recent trace to the token only; stat reads it.
 	get := func(auth string) *http.Response {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+agents[0]+"/v1/trace?since=1m", nil)
+		req, err := http.NewRequest(http.MethodGet, "http://"+agents[0]+"/v1/trace?since=1m", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
 		}
@@ -180,10 +193,18 @@ func TestPrometheusScrapesTwoAgents(t *testing.T) {
 	}
 	resp := get("Bearer e2e-token")
 	tr := filepath.Join(dir, "agent.trace")
-	f, _ := os.Create(tr)
-	io.Copy(f, resp.Body)
+	f, err := os.Create(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.Copy(f, resp.Body)
 	resp.Body.Close()
-	f.Close()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatalf("saving the agent's trace: %v", err)
+	}
 	out, err := exec.Command(binary, "stat", "-i", tr, "--json").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), lab.SenderAddr.Addr().String()) {
 		t.Errorf("stat of the agent's trace: %v\n%.2000s", err, out)
@@ -196,7 +217,10 @@ func promQuery(t *testing.T, addr, q string) map[string]float64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/v1/query?query="+url.QueryEscape(q), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/v1/query?query="+url.QueryEscape(q), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("querying prometheus: %v", err)
@@ -218,7 +242,9 @@ func promQuery(t *testing.T, addr, q string) map[string]float64 {
 	out := map[string]float64{}
 	for _, s := range r.Data.Result {
 		var v float64
-		fmt.Sscan(fmt.Sprint(s.Value[1]), &v)
+		if _, err := fmt.Sscan(fmt.Sprint(s.Value[1]), &v); err != nil {
+			t.Fatalf("prometheus query %q: value %v: %v", q, s.Value[1], err)
+		}
 		key := s.Metric["local"] + "->" + s.Metric["peer"]
 		if s.Metric["local"] == "" {
 			key = s.Metric["instance"]
@@ -236,7 +262,10 @@ func TestAgentFollowsNamespacesThatComeAndGo(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cmd := exec.Command(binary, "agent", "--listen", addr, "--window", "1m")
 	stderr := &syncBuffer{}
-	pipe, _ := cmd.StderrPipe()
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +278,10 @@ func TestAgentFollowsNamespacesThatComeAndGo(t *testing.T) {
 			t.Fatalf("the agent stopped serving: %v\n%s", err, stderr)
 		}
 		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("reading the evidence: %v", err)
+		}
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("evidence: %s %s", resp.Status, b)
 		}

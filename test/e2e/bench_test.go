@@ -193,7 +193,9 @@ func BenchmarkDoctorOverhead(b *testing.B) {
 		rate := vethStream(b, pair, length, 0)
 		bpfShares = append(bpfShares, (runTimeSince(before)-bpfBefore).Seconds()/(busySeconds(b)-cpuBefore))
 		start := time.Now()
-		cmd.Process.Signal(syscall.SIGINT)
+		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+			b.Fatal(err)
+		}
 		if err := cmd.Wait(); err != nil {
 			b.Fatalf("doctor: %v: %s", err, stderr)
 		}
@@ -256,7 +258,11 @@ func enableBPFStats(b testing.TB) (restore func()) {
 	if err := os.WriteFile(path, []byte("1"), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	return func() { os.WriteFile(path, prev, 0o644) }
+	return func() {
+		if err := os.WriteFile(path, prev, 0o644); err != nil {
+			b.Errorf("restoring %s: %v", path, err)
+		}
+	}
 }
 
 // runTimeSince is the run time of the BPF programs loaded since before.
@@ -330,19 +336,27 @@ func BenchmarkProfileOverhead(b *testing.B) {
 				profiled := func() float64 {
 					before := programIDs()
 					cmd := exec.Command(binary, "profile", "--frequency", hz, "-d", "60")
-					stderr, _ := cmd.StderrPipe()
+					pipe, err := cmd.StderrPipe()
+					if err != nil {
+						b.Fatal(err)
+					}
 					if err := cmd.Start(); err != nil {
 						b.Fatal(err)
 					}
-					ready := make(chan struct{})
-					go collectLinesSignal(stderr, &syncBuffer{}, "profiling", ready)
+					ready, stderr := make(chan struct{}), &syncBuffer{}
+					go collectLinesSignal(pipe, stderr, "profiling", ready)
 					<-ready
 					busy0 := busySeconds(b)
 					rate := vethStream(b, pair, 2*time.Second, 0)
 					busy += busySeconds(b) - busy0
 					bpf += runTimeSince(before)
-					cmd.Process.Signal(syscall.SIGINT)
-					cmd.Wait()
+					if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+						b.Fatal(err)
+					}
+					// Numbers from a profiler that failed would measure nothing.
+					if err := cmd.Wait(); err != nil {
+						b.Fatalf("profile: %v: %s", err, stderr)
+					}
 					return rate
 				}
 				var p, t float64

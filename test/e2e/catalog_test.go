@@ -165,7 +165,10 @@ func retransSegs(t *testing.T, ns *host.Netns) float64 {
 	names, values := strings.Fields(m[1]), strings.Fields(m[2])
 	for i, n := range names {
 		if n == "RetransSegs" {
-			v, _ := strconv.ParseFloat(values[i], 64)
+			v, err := strconv.ParseFloat(values[i], 64)
+			if err != nil {
+				t.Fatalf("RetransSegs in /proc/net/snmp: %v", err)
+			}
 			return v
 		}
 	}
@@ -271,7 +274,10 @@ const writerEnv = "SKBTRACE_E2E_WRITER"
 func runWriterHelper() {
 	var addr string
 	var n, size int
-	fmt.Sscan(os.Getenv(writerEnv), &addr, &n, &size)
+	if _, err := fmt.Sscan(os.Getenv(writerEnv), &addr, &n, &size); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", writerEnv, err)
+		os.Exit(1)
+	}
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -299,7 +305,10 @@ func TestSockIOCountsEveryCall(t *testing.T) {
 	var pid int
 	events := recordDuring(t, []string{"-e", "sock_io", "--interval", "100ms"}, func() {
 		done := serve(t, ln, drain)
-		self, _ := os.Executable()
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
 		cmd := exec.Command(self)
 		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d", writerEnv, ln.Addr(), n, size))
 		var stderr bytes.Buffer

@@ -148,7 +148,9 @@ func TestDoctorWithoutRootStillJudgesCountersAndSaysWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o755)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	bin := dir + "/skbtrace"
 	if out, err := exec.Command("cp", binary, bin).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)

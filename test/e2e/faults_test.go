@@ -124,8 +124,14 @@ func pipeline(t *testing.T, script string, port int) string {
 	cmd := exec.Command("sh", "-c", script)
 	cmd.Env = append(os.Environ(), "SKBTRACE="+binary)
 	var out, errs syncBuffer
-	stdout, _ := cmd.StdoutPipe()
-	stderr, _ := cmd.StderrPipe()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -24,13 +24,19 @@ import (
 func leftovers(t *testing.T, pid int) []string {
 	t.Helper()
 	var left []string
-	out, _ := exec.Command("ip", "netns", "list").Output()
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		t.Fatalf("ip netns list: %v", err)
+	}
 	for _, line := range strings.Split(string(out), "\n") {
 		if strings.HasPrefix(line, fmt.Sprintf("skbtrace-%d-", pid)) {
 			left = append(left, "netns "+strings.Fields(line)[0])
 		}
 	}
-	links, _ := exec.Command("ip", "-o", "link").Output()
+	links, err := exec.Command("ip", "-o", "link").Output()
+	if err != nil {
+		t.Fatalf("ip -o link: %v", err)
+	}
 	for _, line := range strings.Split(string(links), "\n") {
 		if strings.Contains(line, fmt.Sprintf("skbs%d-", pid)) || strings.Contains(line, fmt.Sprintf("skbr%d-", pid)) {
 			left = append(left, "link "+line)
@@ -182,7 +188,9 @@ func TestLabCleansUpWhenInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(3 * time.Second) // inside a scenario's runs
-	cmd.Process.Signal(syscall.SIGINT)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {

@@ -141,7 +141,10 @@ func nicInto(ns *host.Netns, dev, addr string) error {
 			return fmt.Errorf("finding %s in %s: %w", name, ns.Name, err)
 		}
 		if name == dev {
-			a, _ := netlink.ParseAddr(addr)
+			a, err := netlink.ParseAddr(addr)
+			if err != nil {
+				return fmt.Errorf("parsing %s: %w", addr, err)
+			}
 			if err := h.AddrAdd(l, a); err != nil {
 				return fmt.Errorf("adding %s to %s in %s: %w", addr, dev, ns.Name, err)
 			}
@@ -433,7 +436,10 @@ func snmpValue(t *testing.T, ns *host.Netns, proto, name string) float64 {
 		}
 		for i, n := range names {
 			if n == name && i+1 < len(fields) {
-				v, _ := strconv.ParseFloat(fields[i+1], 64)
+				v, err := strconv.ParseFloat(fields[i+1], 64)
+				if err != nil {
+					t.Fatalf("%s %s in /proc/net/snmp of %s: %v", proto, name, ns.Name, err)
+				}
 				return v
 			}
 		}
@@ -454,8 +460,13 @@ func nicReport(t *testing.T, file, line string) {
 	if err != nil {
 		t.Fatalf("writing the NIC report: %v", err)
 	}
-	defer f.Close()
-	fmt.Fprintln(f, line)
+	_, err = fmt.Fprintln(f, line)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatalf("writing the NIC report: %v", err)
+	}
 }
 
 // agree compares a figure skbtrace traced with the counter that counts the
@@ -955,7 +966,9 @@ func TestNICWirePcapExplainsEveryFrame(t *testing.T) {
 		if out := os.Getenv("SKBTRACE_NIC_OUT"); t.Failed() && out != "" {
 			for _, f := range []string{sndFile, rcvFile} {
 				if b, err := os.ReadFile(f); err == nil {
-					os.WriteFile(filepath.Join(out, filepath.Base(f)), b, 0o644)
+					if err := os.WriteFile(filepath.Join(out, filepath.Base(f)), b, 0o644); err != nil {
+						t.Errorf("keeping the capture: %v", err)
+					}
 				}
 			}
 		}

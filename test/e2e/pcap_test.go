@@ -139,7 +139,9 @@ func keepFixture(t *testing.T, file, name string) {
 	}
 	defer f.Close()
 	zw := gzip.NewWriter(f)
-	zw.Write(in)
+	if _, err := zw.Write(in); err != nil {
+		t.Fatal(err)
+	}
 	if err := zw.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +252,9 @@ func TestPcapRetransmissionsMatchTheKernel(t *testing.T) {
 	kernel := int64(retransSegs(t, pair.Sender) - before)
 	keepFixture(t, file, "loss-sender")
 	if os.Getenv("SKBTRACE_UPDATE_PCAP_FIXTURES") != "" {
-		os.WriteFile(filepath.Join(fixtureDir, "loss-sender.kernel.json"), []byte(fmt.Sprintf("{\"tcp_retrans_segs_delta\": %d}\n", kernel)), 0o644)
+		if err := os.WriteFile(filepath.Join(fixtureDir, "loss-sender.kernel.json"), []byte(fmt.Sprintf("{\"tcp_retrans_segs_delta\": %d}\n", kernel)), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	f := dataFlow(t, analyzeCapture(t, file), ":5301")
 	got := float64(f.TCP.RetransmittedSegs)

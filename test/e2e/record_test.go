@@ -51,7 +51,9 @@ func connectAndClose(t *testing.T, ln net.Listener, dial func() (net.Conn, error
 		t.Fatal(err)
 	}
 	local, peer = c.LocalAddr().String(), c.RemoteAddr().String()
-	c.Write([]byte("hello"))
+	if _, err := c.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
 	c.Close()
 	<-done
 	time.Sleep(200 * time.Millisecond)
@@ -133,7 +135,10 @@ func TestConnStatesVethBetweenNamespaces(t *testing.T) {
 		}
 	}
 	// The namespace filter at parse time keeps only the sender's side.
-	sender, _, _ := parseJSON(t, rec.file, "--filter-netns", pair.Sender.Name)
+	sender, summary, err := parseJSON(t, rec.file, "--filter-netns", pair.Sender.Name)
+	if err != nil {
+		t.Fatalf("parse --filter-netns: %v: %s", err, summary)
+	}
 	if len(sender) == 0 || len(sender) >= len(events) {
 		t.Errorf("--filter-netns %s kept %d of %d events", pair.Sender.Name, len(sender), len(events))
 	}
@@ -172,14 +177,18 @@ func TestNoProgramStaysLoaded(t *testing.T) {
 	cases := map[string]func(t *testing.T){
 		"duration": func(t *testing.T) {
 			rec := startRecord(t, "-d", "1")
-			rec.wait()
+			if err := rec.wait(); err != nil {
+				t.Fatalf("record: %v: %s", err, rec.stderr)
+			}
 		},
 		"sigint":  func(t *testing.T) { startRecord(t).stop(t, syscall.SIGINT) },
 		"sigterm": func(t *testing.T) { startRecord(t).stop(t, syscall.SIGTERM) },
 		"sigkill": func(t *testing.T) { startRecord(t).stop(t, syscall.SIGKILL) },
 		"command": func(t *testing.T) {
 			rec := startRecord(t, "--", "sleep", "0.5")
-			rec.wait()
+			if err := rec.wait(); err != nil {
+				t.Fatalf("record: %v: %s", err, rec.stderr)
+			}
 		},
 	}
 	for name, run := range cases {

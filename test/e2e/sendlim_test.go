@@ -84,7 +84,9 @@ func TestSendlimSmallWritesWithoutNodelayShowNagle(t *testing.T) {
 			c.Write([]byte("0123456789"))
 		}
 	}, func(c net.Conn) {
-		c.(*net.TCPConn).SetNoDelay(false) // Go sets TCP_NODELAY by default
+		if err := c.(*net.TCPConn).SetNoDelay(false); err != nil { // Go sets TCP_NODELAY by default
+			t.Fatal(err)
+		}
 		resp := make([]byte, 10)
 		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
 			c.Write(req[:50]) // a request in two small writes: the second waits for the first's ACK

@@ -44,7 +44,11 @@ func bulk(t testing.TB, c net.Conn, d time.Duration) int64 {
 	buf := make([]byte, 128<<10)
 	var n int64
 	end := time.Now().Add(d)
-	c.SetWriteDeadline(end)
+	if err := c.SetWriteDeadline(end); err != nil {
+		t.Errorf("bulk: %v", err)
+		c.Close()
+		return 0
+	}
 	for time.Now().Before(end) {
 		m, err := c.Write(buf)
 		n += int64(m)
@@ -65,12 +69,14 @@ func bulk(t testing.TB, c net.Conn, d time.Duration) int64 {
 func dialer(sndbuf int) *net.Dialer {
 	return &net.Dialer{Control: func(network, address string, rc syscall.RawConn) error {
 		var serr error
-		rc.Control(func(fd uintptr) {
+		if err := rc.Control(func(fd uintptr) {
 			serr = syscall.SetsockoptString(int(fd), syscall.IPPROTO_TCP, syscall.TCP_CONGESTION, "cubic")
 			if serr == nil && sndbuf > 0 {
 				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, sndbuf)
 			}
-		})
+		}); err != nil {
+			return err
+		}
 		return serr
 	}}
 }
