@@ -62,11 +62,7 @@ func startBenchAgent(b *testing.B, pair *lab.Pair, window string) (*exec.Cmd, st
 // idle it takes under 1 % of one CPU.
 func BenchmarkAgentOverhead(b *testing.B) {
 	testenv.RequireRoot(b, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
-	pair, err := lab.NewPair()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pair.Close()
+	pair := newPair(b)
 	defer enableBPFStats(b)()
 	const length = 2 * time.Second
 	var bpfShares []float64
@@ -103,11 +99,7 @@ func BenchmarkAgentMemoryUnderChurn(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("AGENT_CHURN_MINUTES")); err == nil && v > 0 {
 		minutes = v
 	}
-	pair, err := lab.NewPair()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pair.Close()
+	pair := newPair(b)
 	// A window of half the run, so the second half shows the bound holding.
 	cmd, addr := startBenchAgent(b, pair, fmt.Sprintf("%dm", max(1, minutes/2)))
 	defer func() { cmd.Process.Signal(syscall.SIGINT); cmd.Wait() }()

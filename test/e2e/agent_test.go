@@ -287,13 +287,26 @@ func TestAgentFollowsNamespacesThatComeAndGo(t *testing.T) {
 		}
 		return string(b)
 	}
-	pair := newPair(t) // created after the agent started
+	pair, err := lab.NewPair() // created after the agent started
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test removes the pair itself; a second Close would fail.
+	removed := false
+	t.Cleanup(func() {
+		if !removed {
+			if err := pair.Close(); err != nil {
+				t.Errorf("removing the lab pair: %v", err)
+			}
+		}
+	})
 	addrIn := loadServer(t, pair)
 	loadClient(t, pair, addrIn, "-d", "1")
 	if got := evidence(); !strings.Contains(got, pair.Sender.Name) || !strings.Contains(got, lab.SenderAddr.Addr().String()) {
 		t.Errorf("the evidence does not hold the new namespace %s and its flow:\n%.3000s", pair.Sender.Name, got)
 	}
 	sender := pair.Sender.Name
+	removed = true
 	if err := pair.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/skbtrace/skbtrace/internal/host"
-	"github.com/skbtrace/skbtrace/internal/lab"
 	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
@@ -36,11 +35,7 @@ var (
 // vary more than the effect measured.)
 func overhead(b *testing.B, pairs int, length time.Duration, args ...string) {
 	testenv.RequireRoot(b, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
-	pair, err := lab.NewPair()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pair.Close()
+	pair := newPair(b)
 	stream := func() float64 { return vethStream(b, pair, length, 0) }
 	var ratios []float64
 	var plainSum, tracedSum float64
@@ -114,11 +109,7 @@ func BenchmarkRecordOverheadDefaultSet(b *testing.B) {
 // runs), and the ring stays within --ring.
 func BenchmarkFlightRecorderArmed(b *testing.B) {
 	testenv.RequireRoot(b, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
-	pair, err := lab.NewPair()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pair.Close()
+	pair := newPair(b)
 	recorded := func(args ...string) float64 {
 		rec := startRecord(b, append([]string{"--filter-netns", pair.Sender.Name, "-e", "all"}, args...)...)
 		rate := vethStream(b, pair, 2*time.Second, 0)
@@ -161,11 +152,7 @@ func benchRecordArgs(families string) []string {
 // of the stream, the same path as a wrapped command exiting).
 func BenchmarkDoctorOverhead(b *testing.B) {
 	testenv.RequireRoot(b, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
-	pair, err := lab.NewPair()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pair.Close()
+	pair := newPair(b)
 	const length = 2 * time.Second
 	defer enableBPFStats(b)()
 	var latencies, bpfShares []float64
@@ -221,11 +208,7 @@ func BenchmarkDoctorOverhead(b *testing.B) {
 func BenchmarkBPFRunTimePerProgram(b *testing.B) {
 	testenv.RequireRoot(b, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	defer enableBPFStats(b)()
-	pair, err := lab.NewPair()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pair.Close()
+	pair := newPair(b)
 	before := programIDs()
 	rec := startRecord(b, "-e", "all", "--sample", "1", "--filter-netns", pair.Sender.Name)
 	vethStream(b, pair, 5*time.Second, 0)
@@ -322,11 +305,7 @@ func programIDs() map[ebpf.ProgramID]bool {
 func BenchmarkProfileOverhead(b *testing.B) {
 	testenv.RequireRoot(b, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	defer enableBPFStats(b)()
-	pair, err := lab.NewPair()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pair.Close()
+	pair := newPair(b)
 	for _, hz := range []string{"99", "999"} {
 		b.Run(hz+"Hz", func(b *testing.B) {
 			var ratios []float64
@@ -390,11 +369,7 @@ func BenchmarkPerPacketExact(b *testing.B) {
 	testenv.RequireRoot(b, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	defer enableBPFStats(b)()
 	noop := attachNoop(b, "net_dev_start_xmit")
-	pair, err := lab.NewPair()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pair.Close()
+	pair := newPair(b)
 	const length = 2 * time.Second
 	var shares, netShares, recorderShares []float64
 	var spent time.Duration

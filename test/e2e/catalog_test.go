@@ -21,13 +21,18 @@ import (
 	"github.com/skbtrace/skbtrace/internal/testenv"
 )
 
-func newPair(t *testing.T) *lab.Pair {
+// newPair makes a lab pair, removed when t ends.
+func newPair(t testing.TB) *lab.Pair {
 	t.Helper()
 	pair, err := lab.NewPair()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { pair.Close() })
+	t.Cleanup(func() {
+		if err := pair.Close(); err != nil {
+			t.Errorf("removing the lab pair: %v", err)
+		}
+	})
 	return pair
 }
 

@@ -46,11 +46,7 @@ func TestFlightRecorderKeepsTheSecondsAroundEachLossBurst(t *testing.T) {
 	if d, err := time.ParseDuration(os.Getenv("FLIGHT_BURST_GAP")); err == nil && d >= 10*time.Second {
 		gap = d
 	}
-	pair, err := lab.NewPair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pair.Close()
+	pair := newPair(t)
 	rec := startRecord(t, "--trigger", "rto", "--pre", "2s", "--post", "2s", "--ring", "8M", "--filter-port", fmt.Sprint(lab.Port),
 		"-e", "tcp_conn,tcp_sendlim,tcp_cong,tcp_retrans,skb_drop")
 	start := time.Now()

@@ -89,11 +89,7 @@ func TestLoadAcrossNamespaces(t *testing.T) {
 func BenchmarkLoadVsIperf3(b *testing.B) {
 	testenv.RequireRoot(b, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	iperf3 := testenv.Tool(b, "iperf3")
-	pair, err := lab.NewPair()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pair.Close()
+	pair := newPair(b)
 	addr := loadServer(b, pair)
 	srv := exec.Command("ip", "netns", "exec", pair.Receiver.Name, "taskset", "-c", "1", iperf3, "-s", "-p", "5201")
 	if err := srv.Start(); err != nil {

@@ -343,11 +343,7 @@ func TestEventsMatchesWhatRecordAttaches(t *testing.T) {
 // one recording that ended.
 func TestRotationKeepsTheNewestFilesEachParseable(t *testing.T) {
 	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
-	pair, err := lab.NewPair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pair.Close()
+	pair := newPair(t)
 	rec := startRecord(t, "-e", "all", "--sample", "1", "--interval", "10ms", "--max-size", "1M", "--max-files", "4")
 	ln := listenIn(t, pair.Receiver, "tcp", lab.ReceiverAddr.Addr().String()+":5301")
 	defer ln.Close()
