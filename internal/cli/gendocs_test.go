@@ -62,8 +62,14 @@ func TestManPages(t *testing.T) {
 	again := t.TempDir()
 	gendocs(t, "--man", again)
 	for name := range want {
-		a, _ := os.ReadFile(filepath.Join(dir, name))
-		b, _ := os.ReadFile(filepath.Join(again, name))
+		a, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(again, name))
+		if err != nil {
+			t.Fatal(err)
+		}
 		if !bytes.Equal(a, b) {
 			t.Errorf("%s differs between two runs", name)
 		}

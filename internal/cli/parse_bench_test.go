@@ -27,15 +27,20 @@ func writeBigTrace(b *testing.B, path string, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer f.Close()
 	bw := bufio.NewWriterSize(f, 1<<20)
 	w, err := trace.NewWriter(bw, tracetest.Header(trace.NativeOrder))
 	if err != nil {
 		b.Fatal(err)
 	}
 	a := tracetest.Addrs(netip.MustParseAddrPort("10.200.0.1:40000"), netip.MustParseAddrPort("10.200.0.2:5201"), 1)
-	conn, _ := binary.Append(nil, trace.NativeOrder, tracetest.Conn(0, 0, 0, 0xffff888100000000, a, 2, 1, 0, ""))
-	lim, _ := binary.Append(nil, trace.NativeOrder, tracetest.Sendlim(0, 0, 0, 1, 0xffff888100000000, a, uint8(event.SendlimCwnd), 300, 450))
+	conn, err := binary.Append(nil, trace.NativeOrder, tracetest.Conn(0, 0, 0, 0xffff888100000000, a, 2, 1, 0, ""))
+	if err != nil {
+		b.Fatal(err)
+	}
+	lim, err := binary.Append(nil, trace.NativeOrder, tracetest.Sendlim(0, 0, 0, 1, 0xffff888100000000, a, uint8(event.SendlimCwnd), 300, 450))
+	if err != nil {
+		b.Fatal(err)
+	}
 	var hdr wire.EventHeader
 	seqOff, tsOff := unsafe.Offsetof(hdr.Seq), unsafe.Offsetof(hdr.TsNs)
 	for i := 0; i < n; i++ {
@@ -53,6 +58,9 @@ func writeBigTrace(b *testing.B, path string, n int) {
 		b.Fatal(err)
 	}
 	if err := bw.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
 		b.Fatal(err)
 	}
 }

@@ -146,9 +146,13 @@ func TestParseDamagedTracePrintsGoodEventsThenFails(t *testing.T) {
 func TestMainExitCodes(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.trace")
-	os.WriteFile(good, fixture(t, binary.LittleEndian), 0o644)
+	if err := os.WriteFile(good, fixture(t, binary.LittleEndian), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	garbage := filepath.Join(dir, "garbage.trace")
-	os.WriteFile(garbage, []byte("this is not a trace at all"), 0o644)
+	if err := os.WriteFile(garbage, []byte("this is not a trace at all"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		args []string
 		code int

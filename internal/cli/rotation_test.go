@@ -26,7 +26,9 @@ func TestParseAndStatReadARotationsFilesAsOneRecording(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.AppendNetns(trace.Netns{Inode: 7, Name: "blue"})
+	if err := w.AppendNetns(trace.Netns{Inode: 7, Name: "blue"}); err != nil {
+		t.Fatal(err)
+	}
 	a := tracetest.Addrs(netip.MustParseAddrPort("10.0.0.1:40000"), netip.MustParseAddrPort("10.0.0.2:5201"), 7)
 	const n = 20000
 	for i := range n {
@@ -35,12 +37,20 @@ func TestParseAndStatReadARotationsFilesAsOneRecording(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i%1000 == 999 {
-			w.Flush()
+			if err := w.Flush(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	w.AppendEnd(trace.End{NextSeq: n})
-	w.Flush()
-	rot.Close()
+	if err := w.AppendEnd(trace.End{NextSeq: n}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rot.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if len(rot.Files) < 3 {
 		t.Fatalf("%d files; the test wants a rotation", len(rot.Files))
 	}

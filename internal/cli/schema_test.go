@@ -323,7 +323,9 @@ func TestJSONOutputsFollowTheirSchemas(t *testing.T) {
 				t.Errorf("%s output %d does not follow docs/schema/%s.schema.json: %v", name, i, name, err)
 			}
 			var plain any
-			json.Unmarshal(doc, &plain)
+			if err := json.Unmarshal(doc, &plain); err != nil {
+				t.Fatalf("%s output %d: %v", name, i, err)
+			}
 			walkJSON(plain, func(key string, val any) {
 				if _, isMap := val.(map[string]any); isMap || val == nil {
 					return
