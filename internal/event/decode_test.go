@@ -15,10 +15,17 @@ func TestDecodeBothByteOrders(t *testing.T) {
 	local, peer := netip.MustParseAddrPort("[2001:db8::1]:443"), netip.MustParseAddrPort("[2001:db8::2]:50000")
 	for _, o := range []trace.ByteOrder{binary.LittleEndian, binary.BigEndian} {
 		var buf bytes.Buffer
-		w, _ := tracetest.NewWriter(&buf, o)
+		w, err := tracetest.NewWriter(&buf, o)
+		if err != nil {
+			t.Fatal(err)
+		}
 		a := tracetest.Addrs(local, peer, 7)
-		w.Event(uint16(event.TypeTCPSendlim), tracetest.Sendlim(42, 2_000, 1_000, 1, 0xabc, a, uint8(event.SendlimNagle), 5, 6))
-		w.Flush()
+		if err := w.Event(uint16(event.TypeTCPSendlim), tracetest.Sendlim(42, 2_000, 1_000, 1, 0xabc, a, uint8(event.SendlimNagle), 5, 6)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
 		r, err := trace.NewReader(&buf)
 		if err != nil {
 			t.Fatal(err)

@@ -29,7 +29,9 @@ func flightRun(t *testing.T, o FlightOptions, seconds, perSecond int, fires func
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.AppendNetns(trace.Netns{Inode: 7, Name: "blue"})
+	if err := w.AppendNetns(trace.Netns{Inode: 7, Name: "blue"}); err != nil {
+		t.Fatal(err)
+	}
 	seq := uint64(0)
 	for s := 0; s < seconds; s++ {
 		for i := 0; i < perSecond; i++ {
@@ -234,10 +236,15 @@ func TestDropTriggerLeavesRoutineDropsAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w.AppendEnum(trace.Enum{Kind: trace.EnumDropReason, Names: map[uint32]string{
-			reasonNotSpecified: "NOT_SPECIFIED", reasonNoSocket: "NO_SOCKET", reasonNetfilter: "NETFILTER_DROP"}})
-		w.AppendSymbol(trace.Symbol{Addr: atTCPRcv, Name: "tcp_v4_rcv+0x1a4"})
-		w.AppendSymbol(trace.Symbol{Addr: atNFHook, Name: "nf_hook_slow+0x96"})
+		if err := w.AppendEnum(trace.Enum{Kind: trace.EnumDropReason, Names: map[uint32]string{
+			reasonNotSpecified: "NOT_SPECIFIED", reasonNoSocket: "NO_SOCKET", reasonNetfilter: "NETFILTER_DROP"}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []trace.Symbol{{Addr: atTCPRcv, Name: "tcp_v4_rcv+0x1a4"}, {Addr: atNFHook, Name: "nf_hook_slow+0x96"}} {
+			if err := w.AppendSymbol(s); err != nil {
+				t.Fatal(err)
+			}
+		}
 		ev := &wire.SkbDropEvent{Location: location, Reason: reason, Cnt: 1}
 		ev.Hdr.TsNs, ev.Hdr.Type = 1e18, uint16(event.TypeSkbDrop)
 		if err := w.Event(uint16(event.TypeSkbDrop), ev); err != nil {
@@ -301,7 +308,9 @@ func BenchmarkFlightArmedNothingFiring(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	w.Flush()
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
 	// The writes a recording makes: the header, then its blocks.
 	r, err := trace.NewReader(bytes.NewReader(blocks.Bytes()))
 	if err != nil {

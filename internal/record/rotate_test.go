@@ -147,11 +147,17 @@ func TestRotationLeavesRoomForTheEndRecord(t *testing.T) {
 				t.Fatal(err)
 			}
 			if (i+1)%perBlock == 0 {
-				w.Flush()
+				if err := w.Flush(); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
-		w.Flush()
-		rot.Close()
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rot.Close(); err != nil {
+			t.Fatal(err)
+		}
 		for _, name := range rot.Files {
 			if st, err := os.Stat(name); err != nil || st.Size() > MinFileSize {
 				t.Errorf("blocks of %d events: %s holds %d bytes, over %d", perBlock, name, st.Size(), MinFileSize)
