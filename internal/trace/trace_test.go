@@ -170,11 +170,14 @@ func TestHeaderErrors(t *testing.T) {
 
 func TestBlockChecksumErrorNamesOffset(t *testing.T) {
 	data := writeTrace(t, binary.LittleEndian, 20, 10)
-	r, _ := NewReader(bytes.NewReader(data))
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
 	hdrLen := r.Offset()
 	bad := bytes.Clone(data)
 	bad[len(bad)-3] ^= 0xff // inside the second block's payload
-	_, err := readAll(t, bad)
+	_, err = readAll(t, bad)
 	var fe *FormatError
 	if !errors.As(err, &fe) || !strings.Contains(fe.Msg, "checksum") || fe.Offset <= hdrLen {
 		t.Fatalf("err %v, want a checksum error past the header", err)
@@ -183,26 +186,40 @@ func TestBlockChecksumErrorNamesOffset(t *testing.T) {
 
 func TestMetaRecordsRoundTrip(t *testing.T) {
 	var buf bytes.Buffer
-	w, _ := NewWriter(&buf, testHeader(binary.BigEndian))
-	w.AppendNetns(Netns{Inode: 4026531840, Name: "lab-a"})
-	w.AppendLoss(Loss{Family: 1, CPU: 3, Count: 42, BootNs: 99})
-	w.AppendEnd(End{NextSeq: 1234, BootNs: 100})
-	w.Flush()
+	w, err := NewWriter(&buf, testHeader(binary.BigEndian))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range []error{
+		w.AppendNetns(Netns{Inode: 4026531840, Name: "lab-a"}),
+		w.AppendLoss(Loss{Family: 1, CPU: 3, Count: 42, BootNs: 99}),
+		w.AppendEnd(End{NextSeq: 1234, BootNs: 100}),
+		w.Flush(),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	r, err := NewReader(&buf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := r.ByteOrder()
-	rec, _ := r.Next()
-	if n, err := DecodeNetns(o, rec.Body); err != nil || n != (Netns{4026531840, "lab-a"}) {
+	next := func() Record {
+		t.Helper()
+		rec, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	if n, err := DecodeNetns(o, next().Body); err != nil || n != (Netns{4026531840, "lab-a"}) {
 		t.Fatalf("netns %+v %v", n, err)
 	}
-	rec, _ = r.Next()
-	if l, err := DecodeLoss(o, rec.Body); err != nil || l != (Loss{1, 3, 42, 99}) {
+	if l, err := DecodeLoss(o, next().Body); err != nil || l != (Loss{1, 3, 42, 99}) {
 		t.Fatalf("loss %+v %v", l, err)
 	}
-	rec, _ = r.Next()
-	if e, err := DecodeEnd(o, rec.Body); err != nil || e != (End{1234, 100}) {
+	if e, err := DecodeEnd(o, next().Body); err != nil || e != (End{1234, 100}) {
 		t.Fatalf("end %+v %v", e, err)
 	}
 	if _, err := DecodeLoss(o, []byte{1, 2}); err == nil {
@@ -233,15 +250,27 @@ func FuzzReader(f *testing.F) {
 
 func FuzzMetaRecords(f *testing.F) {
 	var buf bytes.Buffer
-	w, _ := NewWriter(&buf, testHeader(binary.LittleEndian))
-	w.AppendEnum(Enum{Kind: EnumDropReason, Names: map[uint32]string{2: "NOT_SPECIFIED", 5: "TCP_CSUM"}})
-	w.AppendSymbol(Symbol{Addr: 0xffffffff81000000, Name: "tcp_v4_rcv+0x10"})
-	w.AppendLoss(Loss{Family: 1, CPU: 1, Count: 2, BootNs: 3})
-	w.AppendSample(Sample{Share: 0.2, Interval: 1e9, Families: []string{"dev_xmit", "softirq"}})
-	w.AppendResume(Resume{FirstSeq: 9, Cause: ResumeWindow})
-	w.AppendTrigger(Trigger{Seq: 9, TimeNs: 10, Suppressed: 1, Expr: "rto", What: "tcp_cong Loss"})
-	w.Flush()
-	r, _ := NewReader(&buf)
+	w, err := NewWriter(&buf, testHeader(binary.LittleEndian))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, err := range []error{
+		w.AppendEnum(Enum{Kind: EnumDropReason, Names: map[uint32]string{2: "NOT_SPECIFIED", 5: "TCP_CSUM"}}),
+		w.AppendSymbol(Symbol{Addr: 0xffffffff81000000, Name: "tcp_v4_rcv+0x10"}),
+		w.AppendLoss(Loss{Family: 1, CPU: 1, Count: 2, BootNs: 3}),
+		w.AppendSample(Sample{Share: 0.2, Interval: 1e9, Families: []string{"dev_xmit", "softirq"}}),
+		w.AppendResume(Resume{FirstSeq: 9, Cause: ResumeWindow}),
+		w.AppendTrigger(Trigger{Seq: 9, TimeNs: 10, Suppressed: 1, Expr: "rto", What: "tcp_cong Loss"}),
+		w.Flush(),
+	} {
+		if err != nil {
+			f.Fatal(err)
+		}
+	}
+	r, err := NewReader(&buf)
+	if err != nil {
+		f.Fatal(err)
+	}
 	for {
 		rec, err := r.Next()
 		if err != nil {
@@ -279,7 +308,10 @@ func FuzzMetaRecords(f *testing.F) {
 func TestResumeAndTriggerRecordsRoundTrip(t *testing.T) {
 	for _, o := range []ByteOrder{binary.LittleEndian, binary.BigEndian} {
 		var buf bytes.Buffer
-		w, _ := NewWriter(&buf, testHeader(o))
+		w, err := NewWriter(&buf, testHeader(o))
+		if err != nil {
+			t.Fatal(err)
+		}
 		res := Resume{FirstSeq: 1 << 40, Cause: ResumeRotation}
 		trg := Trigger{Seq: 77, TimeNs: 1_700_000_000_123_456_789, Suppressed: 3, Expr: "drop:NETFILTER_DROP@veth0", What: "skb_drop NETFILTER_DROP on veth0"}
 		if err := w.AppendResume(res); err != nil {
@@ -288,16 +320,23 @@ func TestResumeAndTriggerRecordsRoundTrip(t *testing.T) {
 		if err := w.AppendTrigger(trg); err != nil {
 			t.Fatal(err)
 		}
-		w.Flush()
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
 		r, err := NewReader(&buf)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec, _ := r.Next()
+		rec, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if got, err := DecodeResume(r.ByteOrder(), rec.Body); err != nil || got != res {
 			t.Errorf("resume: %+v, %v; want %+v", got, err, res)
 		}
-		rec, _ = r.Next()
+		if rec, err = r.Next(); err != nil {
+			t.Fatal(err)
+		}
 		if got, err := DecodeTrigger(r.ByteOrder(), rec.Body); err != nil || got != trg {
 			t.Errorf("trigger: %+v, %v; want %+v", got, err, trg)
 		}
@@ -306,12 +345,17 @@ func TestResumeAndTriggerRecordsRoundTrip(t *testing.T) {
 
 func TestSampleRecordRoundTrips(t *testing.T) {
 	var buf bytes.Buffer
-	w, _ := NewWriter(&buf, testHeader(binary.BigEndian))
+	w, err := NewWriter(&buf, testHeader(binary.BigEndian))
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := Sample{Share: 0.2, Interval: 1e9, Families: []string{"dev_xmit", "sock_io"}}
 	if err := w.AppendSample(want); err != nil {
 		t.Fatal(err)
 	}
-	w.Flush()
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	r, err := NewReader(&buf)
 	if err != nil {
 		t.Fatal(err)
@@ -330,7 +374,10 @@ func TestSampleRecordRoundTrips(t *testing.T) {
 // intact block and reports the damage, and where it resumed, at the end.
 func TestDamagedBlockCostsOnlyItself(t *testing.T) {
 	data := writeTrace(t, binary.LittleEndian, 300, 100) // three blocks
-	r, _ := NewReader(bytes.NewReader(data))
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var blocks []int64
 	for {
 		if _, err := r.Next(); err != nil {
