@@ -127,7 +127,9 @@ func TestFilterKeepsMatchingFlows(t *testing.T) {
 	if len(r.Flows) != 2 || a.Filtered != 0 {
 		t.Fatalf("%d flows, %d filtered", len(r.Flows), a.Filtered)
 	}
-	flt, _ = ParseFilter("10.9.9.9")
+	if flt, err = ParseFilter("10.9.9.9"); err != nil {
+		t.Fatal(err)
+	}
 	a, r = analyzeFile(t, "tso-sender.pcap.gz", Options{Flow: flt})
 	if len(r.Flows) != 0 || a.Filtered != a.Frames {
 		t.Fatalf("%d flows, %d of %d filtered", len(r.Flows), a.Filtered, a.Frames)
@@ -249,13 +251,23 @@ func TestReaderHandlesByteOrdersResolutionsPcapngAndGzip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.WritePacket(gopacket.CaptureInfo{Timestamp: time.Unix(1700000000, 0), CaptureLength: len(f1), Length: len(f1)}, f1)
-	w.WritePacket(gopacket.CaptureInfo{Timestamp: time.Unix(1700000001, 0), CaptureLength: len(f2) - 14, Length: len(f2) - 14, InterfaceIndex: raw}, f2[14:])
-	w.Flush()
+	if err := w.WritePacket(gopacket.CaptureInfo{Timestamp: time.Unix(1700000000, 0), CaptureLength: len(f1), Length: len(f1)}, f1); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WritePacket(gopacket.CaptureInfo{Timestamp: time.Unix(1700000001, 0), CaptureLength: len(f2) - 14, Length: len(f2) - 14, InterfaceIndex: raw}, f2[14:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	var gz bytes.Buffer
 	zw := newGzip(&gz)
-	zw.Write(pcapOf(binary.BigEndian, true, 1, f1, f2))
-	zw.Close()
+	if _, err := zw.Write(pcapOf(binary.BigEndian, true, 1, f1, f2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	for name, data := range map[string][]byte{
 		"little-endian µs":       pcapOf(binary.LittleEndian, false, 1, f1, f2),
 		"big-endian ns":          pcapOf(binary.BigEndian, true, 1, f1, f2),
@@ -305,7 +317,10 @@ func TestMalformedFrameIsCountedAndSkipped(t *testing.T) {
 		frames = append(frames, tcpFrame(t, "10.0.0.1", "10.0.0.2", 1, 2, 100+uint32(i)*10, 0, 10, false))
 	}
 	frames[4][14] = 0x41 // IHL of one word
-	r, _ := capture.Open(bytes.NewReader(pcapOf(binary.LittleEndian, false, 1, frames...)))
+	r, err := capture.Open(bytes.NewReader(pcapOf(binary.LittleEndian, false, 1, frames...)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	a := New(Options{})
 	if err := a.Run(r); err != nil {
 		t.Fatal(err)
@@ -316,13 +331,17 @@ func TestMalformedFrameIsCountedAndSkipped(t *testing.T) {
 		t.Fatalf("malformed %v %v, report %+v", a.Malformed, a.MalformedFirst, rep.Capture)
 	}
 	var text bytes.Buffer
-	rep.WriteText(&text)
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(text.String(), "1 malformed frame skipped (IP header 1): #5 IP header length or version invalid") {
 		t.Fatalf("text report:\n%s", text.String())
 	}
-	r, _ = capture.Open(bytes.NewReader(pcapOf(binary.LittleEndian, false, 147, frames[0], frames[1])))
+	if r, err = capture.Open(bytes.NewReader(pcapOf(binary.LittleEndian, false, 147, frames[0], frames[1]))); err != nil {
+		t.Fatal(err)
+	}
 	a = New(Options{})
-	err := a.Run(r)
+	err = a.Run(r)
 	if err == nil || !strings.Contains(err.Error(), "unsupported link type 147 (supported: ") {
 		t.Fatalf("err %v", err)
 	}
@@ -330,7 +349,9 @@ func TestMalformedFrameIsCountedAndSkipped(t *testing.T) {
 	// is not damaged: it says so.
 	text.Reset()
 	rep = a.Report("t.pcap", r.Format, err)
-	rep.WriteText(&text)
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
 	if rep.Capture.Malformed != 0 || strings.Contains(text.String(), "damaged") ||
 		!strings.Contains(text.String(), "2 frames of unsupported link type 147 skipped") ||
 		!strings.Contains(text.String(), "nothing was analyzed") {
@@ -447,7 +468,9 @@ func TestMTUMismatchFromTheHandshakeOrICMP(t *testing.T) {
 		tcp := &layers.TCP{SrcPort: 1, DstPort: 2, Seq: 5, SYN: true, Options: []layers.TCPOption{{OptionType: layers.TCPOptionKindMSS, OptionLength: 4, OptionData: []byte{0x22, 0xd8}}}}
 		buf := gopacket.NewSerializeBuffer()
 		eth := &layers.Ethernet{SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, EthernetType: layers.EthernetTypeIPv4}
-		gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true}, eth, ip, tcp)
+		if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true}, eth, ip, tcp); err != nil {
+			t.Fatal(err)
+		}
 		a.Add(capture.Frame{Number: 1, TimeNs: 1e18, LinkType: 1, Data: buf.Bytes()})
 	}
 	a := New(Options{MTU: 1500})
@@ -464,7 +487,9 @@ func TestMTUMismatchFromTheHandshakeOrICMP(t *testing.T) {
 	ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Protocol: layers.IPProtocolICMPv4, SrcIP: net.ParseIP("10.0.0.9").To4(), DstIP: net.ParseIP("10.0.0.1").To4()}
 	buf := gopacket.NewSerializeBuffer()
 	eth := &layers.Ethernet{SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, EthernetType: layers.EthernetTypeIPv4}
-	gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true}, eth, ip, icmp, gopacket.Payload(make([]byte, 28)))
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true}, eth, ip, icmp, gopacket.Payload(make([]byte, 28))); err != nil {
+		t.Fatal(err)
+	}
 	a.Add(capture.Frame{Number: 2, TimeNs: 1e18 + 1, LinkType: 1, Data: buf.Bytes()})
 	rep := a.Report("icmp", "pcap", nil)
 	if len(rep.Findings) != 1 || rep.Findings[0].ID != "mtu-mismatch" || !strings.Contains(rep.Findings[0].Title, "1400") {

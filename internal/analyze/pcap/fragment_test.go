@@ -157,7 +157,9 @@ func TestFragmentedSegmentsCountWhole(t *testing.T) {
 		t.Errorf("remedy %q", r.Findings[0].Remedy)
 	}
 	var text bytes.Buffer
-	r.WriteText(&text)
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(text.String(), fmt.Sprintf("%d IP fragments of %d datagrams, 4 without TCP or UDP", c.Fragments, c.FragDatagrams)) ||
 		strings.Contains(text.String(), "cut by the snaplen inside a header") {
 		t.Errorf("text report:\n%s", text.String())
@@ -286,7 +288,10 @@ func TestFragmentsInAnyOrder(t *testing.T) {
 			r.Capture.NonIP != 0 || r.Capture.Truncated != 0 || math.Abs(f.Seconds-3e-6) > 1e-9 {
 			t.Errorf("%s: flow %+v fragments %+v, capture %+v", c.name, f, f.Fragments, r.Capture)
 		}
-		flt, _ := ParseFilter(":9")
+		flt, err := ParseFilter(":9")
+		if err != nil {
+			t.Fatal(err)
+		}
 		a = New(Options{Flow: flt})
 		for _, i := range c.order {
 			a.Add(capture.Frame{Number: 1, TimeNs: 1e18, LinkType: 1, WireLen: len(fr[i]), Data: fr[i]})

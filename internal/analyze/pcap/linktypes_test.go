@@ -158,7 +158,9 @@ func TestLinkTypeFixturesAnalyzeLikeTheOriginal(t *testing.T) {
 	frames := sourceFrames(t)
 	dir := filepath.Join("testdata", "linktypes")
 	if os.Getenv("SKBTRACE_UPDATE_PCAP_FIXTURES") != "" {
-		os.MkdirAll(dir, 0o755)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		for _, lh := range linkHeaders {
 			for _, ng := range []bool{false, true} {
 				writeLinkFixture(t, linkFixtureFile(dir, lh.name, ng), lh.link, lh.hdr, frames, ng)
@@ -200,7 +202,9 @@ func rawCapture(t *testing.T, frames []sourceFrame) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	w := pcapgo.NewWriter(&buf)
-	w.WriteFileHeader(65535, layers.LinkTypeRaw)
+	if err := w.WriteFileHeader(65535, layers.LinkTypeRaw); err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range frames {
 		if err := w.WritePacket(f.ci, f.ip); err != nil {
 			t.Fatal(err)
