@@ -17,8 +17,8 @@ func TestCountersReadEitherKeyStyle(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"RxPackets":3,"TxErrors":4}`), &l); err != nil || l.RxPackets != 3 || l.TxErrors != 4 {
 		t.Errorf("%+v %v", l, err)
 	}
-	b, _ := json.Marshal(Softnet{5, 1, 2})
-	if string(b) != `{"processed":5,"dropped":1,"time_squeeze":2}` {
-		t.Errorf("written as %s", b)
+	b, err := json.Marshal(Softnet{5, 1, 2})
+	if err != nil || string(b) != `{"processed":5,"dropped":1,"time_squeeze":2}` {
+		t.Errorf("written as %s, %v", b, err)
 	}
 }

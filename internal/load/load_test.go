@@ -15,9 +15,14 @@ func startServer(t *testing.T) string {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { srv.Serve(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("serving: %v", err)
+		}
+	})
 	return srv.Addr().String()
 }
 
@@ -86,7 +91,10 @@ func TestOptionsCheck(t *testing.T) {
 }
 
 func TestConnectionRefusedIsAnError(t *testing.T) {
-	srv, _ := Listen("127.0.0.1:0")
+	srv, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	addr := srv.Addr().String()
 	srv.tcp.Close()
 	srv.udp.Close()

@@ -43,7 +43,9 @@ func tcpSyn() *layers.TCP {
 func TestDecodeEthernetVLANIPv4TCPWithOptions(t *testing.T) {
 	tcp := tcpSyn()
 	ip := ip4("10.0.0.1", "10.0.0.2", 77, true, layers.IPProtocolTCP)
-	tcp.SetNetworkLayerForChecksum(ip)
+	if err := tcp.SetNetworkLayerForChecksum(ip); err != nil {
+		t.Fatal(err)
+	}
 	data := frame(t, eth(layers.EthernetTypeDot1Q), &layers.Dot1Q{VLANIdentifier: 5, Type: layers.EthernetTypeDot1Q},
 		&layers.Dot1Q{VLANIdentifier: 6, Type: layers.EthernetTypeIPv4}, ip, tcp, gopacket.Payload(make([]byte, 100)))
 	var p Packet
@@ -78,7 +80,9 @@ func TestDecodeIPv6WithExtensionHeaders(t *testing.T) {
 	hop.NextHeader = layers.IPProtocolTCP
 	hop.Options = []*layers.IPv6HopByHopOption{{OptionType: 1, OptionLength: 4, OptionData: []byte{0, 0, 0, 0}}}
 	tcp := &layers.TCP{SrcPort: 1, DstPort: 2, Seq: 9, ACK: true, Window: 3}
-	tcp.SetNetworkLayerForChecksum(ip)
+	if err := tcp.SetNetworkLayerForChecksum(ip); err != nil {
+		t.Fatal(err)
+	}
 	data := frame(t, eth(layers.EthernetTypeIPv6), ip, hop, tcp, gopacket.Payload(make([]byte, 10)))
 	var p Packet
 	if err := Decode(LinkEthernet, data, len(data), &p); err != nil {
@@ -92,7 +96,9 @@ func TestDecodeIPv6WithExtensionHeaders(t *testing.T) {
 func TestDecodeVXLANBothHeaders(t *testing.T) {
 	inner := ip4("10.201.0.1", "10.201.0.2", 500, true, layers.IPProtocolTCP)
 	tcp := &layers.TCP{SrcPort: 40000, DstPort: 5201, Seq: 1, ACK: true, Window: 100}
-	tcp.SetNetworkLayerForChecksum(inner)
+	if err := tcp.SetNetworkLayerForChecksum(inner); err != nil {
+		t.Fatal(err)
+	}
 	data := frame(t, eth(layers.EthernetTypeIPv4), ip4("10.200.0.1", "10.200.0.2", 9, false, layers.IPProtocolUDP),
 		&layers.UDP{SrcPort: 33333, DstPort: 4789}, &layers.VXLAN{ValidIDFlag: true, VNI: 42},
 		eth(layers.EthernetTypeIPv4), inner, tcp, gopacket.Payload(make([]byte, 1400)))

@@ -137,11 +137,11 @@ func TestDuckDBReadsLabExport(t *testing.T) {
 	}
 
 	wantHosts := [][]any{{"alpha", float64(len(want)), total}, {"beta", float64(len(want)), total}}
-	if !jsonEqual(got.Hosts, wantHosts) {
+	if !jsonEqual(t, got.Hosts, wantHosts) {
 		t.Errorf("flows per host %v, want %v", got.Hosts, wantHosts)
 	}
 	wantLim := float64(sum.ByType[event.TypeTCPSendlim])
-	if wantSendlim := [][]any{{"alpha", wantLim}, {"beta", wantLim}}; wantLim == 0 || !jsonEqual(got.Sendlim, wantSendlim) {
+	if wantSendlim := [][]any{{"alpha", wantLim}, {"beta", wantLim}}; wantLim == 0 || !jsonEqual(t, got.Sendlim, wantSendlim) {
 		t.Errorf("tcp_sendlim rows per host %v, want %v", got.Sendlim, wantSendlim)
 	}
 	if len(got.Start) != 1 || got.Start[0][0] != strconv.FormatInt(sum.Header.WallAnchorNs, 10) {
@@ -163,8 +163,15 @@ func TestDuckDBReadsLabExport(t *testing.T) {
 	}
 }
 
-func jsonEqual(a, b any) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
+func jsonEqual(t *testing.T, a, b any) bool {
+	t.Helper()
+	x, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return bytes.Equal(x, y)
 }

@@ -204,7 +204,10 @@ func TestExportWritesEveryTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, _ := f.Stat()
+		st, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
 		pf, err := pq.OpenFile(f, st.Size())
 		if err != nil {
 			t.Fatalf("%s: %v", typ.Action(), err)
@@ -232,7 +235,10 @@ func TestEveryRowCarriesTheHeader(t *testing.T) {
 		t.Fatalf("replay: %v, close: %v", rerr, cerr)
 	}
 	want := metaCols{Host: "alpha", Kernel: "6.18.0", Machine: "x86_64", Tool: "tracetest", Command: "skbtrace record", RecordingStart: wall}
-	entries, _ := os.ReadDir(dir)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, e := range entries {
 		rows := read[metaCols](t, dir, strings.TrimSuffix(e.Name(), ".parquet"))
 		if len(rows) == 0 {
@@ -582,7 +588,10 @@ func TestExportReplacesPrevious(t *testing.T) {
 	if _, rerr, cerr := export(t, buf.Bytes(), dir); rerr != nil || cerr != nil {
 		t.Fatalf("replay: %v, close: %v", rerr, cerr)
 	}
-	entries, _ := os.ReadDir(dir)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var got []string
 	for _, e := range entries {
 		got = append(got, e.Name())

@@ -28,7 +28,9 @@ func bigTrace(b *testing.B, n int) []byte {
 	var bodies [4][]byte
 	for c := range bodies {
 		a := tracetest.Addrs(netip.AddrPortFrom(netip.MustParseAddr("10.200.0.1"), uint16(40000+c)), netip.MustParseAddrPort("10.200.0.2:5201"), 1)
-		bodies[c], _ = binary.Append(nil, trace.NativeOrder, tracetest.Sendlim(0, 0, 0, 0, 0xffff888100000000+uint64(c)<<12, a, 0, 30, 0))
+		if bodies[c], err = binary.Append(nil, trace.NativeOrder, tracetest.Sendlim(0, 0, 0, 0, 0xffff888100000000+uint64(c)<<12, a, 0, 30, 0)); err != nil {
+			b.Fatal(err)
+		}
 	}
 	var w0 wire.TcpSendlimEvent
 	seqOff, tsOff := unsafe.Offsetof(w0.Hdr)+unsafe.Offsetof(w0.Hdr.Seq), unsafe.Offsetof(w0.Hdr)+unsafe.Offsetof(w0.Hdr.TsNs)
