@@ -23,7 +23,11 @@ func TestStartRunsInTheNamespaceWithItsOwnSysfs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ns.Delete()
+	defer func() {
+		if err := ns.Delete(); err != nil {
+			t.Error(err)
+		}
+	}()
 	const dev = "skbtnsveth0"
 	err = ns.Do(func() error {
 		return netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: dev, MTU: 1234}, PeerName: dev + "p"})
@@ -65,7 +69,9 @@ func TestStartRunsInTheNamespaceWithItsOwnSysfs(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	cmd.Process.Kill()
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
 	if err := <-done; err == nil {
 		t.Error("a killed command exited cleanly")
 	}
@@ -80,10 +86,18 @@ func TestDeletedNamespaceIsDestroyedAfterCommandsRanInIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Deleting the namespace is the test; this is for a test that ends before.
+	deleted := false
+	t.Cleanup(func() {
+		if !deleted {
+			if err := ns.Delete(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
 	const outside = "skbtnsgone0"
 	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: outside}, PeerName: "inside0", PeerNamespace: netlink.NsFd(ns.Handle())}
 	if err := netlink.LinkAdd(veth); err != nil {
-		ns.Delete()
 		t.Fatalf("adding a veth pair into the namespace: %v", err)
 	}
 	defer func() {
@@ -92,16 +106,17 @@ func TestDeletedNamespaceIsDestroyedAfterCommandsRanInIt(t *testing.T) {
 		}
 	}()
 	if _, err := ns.Run("cat", "/sys/class/net/inside0/mtu"); err != nil {
-		ns.Delete()
 		t.Fatal(err)
 	}
 	cmd := exec.Command("sleep", "30")
 	if err := ns.Start(cmd); err != nil {
-		ns.Delete()
 		t.Fatal(err)
 	}
-	cmd.Process.Kill()
-	cmd.Wait()
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait() // "signal: killed", as meant
+	deleted = true
 	if err := ns.Delete(); err != nil {
 		t.Fatal(err)
 	}
