@@ -34,7 +34,11 @@ func recordPeer(t *testing.T, families string) (*tcppeer.Peer, *recorder, host.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { peer.Close() })
+	t.Cleanup(func() {
+		if err := peer.Close(); err != nil {
+			t.Errorf("removing the peer: %v", err)
+		}
+	})
 	rec := startRecord(t, "-e", families, "--filter-netns", peer.Name())
 	before, err := peer.Counters()
 	if err != nil {

@@ -53,7 +53,11 @@ func startPeerScenarioAfter(t *testing.T, setup func(*tcppeer.Peer), cc string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { peer.Close() })
+	t.Cleanup(func() {
+		if err := peer.Close(); err != nil {
+			t.Errorf("removing the peer: %v", err)
+		}
+	})
 	if setup != nil {
 		setup(peer)
 	}
