@@ -49,10 +49,7 @@ print(json.dumps({
 // missing. Without one the test is skipped, except in CI, where it fails.
 func duckdbPython(t *testing.T) string {
 	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		testenv.SkipOrFail(t, "no python3 to run duckdb: %v", err)
-	}
+	py := testenv.Tool(t, "python3")
 	if exec.Command(py, "-c", "import duckdb").Run() == nil {
 		return py
 	}
