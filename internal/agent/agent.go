@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,6 +62,7 @@ type Options struct {
 // Agent is a running agent.
 type Agent struct {
 	opts    Options
+	tls     *tls.Config // nil: plain HTTP
 	store   *store
 	totals  *totals
 	rec     *collect.Recording
@@ -122,6 +124,15 @@ func Start(o Options) (*Agent, error) {
 		o.Log = io.Discard
 	}
 	a := &Agent{opts: o, started: time.Now(), watch: observe.NewWatch(o.Netns), busy: make(chan struct{}, 4)}
+	// Loaded before anything starts: a certificate that cannot serve would
+	// otherwise fail only at the first connection.
+	if o.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("loading the TLS certificate and key: %w", err)
+		}
+		a.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
 	if !o.NoKernelEvents {
 		var notes []string
 		// Drained and sampled every 2 s: every second cost 1 % of a CPU idle.
@@ -260,8 +271,9 @@ func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 		srv.Shutdown(shut)
 	}()
 	var err error
-	if a.opts.TLSCert != "" {
-		err = srv.ServeTLS(ln, a.opts.TLSCert, a.opts.TLSKey)
+	if a.tls != nil {
+		srv.TLSConfig = a.tls
+		err = srv.ServeTLS(ln, "", "")
 	} else {
 		err = srv.Serve(ln)
 	}

@@ -86,7 +86,14 @@ unless --open-metrics.`,
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			served := make(chan error, 1)
-			go func() { served <- a.Serve(ctx, ln) }()
+			// The agent ends when it can no longer serve.
+			go func() {
+				err := a.Serve(ctx, ln)
+				if err != nil {
+					stop()
+				}
+				served <- err
+			}()
 			scheme := "http"
 			if o.TLSCert != "" {
 				scheme = "https"

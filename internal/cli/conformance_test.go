@@ -136,8 +136,8 @@ func TestConformanceBadInputs(t *testing.T) {
 	}
 }
 
-// The commands that read a token file refuse each class of bad input
-// before they serve or observe (in a child with a deadline: one that
+// The commands that read a token file (and the agent its TLS files) refuse
+// each class of bad input before they serve or observe (in a child with a deadline: one that
 // accepts the input and starts serving fails the test).
 func TestConformanceBadTokenFiles(t *testing.T) {
 	if os.Getenv("SKBTRACE_CLI_CHILD") != "" {
@@ -153,6 +153,12 @@ func TestConformanceBadTokenFiles(t *testing.T) {
 			if lines := errorLines(stderr); code != 1 || len(lines) != 1 || !strings.Contains(lines[0], "token") {
 				t.Errorf("%s, %s token file: exit %d, stderr %q; want exit 1 and one line about the token", args[0], class, code, stderr)
 			}
+		}
+		// A certificate and key the agent cannot serve with stop it at start.
+		args := []string{"agent", "--listen", "127.0.0.1:0", "--no-kernel-events", "--tls-cert", in, "--tls-key", in}
+		code, stderr := runChild(t, args)
+		if lines := errorLines(stderr); code != 1 || len(lines) != 1 || !strings.Contains(lines[0], "TLS") {
+			t.Errorf("agent, %s TLS files: exit %d, stderr %q; want exit 1 and one line about TLS", class, code, stderr)
 		}
 	}
 }
