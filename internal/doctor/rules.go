@@ -38,6 +38,11 @@ const (
 	// readerCPUBusy is the busiest CPU's share below which no reader is
 	// CPU-bound (such readers leave it 80 % busy and more here).
 	readerCPUBusy = 0.7
+	// receiverQueueBusy: an observed receiver's CPU this busy with receive
+	// work holds a queue of its own (its ring and backlog). vmxnet3 with GRO
+	// off under TCG leaves both CPUs 87-90 % busy, on both sides of cpuBusy
+	// from run to run: the bar sits well below them.
+	receiverQueueBusy = 0.75
 	// standingQueueRTT: a round trip this many times its minimum is mostly
 	// queue. Buffer-capped senders keep 4-6x (veth, TCG guests) and reach
 	// 20x on a loaded host; healthy veth streams that fill the receiver's

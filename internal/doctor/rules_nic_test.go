@@ -318,3 +318,26 @@ func TestLROOnThatMergesNothingIsNamedWithTheSwitchThatFixesIt(t *testing.T) {
 		t.Errorf("LRO [fixed] on: want no ethtool -K remedy, got %+v", f)
 	}
 }
+
+// vmxnet3 with GRO off under TCG (the lab's nic-gro-off): both CPUs 87-90 %
+// busy with receive work, and the round trip grows in the receiver's ring and
+// backlog. Whichever side of 90 % the CPUs land from run to run (CI read
+// under 90 % once: the queue passed for a hop's and ranked above GRO off),
+// GRO off ranks first and the queue is not called a hop's.
+func TestVmxnet3GROOffQueueIsTheReceiversWhereverTheCPUsLand(t *testing.T) {
+	for _, idle := range []float64{0.05, 0.1, 0.13, 0.16, 0.2} {
+		ev := load(t, "nic/vmxnet3-gro-off.json")
+		for i := range ev.CPUs {
+			ev.CPUs[i].Idle = idle
+		}
+		rep := Diagnose(ev)
+		if got := top(rep); got != "offload-disabled" {
+			t.Errorf("CPUs %.0f %% busy: top %q, want offload-disabled; findings %v", (1-idle)*100, got, ids(rep.Findings))
+		}
+		for _, f := range rep.Findings {
+			if f.ID == "rate-shaped" && f.Severity >= finding.Warning {
+				t.Errorf("CPUs %.0f %% busy: the receiver's queue passes for a hop's: %v", (1-idle)*100, f.Evidence)
+			}
+		}
+	}
+}

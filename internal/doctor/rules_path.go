@@ -128,7 +128,7 @@ func pathQueues(ev *Evidence) []finding.Finding {
 			severity = finding.Info
 			evidence = append(evidence, fmt.Sprintf("but the receiver was observed and CPU %d was %s busy, %s in softirq and %s in system time: the queue is the receiver's own (its ring and backlog waiting for that CPU)",
 				c.CPU, pct(c.Busy()), pct(max(c.Softirq, c.NetRx)), pct(c.System)))
-			explanation += " Here the receiving end is observed and its CPU was saturated by receive work: the queue is the receiver's input, not a hop (cpu-saturated)."
+			explanation += " Here the receiving end is observed and a CPU was busy with its receive work: the queue is the receiver's input, not a hop."
 		} else if d := lossElsewhere(ev, f); d != nil {
 			severity = finding.Info
 			evidence = append(evidence, fmt.Sprintf("but %d of the flow's packets were dropped as skb_drop [%s] at %s on %s: loss, not a hop's rate, cuts its window",
@@ -150,8 +150,9 @@ func pathQueues(ev *Evidence) []finding.Finding {
 	return out
 }
 
-// receiverSaturated is a saturated CPU doing receive work where the flow's
-// receiver is observed: a queue there is the receiver waiting for its CPU.
+// receiverSaturated is a CPU busy (receiverQueueBusy) with receive work
+// where the flow's receiver is observed: a queue there is the receiver
+// waiting for its CPU.
 // Receive work is the kernel's, in softirq and in system time: with receive
 // checksum offload off, the checksum is summed in the copy to the reader
 // (e1000 in QEMU: CPU 1 92 % busy, 23 % softirq and 52 % system).
@@ -160,7 +161,7 @@ func receiverSaturated(ev *Evidence, f *Flow) *CPUUse {
 		return nil
 	}
 	for i := range ev.CPUs {
-		if c := &ev.CPUs[i]; c.Busy() >= cpuBusy && receiving(c) {
+		if c := &ev.CPUs[i]; c.Busy() >= receiverQueueBusy && receiving(c) {
 			return c
 		}
 	}
