@@ -430,6 +430,13 @@ type Peer struct {
 	Flows int `json:"flows"`
 }
 
+// peerNetnsSep joins a peer's label and its namespace's name: no local
+// namespace has it in its name (ip netns refuses a slash).
+const peerNetnsSep = "/"
+
+// remote says the flow was observed by a peer's agent, not on this host.
+func (f *Flow) remote() bool { return strings.Contains(f.Netns, peerNetnsSep) }
+
 // JoinPeer adds the remote ends of this evidence's flows from a peer's:
 // those flows, the namespaces that hold them (named "label/name" so they
 // cannot be mistaken for local ones) with their devices and settings, and
@@ -438,7 +445,7 @@ type Peer struct {
 // (Peers), since a remote CPU cannot saturate a local one.
 func (e *Evidence) JoinPeer(url, label string, host string, p *Evidence) *Peer {
 	peer := &Peer{URL: url, Host: host, Kernel: p.Kernel, CPUs: p.CPUs}
-	rename := func(ns string) string { return label + "/" + ns }
+	rename := func(ns string) string { return label + peerNetnsSep + ns }
 	held := map[string]bool{}
 	local := len(e.Flows)
 	for i := range p.Flows {

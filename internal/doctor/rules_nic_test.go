@@ -341,3 +341,18 @@ func TestVmxnet3GROOffQueueIsTheReceiversWhereverTheCPUsLand(t *testing.T) {
 		}
 	}
 }
+
+// The receiver's own queue is judged from this host's CPUs only where the
+// receiver runs on this host: a receiver a peer's agent observed is not on
+// them, and a busy sender's CPUs do not make its queue the receiver's.
+func TestARemoteReceiversQueueIsNotJudgedByLocalCPUs(t *testing.T) {
+	ev := load(t, "nic/vmxnet3-gro-off.json")
+	sender := flowOf(ev, true)
+	if receiverSaturated(ev, sender) == nil {
+		t.Fatal("the local receiver's busy CPU does not hold the queue: the test shows nothing")
+	}
+	ev.peerFlow(sender).Netns = "rcv-host/skbtrace-rcv"
+	if c := receiverSaturated(ev, sender); c != nil {
+		t.Errorf("a peer's receiver judged by this host's CPU %d", c.CPU)
+	}
+}

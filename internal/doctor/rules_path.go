@@ -151,13 +151,14 @@ func pathQueues(ev *Evidence) []finding.Finding {
 }
 
 // receiverSaturated is a CPU busy (receiverQueueBusy) with receive work
-// where the flow's receiver is observed: a queue there is the receiver
-// waiting for its CPU.
+// where the flow's receiver is observed on this host: a queue there is the
+// receiver waiting for its CPU. A receiver a peer's agent observed runs on
+// CPUs the evidence does not hold (Peers has them).
 // Receive work is the kernel's, in softirq and in system time: with receive
 // checksum offload off, the checksum is summed in the copy to the reader
 // (e1000 in QEMU: CPU 1 92 % busy, 23 % softirq and 52 % system).
 func receiverSaturated(ev *Evidence, f *Flow) *CPUUse {
-	if ev.peerFlow(f) == nil {
+	if p := ev.peerFlow(f); p == nil || p.remote() {
 		return nil
 	}
 	for i := range ev.CPUs {
