@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"go/format"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"unicode"
@@ -80,7 +81,25 @@ func generate(out, pkg, object string, names []string) error {
 	if err != nil {
 		return fmt.Errorf("formatting the output: %w", err)
 	}
-	return os.WriteFile(out, formatted, 0o644)
+	// Beside the output and renamed over it: a failed write leaves the
+	// committed file whole.
+	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(formatted); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), out)
 }
 
 // identifier turns a C name into an exported Go one as bpf2go does
