@@ -1,11 +1,14 @@
 package collect
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"golang.org/x/net/bpf"
 
+	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/probe"
 	"github.com/skbtrace/skbtrace/internal/testenv"
 	"github.com/skbtrace/skbtrace/internal/wire"
@@ -14,7 +17,7 @@ import (
 func TestSelectAllIsEveryFamilyNotRequired(t *testing.T) {
 	for _, names := range [][]string{nil, {"all"}} {
 		fams, required, err := Select(names)
-		if err != nil || required || len(fams) != len(Families) {
+		if err != nil || required || len(fams) != len(event.Families) {
 			t.Fatalf("%v: %d families, required %v, err %v", names, len(fams), required, err)
 		}
 	}
@@ -30,36 +33,55 @@ func TestSelectByNameIsRequired(t *testing.T) {
 	}
 }
 
-func TestEveryFamilyHookIsInTheObject(t *testing.T) {
+// Every program, switch and map a family names is in the object, and
+// every drain is a family's.
+func TestEveryFamilyNamesWhatIsInTheObject(t *testing.T) {
 	spec, err := probe.LoadSkbtrace()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range Families {
-		if len(f.Hooks) == 0 {
-			t.Errorf("family %s has no hooks", f.Name)
+	for _, f := range event.Families {
+		if len(f.Hooks) == 0 || len(f.Events) == 0 {
+			t.Errorf("family %s has no hooks or no events", f.Name)
 		}
-		for _, slot := range f.Hooks {
+		slots := slices.Concat(f.Hooks, f.PacketFiltered)
+		for _, o := range f.Optional {
+			slots = append(slots, o.Hooks)
+		}
+		for _, slot := range slots {
 			for _, h := range slot {
 				if spec.Programs[h.Program] == nil {
 					t.Errorf("family %s: program %s is not in the BPF object", f.Name, h.Program)
 				}
-				if (h.Kind == probe.FEntry || h.Kind == probe.FExit) && h.Args == 0 {
+				if (h.Kind == event.FEntry || h.Kind == event.FExit) && h.Args == 0 {
 					t.Errorf("family %s: %s does not say how many arguments it reads", f.Name, h)
 				}
 			}
 		}
+		for name := range f.Consts {
+			if spec.Variables[name] == nil {
+				t.Errorf("family %s: switch %s is not in the BPF object", f.Name, name)
+			}
+		}
+		if f.Paused != "" && spec.Variables[f.Paused] == nil {
+			t.Errorf("family %s: %s is not in the BPF object", f.Name, f.Paused)
+		}
+	}
+	for id := range drains {
+		if event.FamilyName(id) == fmt.Sprintf("family%d", id) {
+			t.Errorf("drain of family %d, which is not registered", id)
+		}
 	}
 }
 
-func missing(name string) Family {
-	return Family{Name: name, Hooks: [][]probe.Hook{{btf(probe.SkbtraceProgTcpCong, "skbtrace_no_such_tracepoint")}}}
+func missing(name string) *event.Family {
+	return &event.Family{Name: name, Hooks: [][]event.Hook{{event.BTFHook(wire.ProgTcpCong, "skbtrace_no_such_tracepoint")}}}
 }
 
 func TestStartSkipsWhatCannotRunAndSaysWhy(t *testing.T) {
 	testenv.RequireRoot(t, "loading BPF programs")
-	conn, _ := ByName("tcp_conn")
-	rec, err := Start(Options{Families: []Family{conn, missing("absent")}})
+	conn, _ := event.ByName("tcp_conn")
+	rec, err := Start(Options{Families: []*event.Family{conn, missing("absent")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,23 +97,23 @@ func TestStartSkipsWhatCannotRunAndSaysWhy(t *testing.T) {
 
 func TestStartFailsWhenARequiredFamilyCannotRun(t *testing.T) {
 	testenv.RequireRoot(t, "loading BPF programs")
-	conn, _ := ByName("tcp_conn")
-	_, err := Start(Options{Families: []Family{conn, missing("absent")}, Required: true})
+	conn, _ := event.ByName("tcp_conn")
+	_, err := Start(Options{Families: []*event.Family{conn, missing("absent")}, Required: true})
 	if err == nil || !strings.Contains(err.Error(), "event family absent cannot run: tp_btf/skbtrace_no_such_tracepoint") {
 		t.Fatalf("err %v", err)
 	}
-	if _, err := Start(Options{Families: []Family{missing("absent")}}); err == nil || !strings.Contains(err.Error(), "no event family can run on this kernel (absent: ") {
+	if _, err := Start(Options{Families: []*event.Family{missing("absent")}}); err == nil || !strings.Contains(err.Error(), "no event family can run on this kernel (absent: ") {
 		t.Fatalf("err %v", err)
 	}
 }
 
 func TestStartTakesTheFirstAlternativeThatWorks(t *testing.T) {
 	testenv.RequireRoot(t, "loading BPF programs")
-	f := Family{Name: "alt", Hooks: [][]probe.Hook{{
-		btf(probe.SkbtraceProgTcpRcvbuf, "skbtrace_no_such_tracepoint"),
-		btf(probe.SkbtraceProgTcpRcvbufAdjust, "tcp_rcv_space_adjust"),
+	f := &event.Family{Name: "alt", Hooks: [][]event.Hook{{
+		event.BTFHook(wire.ProgTcpRcvbuf, "skbtrace_no_such_tracepoint"),
+		event.BTFHook(wire.ProgTcpRcvbufAdjust, "tcp_rcv_space_adjust"),
 	}}}
-	rec, err := Start(Options{Families: []Family{f}, Required: true})
+	rec, err := Start(Options{Families: []*event.Family{f}, Required: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,11 +139,11 @@ func TestEveryFamilyLoadsWithTheKernelFilters(t *testing.T) {
 		bpf.LoadIndirect{Off: 2, Size: 2}, bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 5201, SkipTrue: 1},
 		bpf.RetConstant{Val: 1}, bpf.RetConstant{Val: 0},
 	}
-	plain, err := Start(Options{Families: Families})
+	plain, err := Start(Options{Families: event.Families})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var fams []Family
+	var fams []*event.Family
 	for _, r := range plain.Running {
 		fams = append(fams, r.Family)
 	}

@@ -67,8 +67,8 @@ func loopbackSkbs(t *testing.T, data []byte) uint64 {
 // aggregated family holds before its interval ends.
 func TestFlushWritesTheAggregatedCountsBeforeTheInterval(t *testing.T) {
 	testenv.RequireRoot(t, "loading BPF programs")
-	recv, _ := ByName("dev_recv")
-	rec, err := Start(Options{Families: []Family{recv}, Interval: time.Hour})
+	recv, _ := event.ByName("dev_recv")
+	rec, err := Start(Options{Families: []*event.Family{recv}, Interval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,14 +119,14 @@ func TestFlushWritesTheAggregatedCountsBeforeTheInterval(t *testing.T) {
 // was done: the per-packet families at the share asked, the others never.
 func TestSampledIsWhatTheRecordingSamples(t *testing.T) {
 	testenv.RequireRoot(t, "loading BPF programs")
-	recv, _ := ByName("dev_recv")
-	conn, _ := ByName("tcp_conn")
+	recv, _ := event.ByName("dev_recv")
+	conn, _ := event.ByName("tcp_conn")
 	for _, c := range []struct {
 		sample float64
 		want   []string
 		share  float64
 	}{{DefaultSample, []string{"dev_recv"}, DefaultSample}, {1, nil, 1}} {
-		rec, err := Start(Options{Families: []Family{recv, conn}, Sample: c.sample})
+		rec, err := Start(Options{Families: []*event.Family{recv, conn}, Sample: c.sample})
 		if err != nil {
 			t.Fatal(err)
 		}

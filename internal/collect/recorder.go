@@ -31,7 +31,7 @@ const (
 
 // Options configure a recording.
 type Options struct {
-	Families  []Family
+	Families  []*event.Family
 	Filter    probe.Filter
 	RingBytes uint32
 	// Interval is how often aggregated families are drained and how long
@@ -64,7 +64,7 @@ type Recording struct {
 	sess    *probe.Session
 	host    hostFacts
 	start   time.Time
-	sampled []probe.Hook // the per-packet families' hooks, when sampling
+	sampled []event.Hook // the per-packet families' hooks, when sampling
 	// sampledFamilies are the families those hooks belong to.
 	sampledFamilies []string
 	// paused are the variables that pause sampled families' parts of shared programs.
@@ -82,14 +82,14 @@ type Recording struct {
 
 // Running is a family attached, and the hooks it uses on this kernel.
 type Running struct {
-	Family  Family
-	Hooks   []probe.Hook
+	Family  *event.Family
+	Hooks   []event.Hook
 	Without []string // optional hooks that did not attach: what the family loses, and why
 }
 
 // Skipped is a family left out because this kernel cannot run it.
 type Skipped struct {
-	Family Family
+	Family *event.Family
 	Reason error
 }
 
@@ -165,7 +165,7 @@ type hostFacts struct {
 	settings []byte                // host.ReadSettings as JSON
 }
 
-func readHostFacts(feat probe.Features, families []Family) (hostFacts, error) {
+func readHostFacts(feat probe.Features, families []*event.Family) (hostFacts, error) {
 	h := hostFacts{enums: map[string]trace.Enum{}}
 	for _, f := range families {
 		var kind uint16
@@ -274,7 +274,7 @@ func (r *Recording) Run(w *trace.Writer, stop <-chan struct{}) (Totals, error) {
 		netns:           host.NewNetnsResolver(),
 		seenNetns:       map[uint32]bool{},
 		counts:          map[event.Type]uint64{},
-		lostSeen:        make([][]uint64, len(Families)),
+		lostSeen:        make([][]uint64, len(event.Families)),
 		status:          r.opts.Status,
 		start:           r.start,
 		sampled:         r.sampled,
@@ -294,7 +294,7 @@ func (r *Recording) Run(w *trace.Writer, stop <-chan struct{}) (Totals, error) {
 	for t, n := range st.counts {
 		tot.Events[t.Action()] += n
 	}
-	for _, f := range Families {
+	for _, f := range event.Families {
 		if n := st.lostTotal[f.ID]; n > 0 {
 			tot.Lost[f.Name] = n
 		}
@@ -330,7 +330,7 @@ type recorderState struct {
 	// Sampling: the per-packet hooks and the variables that pause shared
 	// ones, whether they are attached, and when they are next detached or
 	// attached.
-	sampled         []probe.Hook
+	sampled         []event.Hook
 	sampledFamilies []string
 	paused          []string
 	detached        bool
@@ -341,7 +341,7 @@ type recorderState struct {
 // prepare writes the name tables the selected families need and sets up draining.
 func (st *recorderState) prepare() error {
 	for _, f := range st.opts.Families {
-		if f.Drain != nil && st.drainer == nil {
+		if drains[f.ID] != nil && st.drainer == nil {
 			st.drainer = newDrainer(st.sess, st.seq, st.w.ByteOrder(), host.BootNow())
 		}
 	}
@@ -386,8 +386,8 @@ func (st *recorderState) drainAt(now uint64) error {
 	d.now = now
 	d.pending = d.pending[:0]
 	for _, f := range st.opts.Families {
-		if f.Drain != nil {
-			if err := f.Drain(d); err != nil {
+		if drain := drains[f.ID]; drain != nil {
+			if err := drain(d); err != nil {
 				return err
 			}
 		}

@@ -4,7 +4,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/skbtrace/skbtrace/internal/probe"
+	"github.com/skbtrace/skbtrace/internal/event"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 // runningAsListed gives each named family the first alternative of every
@@ -13,17 +14,17 @@ func runningAsListed(t *testing.T, names ...string) []Running {
 	t.Helper()
 	var out []Running
 	for _, name := range names {
-		i := slices.IndexFunc(Families, func(f Family) bool { return f.Name == name })
-		if i < 0 {
+		f, ok := event.ByName(name)
+		if !ok {
 			t.Fatalf("no family %s", name)
 		}
-		run := Running{Family: Families[i]}
-		for _, slot := range Families[i].Hooks {
+		run := Running{Family: f}
+		for _, slot := range f.Hooks {
 			if !slices.Contains(run.Hooks, slot[0]) {
 				run.Hooks = append(run.Hooks, slot[0])
 			}
 		}
-		for _, o := range Families[i].Optional {
+		for _, o := range f.Optional {
 			run.Hooks = append(run.Hooks, o.Hooks[0])
 		}
 		out = append(out, run)
@@ -32,15 +33,15 @@ func runningAsListed(t *testing.T, names ...string) []Running {
 }
 
 func TestSamplingPausesWhatItSharesWithAnAlwaysOnFamily(t *testing.T) {
-	sockSend := btf(probe.SkbtraceProgSockSend, "sock_send_length")
-	sockRecv := btf(probe.SkbtraceProgSockIoRecv, "sock_recv_length")
+	sockSend := event.BTFHook(wire.ProgSockSend, "sock_send_length")
+	sockRecv := event.BTFHook(wire.ProgSockIoRecv, "sock_recv_length")
 
 	r := &Recording{Running: runningAsListed(t, "tcp_sendlim", "sock_io", "dev_xmit")}
 	r.planSampling()
 	if slices.Contains(r.sampled, sockSend) || !slices.Contains(r.sampled, sockRecv) {
 		t.Fatalf("with tcp_sendlim on, sampling detaches %v; want sock_recv_length but not sock_send_length", r.sampled)
 	}
-	if !slices.Equal(r.paused, []string{probe.SkbtraceVarSockIoSendPaused}) || !slices.Equal(r.sampledFamilies, []string{"sock_io", "dev_xmit"}) {
+	if !slices.Equal(r.paused, []string{wire.VarSockIoSendPaused}) || !slices.Equal(r.sampledFamilies, []string{"sock_io", "dev_xmit"}) {
 		t.Fatalf("paused %v, sampled families %v", r.paused, r.sampledFamilies)
 	}
 

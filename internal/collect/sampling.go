@@ -4,8 +4,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/host"
-	"github.com/skbtrace/skbtrace/internal/probe"
 )
 
 // DefaultSample is the share of each interval the per-packet families stay
@@ -28,7 +28,7 @@ func (r *Recording) Sampled() (families []string, share float64) {
 // own. A hook a family that always runs shares (sock_send_length, with
 // tcp_sendlim) stays attached, and the family's part of it is paused instead.
 func (r *Recording) planSampling() {
-	alwaysOn := map[probe.Hook]bool{}
+	alwaysOn := map[event.Hook]bool{}
 	for _, run := range r.Running {
 		if !run.Family.PerPacket {
 			for _, h := range run.Hooks {
@@ -40,7 +40,7 @@ func (r *Recording) planSampling() {
 		if !run.Family.PerPacket || !reattachable(run.Hooks) {
 			continue
 		}
-		var own []probe.Hook
+		var own []event.Hook
 		shared := false
 		for _, h := range run.Hooks {
 			if alwaysOn[h] {
@@ -64,9 +64,9 @@ func (r *Recording) planSampling() {
 // on older kernels (5.10 measured) an fentry or fexit program attaches once
 // only (ENOENT after), so families on kernel functions stay attached and
 // count exactly.
-func reattachable(hooks []probe.Hook) bool {
+func reattachable(hooks []event.Hook) bool {
 	for _, h := range hooks {
-		if h.Kind == probe.FEntry || h.Kind == probe.FExit {
+		if h.Kind == event.FEntry || h.Kind == event.FExit {
 			return false
 		}
 	}
@@ -83,8 +83,8 @@ func (st *recorderState) baselineSampled() error {
 		return nil
 	}
 	for _, f := range st.opts.Families {
-		if f.Drain != nil && slices.Contains(st.sampledFamilies, f.Name) {
-			if err := f.Drain(d); err != nil {
+		if drain := drains[f.ID]; drain != nil && slices.Contains(st.sampledFamilies, f.Name) {
+			if err := drain(d); err != nil {
 				return err
 			}
 		}

@@ -33,17 +33,10 @@ const (
 	TypeSockIO     = Type(wire.EventTypeEVENT_SOCK_IO)
 )
 
-var actions = map[Type]string{
-	TypeTCPConn: "tcp_conn", TypeTCPSendlim: "tcp_sendlim", TypeTCPCong: "tcp_cong", TypeTCPRetrans: "tcp_retrans",
-	TypeTCPRTT: "tcp_rtt", TypeTCPReset: "tcp_reset", TypeTCPRcvbuf: "tcp_rcvbuf", TypeSkLimit: "sk_limit",
-	TypeSkbDrop: "skb_drop", TypeDevXmit: "dev_xmit", TypeDevRecv: "dev_recv", TypeNapiPoll: "napi_poll",
-	TypeSoftirq: "softirq", TypeQdisc: "qdisc", TypeSockIO: "sock_io",
-}
-
 // Action is the name an event type has in the text and JSON forms.
 func (t Type) Action() string {
-	if a, ok := actions[t]; ok {
-		return a
+	if k := t.Kind(); k != nil {
+		return k.Action
 	}
 	return "unknown"
 }

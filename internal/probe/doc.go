@@ -6,7 +6,7 @@
 // record's packet filter into the programs (pktfilter.go) and runs the
 // profiler's perf-event program (profile.go).
 //
-// It is the only package that talks to the kernel's BPF subsystem; the wire
-// types it generates from bpf/include/events.h are, for now, shared from
-// here by everything after collection.
+// It is the only package that talks to the kernel's BPF subsystem. The
+// hooks it attaches are plain data of the family registry (event.Hook);
+// the wire types are package wire's, which the decoders share without it.
 package probe

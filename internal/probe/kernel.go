@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/skbtrace/skbtrace/internal/event"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
@@ -57,17 +59,17 @@ func tracefsDir() string {
 
 // CheckHook says why a hook cannot be attached on this kernel, or nil.
 // It reads BTF and tracefs only: whether the program loads is for Open.
-func CheckHook(h Hook) error {
+func CheckHook(h event.Hook) error {
 	switch h.Kind {
-	case Iterator:
+	case event.Iterator:
 		return nil // iterators exist on every kernel with BTF tracing, which the tp_btf hooks already check
-	case BTFTracepoint:
+	case event.BTFTracepoint:
 		n, err := TracepointArgs(h.Name)
 		if err == nil && n < h.Args {
 			err = fmt.Errorf("tracepoint %s passes %d arguments here, not the %d of the version this hook needs", h.Name, n, h.Args)
 		}
 		return err
-	case FEntry, FExit:
+	case event.FEntry, event.FExit:
 		n, err := FunctionArgs(h.Name)
 		if err != nil {
 			return err

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skbtrace/skbtrace/internal/event"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
@@ -15,59 +17,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Hook is one kernel attach point.
-type Hook struct {
-	Program string // program name in the BPF object
-	Kind    HookKind
-	Group   string // tracepoint group, for classic tracepoints
-	Name    string // tracepoint or kernel function name
-	// Args, for fentry and fexit, is how many arguments the program
-	// expects the function to take: a kernel whose function takes another
-	// number does not get the hook. For a BTF tracepoint, the fewest it
-	// must pass: a tracepoint's later version (0, any).
-	Args int
-}
-
-// HookKind says how a program attaches.
-type HookKind int
-
-const (
-	// Tracepoint is a classic tracepoint (needs tracefs for its id).
-	Tracepoint HookKind = iota
-	// BTFTracepoint is a tp_btf program (needs the kernel's BTF).
-	BTFTracepoint
-	// Iterator is a BPF iterator over a map: loaded with its family, run on
-	// demand rather than attached to an event.
-	Iterator
-	// FEntry and FExit attach to a kernel function's entry and return,
-	// where a kernel lacks the tracepoint (needs BTF and ftrace).
-	FEntry
-	FExit
-)
-
-func (h Hook) String() string {
-	switch h.Kind {
-	case BTFTracepoint:
-		return "tp_btf/" + h.Name
-	case Iterator:
-		return "iter/" + h.Name
-	case FEntry:
-		return "fentry/" + h.Name
-	case FExit:
-		return "fexit/" + h.Name
-	}
-	return h.Group + ":" + h.Name
-}
-
 // contextUnit keeps the per-CPU context that --context reads. It is not
 // one of Config.Units: Open fails when it cannot run.
 var contextUnit = Unit{
 	Name: "context",
-	Slots: [][]Hook{
-		{{Program: SkbtraceProgContextSoftirqEnter, Kind: BTFTracepoint, Name: "softirq_entry"}},
-		{{Program: SkbtraceProgContextSoftirqExit, Kind: BTFTracepoint, Name: "softirq_exit"}},
-		{{Program: SkbtraceProgContextHardirqEnter, Kind: BTFTracepoint, Name: "irq_handler_entry"}},
-		{{Program: SkbtraceProgContextHardirqExit, Kind: BTFTracepoint, Name: "irq_handler_exit"}},
+	Slots: [][]event.Hook{
+		{{Program: SkbtraceProgContextSoftirqEnter, Kind: event.BTFTracepoint, Name: "softirq_entry"}},
+		{{Program: SkbtraceProgContextSoftirqExit, Kind: event.BTFTracepoint, Name: "softirq_exit"}},
+		{{Program: SkbtraceProgContextHardirqEnter, Kind: event.BTFTracepoint, Name: "irq_handler_entry"}},
+		{{Program: SkbtraceProgContextHardirqExit, Kind: event.BTFTracepoint, Name: "irq_handler_exit"}},
 	},
 }
 
@@ -76,25 +34,18 @@ type Unit struct {
 	Name string
 	// Slots are the unit's attach points, each with its alternatives in
 	// order of preference: the first that loads and attaches is used.
-	Slots [][]Hook
+	Slots [][]event.Hook
 	// Optional are attach points the unit runs without, at a cost each names.
-	Optional []OptionalSlot
+	Optional []event.OptionalSlot
 	// Required makes Open fail when the unit cannot run; otherwise it is
 	// skipped, with the reason, and the others run.
 	Required bool
 }
 
-// OptionalSlot is an attach point, with its alternatives, that a unit can
-// do without.
-type OptionalSlot struct {
-	Hooks   []Hook
-	Without string // what the unit loses where none of Hooks attaches
-}
-
 // ChooseOptional adds to hooks the first of o's hooks that try accepts or,
 // when none does, adds to without what the unit goes without and why each
 // hook failed.
-func ChooseOptional(o OptionalSlot, hooks []Hook, without []string, try func(Hook) error) ([]Hook, []string) {
+func ChooseOptional(o event.OptionalSlot, hooks []event.Hook, without []string, try func(event.Hook) error) ([]event.Hook, []string) {
 	var errs []string
 	for _, h := range o.Hooks {
 		if err := try(h); err != nil {
@@ -113,7 +64,7 @@ func ChooseOptional(o OptionalSlot, hooks []Hook, without []string, try func(Hoo
 // does not run.
 type UnitStatus struct {
 	Name  string
-	Hooks []Hook
+	Hooks []event.Hook
 	// Without says, for each optional slot that did not attach, what the
 	// unit loses and why the hooks failed.
 	Without []string
@@ -141,7 +92,7 @@ type Session struct {
 	coll     *ebpf.Collection // the maps and global variables every program shares
 	progs    map[string]*ebpf.Program
 	progErrs map[string]error
-	links    map[Hook]link.Link
+	links    map[event.Hook]link.Link
 	ring     *ringbuf.Reader
 	features Features
 	units    []UnitStatus
@@ -175,7 +126,7 @@ func Open(cfg Config) (*Session, error) {
 		return nil, fmt.Errorf("creating BPF maps: %w", err)
 	}
 	s := &Session{spec: spec, coll: coll, progs: map[string]*ebpf.Program{}, progErrs: map[string]error{},
-		links: map[Hook]link.Link{}, features: feat}
+		links: map[event.Hook]link.Link{}, features: feat}
 	if cfg.Filter.Packets != nil {
 		if s.packetFilter, err = TranslatePacketFilter(cfg.Filter.Packets); err != nil {
 			coll.Close()
@@ -186,7 +137,7 @@ func Open(cfg Config) (*Session, error) {
 		// The first run also probes whether programs can be run at all, by
 		// running a socket filter on a packet it then frees: done before
 		// attaching, that free is not recorded as a drop.
-		err := s.loadProgram(Hook{Program: SkbtraceProgSeqReserve})
+		err := s.loadProgram(event.Hook{Program: SkbtraceProgSeqReserve})
 		if err == nil {
 			_, err = s.ReserveSeq(0)
 		}
@@ -268,7 +219,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, feat Features) error {
 // attaches. A unit that cannot run gives back what it attached.
 func (s *Session) openUnit(u Unit) UnitStatus {
 	st := UnitStatus{Name: u.Name}
-	var attached []Hook
+	var attached []event.Hook
 	for _, slot := range u.Slots {
 		var errs []string
 		chosen := false
@@ -282,7 +233,7 @@ func (s *Session) openUnit(u Unit) UnitStatus {
 				attached = append(attached, h)
 			}
 			// Without socket storage nothing runs the iterator; a hook two slots share is listed once.
-			if (h.Kind != Iterator || s.features.SkStorage) && !slices.Contains(st.Hooks, h) {
+			if (h.Kind != event.Iterator || s.features.SkStorage) && !slices.Contains(st.Hooks, h) {
 				st.Hooks = append(st.Hooks, h)
 			}
 			chosen = true
@@ -301,17 +252,17 @@ func (s *Session) openUnit(u Unit) UnitStatus {
 }
 
 // useHook checks, loads and attaches one alternative.
-func (s *Session) useHook(h Hook) error {
+func (s *Session) useHook(h event.Hook) error {
 	if err := CheckHook(h); err != nil {
 		return err
 	}
-	if h.Kind == Iterator && !s.features.SkStorage {
+	if h.Kind == event.Iterator && !s.features.SkStorage {
 		return nil // the state is in hash maps, which user space reads directly
 	}
 	if err := s.loadProgram(h); err != nil {
 		return err
 	}
-	if h.Kind == Iterator || s.links[h] != nil {
+	if h.Kind == event.Iterator || s.links[h] != nil {
 		return nil
 	}
 	return s.attachHook(h)
@@ -319,15 +270,15 @@ func (s *Session) useHook(h Hook) error {
 
 // programKey names a loaded program: a function hook's program is loaded
 // for the function it attaches to, the others once.
-func programKey(h Hook) string {
-	if h.Kind == FEntry || h.Kind == FExit {
+func programKey(h event.Hook) string {
+	if h.Kind == event.FEntry || h.Kind == event.FExit {
 		return h.Program + "@" + h.Name
 	}
 	return h.Program
 }
 
 // loadProgram loads a hook's program against the shared maps, once.
-func (s *Session) loadProgram(h Hook) error {
+func (s *Session) loadProgram(h event.Hook) error {
 	key := programKey(h)
 	if s.progs[key] != nil {
 		return nil
@@ -344,14 +295,14 @@ func (s *Session) loadProgram(h Hook) error {
 	return nil
 }
 
-func (s *Session) load(h Hook) (*ebpf.Program, error) {
+func (s *Session) load(h event.Hook) (*ebpf.Program, error) {
 	name := h.Program
 	ps := s.spec.Programs[name]
 	if ps == nil {
 		return nil, fmt.Errorf("program %s is not in the BPF object", name)
 	}
 	ps = ps.Copy()
-	if h.Kind == FEntry || h.Kind == FExit {
+	if h.Kind == event.FEntry || h.Kind == event.FExit {
 		ps.AttachTo = h.Name
 	}
 	if !s.features.KernelSeq {
@@ -409,7 +360,7 @@ func (s *Session) Features() Features { return s.features }
 // Units says, for each unit in the order given, the hooks it runs on or why it does not run.
 func (s *Session) Units() []UnitStatus { return s.units }
 
-func (s *Session) attachHook(h Hook) error {
+func (s *Session) attachHook(h event.Hook) error {
 	prog := s.progs[programKey(h)]
 	if prog == nil {
 		return fmt.Errorf("program %s is not loaded", h.Program)
@@ -417,7 +368,7 @@ func (s *Session) attachHook(h Hook) error {
 	var l link.Link
 	var err error
 	switch h.Kind {
-	case BTFTracepoint, FEntry, FExit:
+	case event.BTFTracepoint, event.FEntry, event.FExit:
 		l, err = link.AttachTracing(link.TracingOptions{Program: prog})
 	default:
 		if err = EnsureTracefs(); err == nil {
@@ -451,9 +402,9 @@ func (s *Session) ReadInto(rec *ringbuf.Record) error {
 func (s *Session) SetDeadline(t time.Time) { s.ring.SetDeadline(t) }
 
 // Attach attaches again hooks that DetachHooks removed.
-func (s *Session) Attach(hooks []Hook) error {
+func (s *Session) Attach(hooks []event.Hook) error {
 	for _, h := range hooks {
-		if h.Kind == Iterator || s.links[h] != nil {
+		if h.Kind == event.Iterator || s.links[h] != nil {
 			continue
 		}
 		if err := s.attachHook(h); err != nil {
@@ -464,7 +415,7 @@ func (s *Session) Attach(hooks []Hook) error {
 }
 
 // DetachHooks removes these hooks' programs; Attach puts them back.
-func (s *Session) DetachHooks(hooks []Hook) {
+func (s *Session) DetachHooks(hooks []event.Hook) {
 	for _, h := range hooks {
 		if l := s.links[h]; l != nil {
 			l.Close()

@@ -7,20 +7,10 @@ import (
 	"github.com/skbtrace/skbtrace/internal/event"
 )
 
-// Names resolves what events carry as numbers: namespace inodes, the
-// recording kernel's drop and reset reasons, drop locations. Unknown values
-// resolve to "" and print as numbers; nil Names prints numbers throughout.
-type Names interface {
-	NetnsName(inode uint32) string
-	DropReason(v uint32) string
-	ResetReason(v uint32) string
-	Symbol(addr uint64) string
-}
-
 // AppendText appends the seed's one-line form of ev, with a trailing newline:
 //
 //	11 1333399184.790000414 cpu=0 action=tcp_conn [SYN_RECV] sock=0xffff88003aca5980 local=... peer=...
-func AppendText(b []byte, ev *event.Event, names Names) []byte {
+func AppendText(b []byte, ev *event.Event, names event.Names) []byte {
 	b = strconv.AppendUint(b, ev.Seq, 10)
 	b = append(b, ' ')
 	b = appendTime(b, ev.Time)
@@ -92,15 +82,17 @@ func AppendText(b []byte, ev *event.Event, names Names) []byte {
 			b = appendField(b, "inflight", s.InFlight)
 		}
 	default:
-		tw := textFields{b: b}
-		catalogFields(&tw, ev, names)
-		b = tw.b
+		if k := ev.Type.Kind(); k != nil && k.Fields != nil {
+			tw := textFields{b: b, names: names}
+			k.Fields(&tw, ev, names)
+			b = tw.b
+		}
 	}
 	return append(b, '\n')
 }
 
 // AppendJSON appends ev as one JSON object with the text form's field names, and a newline.
-func AppendJSON(b []byte, ev *event.Event, names Names) []byte {
+func AppendJSON(b []byte, ev *event.Event, names event.Names) []byte {
 	b = append(b, `{"seq":`...)
 	b = strconv.AppendUint(b, ev.Seq, 10)
 	b = append(b, `,"time":"`...)
@@ -147,9 +139,11 @@ func AppendJSON(b []byte, ev *event.Event, names Names) []byte {
 		b = jsonUint(b, "kernel_rwnd_limited_us", s.RwndLimitedUs)
 		b = jsonUint(b, "kernel_sndbuf_limited_us", s.SndbufLimitedUs)
 	default:
-		jw := jsonFields{b: b}
-		catalogFields(&jw, ev, names)
-		b = jw.b
+		if k := ev.Type.Kind(); k != nil && k.Fields != nil {
+			jw := jsonFields{b: b, names: names}
+			k.Fields(&jw, ev, names)
+			b = jw.b
+		}
 	}
 	return append(b, "}\n"...)
 }
@@ -179,7 +173,7 @@ func appendSocket(b []byte, s *event.Socket) []byte {
 	return s.Peer.AppendTo(b)
 }
 
-func appendNetns(b []byte, inode uint32, names Names) []byte {
+func appendNetns(b []byte, inode uint32, names event.Names) []byte {
 	b = append(b, " netns="...)
 	if names != nil {
 		if n := names.NetnsName(inode); n != "" {
@@ -196,7 +190,7 @@ func appendField(b []byte, key string, v uint32) []byte {
 	return strconv.AppendUint(b, uint64(v), 10)
 }
 
-func jsonSocket(b []byte, s *event.Socket, names Names) []byte {
+func jsonSocket(b []byte, s *event.Socket, names event.Names) []byte {
 	b = append(b, `,"sock":"0x`...)
 	b = strconv.AppendUint(b, s.Sock, 16)
 	b = append(b, `","local":"`...)

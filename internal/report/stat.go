@@ -297,8 +297,8 @@ func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 		v.CPUs = append(v.CPUs, cv)
 	}
 	for _, d := range st.Drops {
-		v.Drops = append(v.Drops, DropView{Reason: enumName(names, d.Reason, Names.DropReason),
-			Location: symbol(names, d.Location), Dev: d.Dev, Count: d.Count})
+		v.Drops = append(v.Drops, DropView{Reason: event.EnumName(names, d.Reason, event.Names.DropReason),
+			Location: event.SymbolName(names, d.Location), Dev: d.Dev, Count: d.Count})
 	}
 	return v
 }

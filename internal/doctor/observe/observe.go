@@ -367,9 +367,9 @@ func startRecording(opts Options, notes []string) (*collect.Recording, []string)
 	if !opts.Deep {
 		sample = collect.DefaultSample
 	}
-	var fams []collect.Family
+	var fams []*event.Family
 	for _, name := range names {
-		if f, ok := collect.ByName(name); ok {
+		if f, ok := event.ByName(name); ok {
 			fams = append(fams, f)
 		}
 	}

@@ -77,6 +77,7 @@ func generate(out, pkg, object string, names []string) error {
 		src.WriteString("import \"structs\"\n\n")
 	}
 	src.Write(body.Bytes())
+	writeNames(&src, spec)
 	formatted, err := format.Source(src.Bytes())
 	if err != nil {
 		return fmt.Errorf("formatting the output: %w", err)
@@ -100,6 +101,35 @@ func generate(out, pkg, object string, names []string) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), out)
+}
+
+// writeNames writes the names of the object's programs, variables and
+// maps as constants, so the family registry names its hooks and switches
+// without importing the loader (which has bpf2go's own).
+func writeNames(src *bytes.Buffer, spec *ebpf.CollectionSpec) {
+	group := func(doc, prefix string, names []string) {
+		slices.Sort(names)
+		fmt.Fprintf(src, "// %s\nconst (\n", doc)
+		for _, n := range names {
+			fmt.Fprintf(src, "%s%s = %q\n", prefix, identifier(n), n)
+		}
+		src.WriteString(")\n\n")
+	}
+	var progs, vars, maps []string
+	for n := range spec.Programs {
+		progs = append(progs, n)
+	}
+	for n := range spec.Variables {
+		vars = append(vars, n)
+	}
+	for n, m := range spec.Maps {
+		if !strings.HasPrefix(m.Name, ".") { // sections (.rodata, .bss) hold the variables
+			maps = append(maps, n)
+		}
+	}
+	group("Programs of the object, by the names a hook loads.", "Prog", progs)
+	group("Variables of the object: switches set before load and flags set while running.", "Var", vars)
+	group("Maps of the object.", "Map", maps)
 }
 
 // identifier turns a C name into an exported Go one as bpf2go does
