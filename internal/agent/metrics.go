@@ -69,10 +69,11 @@ func newTotals(window time.Duration, sampled []string, share float64) *totals {
 	t := &totals{window: window, scale: map[event.Type]float64{}, names: map[uint32]string{}, reasons: map[uint32]string{}, limits: map[flowKey]*flowTotals{},
 		drops: map[dropKey]float64{}, devs: map[devKey]*[2][2]float64{}, softirq: map[[2]uint32]float64{},
 		events: map[string]float64{}, lost: map[string]float64{}}
-	// A sampled family's events are of the type named after it.
-	for typ := event.TypeTCPConn; typ <= event.TypeSockIO; typ++ {
-		if slices.Contains(sampled, typ.Action()) && share > 0 {
-			t.scale[typ] = 1 / share
+	for _, f := range event.Families {
+		if slices.Contains(sampled, f.Name) && share > 0 {
+			for _, k := range f.Events {
+				t.scale[k.Type] = 1 / share
+			}
 		}
 	}
 	return t

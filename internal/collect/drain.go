@@ -21,20 +21,14 @@ type drainFunc func(d *drainer) error
 // difference, so an update racing with a drain is reported next time rather
 // than lost.
 type drainer struct {
-	sess        *probe.Session
-	seq         *sequencer
-	order       binary.ByteOrder
-	begin, now  uint64 // the interval, CLOCK_BOOTTIME
-	gen         uint64
-	pending     [][]byte
-	devXmitPrev map[uint64]wire.DevStats
-	devRecvPrev map[uint64]wire.DevStats
-	napiPrev    map[napiKey]wire.NapiStats
-	softirqPrev map[softirqKey]wire.SoftirqStats
-	qdiscPrev   map[wire.QdiscKey]wire.QdiscStats
-	sockIOPrev  map[wire.SockIoKey]wire.SockIoStats
-	dropPrev    map[wire.DropKey]wire.DropStats
-	skLimitPrev map[wire.SkLimitKey]wire.SkLimitStats
+	sess       *probe.Session
+	seq        *sequencer
+	order      binary.ByteOrder
+	begin, now uint64 // the interval, CLOCK_BOOTTIME
+	gen        uint64
+	pending    [][]byte
+	// prev holds each family's values at the previous drain (prevOf), by family id.
+	prev map[uint16]any
 }
 
 type napiKey struct {
@@ -49,16 +43,18 @@ type softirqKey struct {
 
 func newDrainer(sess *probe.Session, seq *sequencer, order binary.ByteOrder, begin uint64) *drainer {
 	return &drainer{
-		sess: sess, seq: seq, order: order, begin: begin,
-		devXmitPrev: map[uint64]wire.DevStats{},
-		devRecvPrev: map[uint64]wire.DevStats{},
-		napiPrev:    map[napiKey]wire.NapiStats{},
-		softirqPrev: map[softirqKey]wire.SoftirqStats{},
-		qdiscPrev:   map[wire.QdiscKey]wire.QdiscStats{},
-		sockIOPrev:  map[wire.SockIoKey]wire.SockIoStats{},
-		dropPrev:    map[wire.DropKey]wire.DropStats{},
-		skLimitPrev: map[wire.SkLimitKey]wire.SkLimitStats{},
+		sess: sess, seq: seq, order: order, begin: begin, prev: map[uint16]any{},
 	}
+}
+
+// prevOf is a family's values at the previous drain, kept between drains.
+func prevOf[K comparable, V any](d *drainer, family wire.EventFamily) map[K]V {
+	m, ok := d.prev[uint16(family)].(map[K]V)
+	if !ok {
+		m = map[K]V{}
+		d.prev[uint16(family)] = m
+	}
+	return m
 }
 
 // emit encodes a wire event (a *probe.Skbtrace...Event whose first field is
@@ -135,11 +131,11 @@ func entries[K comparable, V any](m *ebpf.Map, fn func(K, V) error) error {
 }
 
 func drainDevXmit(d *drainer) error {
-	return drainDev(d, probe.SkbtraceMapDevXmitSlots, probe.SkbtraceMapDevXmitStats, d.devXmitPrev, event.TypeDevXmit)
+	return drainDev(d, probe.SkbtraceMapDevXmitSlots, probe.SkbtraceMapDevXmitStats, prevOf[uint64, wire.DevStats](d, wire.EventFamilyFAMILY_DEV_XMIT), event.TypeDevXmit)
 }
 
 func drainDevRecv(d *drainer) error {
-	return drainDev(d, probe.SkbtraceMapDevRecvSlots, probe.SkbtraceMapDevRecvStats, d.devRecvPrev, event.TypeDevRecv)
+	return drainDev(d, probe.SkbtraceMapDevRecvSlots, probe.SkbtraceMapDevRecvStats, prevOf[uint64, wire.DevStats](d, wire.EventFamilyFAMILY_DEV_RECV), event.TypeDevRecv)
 }
 
 // slotValues reads a per-CPU slot cache: each CPU's slots name the key they hold.
@@ -254,9 +250,10 @@ func drainNapi(d *drainer) error {
 	if err != nil {
 		return err
 	}
+	prev := prevOf[napiKey, wire.NapiStats](d, wire.EventFamilyFAMILY_NAPI_POLL)
 	for key, v := range sums {
-		p := d.napiPrev[key]
-		d.napiPrev[key] = *v
+		p := prev[key]
+		prev[key] = *v
 		if v.Polls == p.Polls {
 			continue
 		}
@@ -276,6 +273,7 @@ func drainSoftirq(d *drainer) error {
 	if m == nil {
 		return nil
 	}
+	prev := prevOf[softirqKey, wire.SoftirqStats](d, wire.EventFamilyFAMILY_SOFTIRQ)
 	for _, vec := range []uint32{netTxSoftirq, netRxSoftirq} {
 		var vs []wire.SoftirqStats
 		if err := m.Lookup(vec, &vs); err != nil {
@@ -283,8 +281,8 @@ func drainSoftirq(d *drainer) error {
 		}
 		for cpu, v := range vs {
 			key := softirqKey{vec, cpu}
-			p := d.softirqPrev[key]
-			d.softirqPrev[key] = v
+			p := prev[key]
+			prev[key] = v
 			if v.Entries == p.Entries {
 				continue
 			}
@@ -304,9 +302,10 @@ const (
 )
 
 func drainQdisc(d *drainer) error {
+	prev := prevOf[wire.QdiscKey, wire.QdiscStats](d, wire.EventFamilyFAMILY_QDISC)
 	return entries(d.sess.Map(probe.SkbtraceMapQdiscs), func(k wire.QdiscKey, v wire.QdiscStats) error {
-		p, seen := d.qdiscPrev[k]
-		d.qdiscPrev[k] = v
+		p, seen := prev[k]
+		prev[k] = v
 		if v.Enqueues == p.Enqueues && v.Dequeues == p.Dequeues && v.Drops == p.Drops {
 			return nil
 		}
@@ -328,6 +327,7 @@ func drainQdisc(d *drainer) error {
 }
 
 func drainSockIO(d *drainer) error {
+	prev := prevOf[wire.SockIoKey, wire.SockIoStats](d, wire.EventFamilyFAMILY_SOCK_IO)
 	return perCPU(d.sess.Map(probe.SkbtraceMapSockIo), func(k wire.SockIoKey, vs []wire.SockIoStats) error {
 		var sum wire.SockIoStats
 		for _, v := range vs {
@@ -341,8 +341,8 @@ func drainSockIO(d *drainer) error {
 				sum.Comm = v.Comm
 			}
 		}
-		p := d.sockIOPrev[k]
-		d.sockIOPrev[k] = sum
+		p := prev[k]
+		prev[k] = sum
 		if sum.Calls == p.Calls {
 			return nil
 		}
@@ -358,6 +358,7 @@ func drainSockIO(d *drainer) error {
 }
 
 func drainSkbDrop(d *drainer) error {
+	prev := prevOf[wire.DropKey, wire.DropStats](d, wire.EventFamilyFAMILY_SKB_DROP)
 	return perCPU(d.sess.Map(probe.SkbtraceMapDrops), func(k wire.DropKey, vs []wire.DropStats) error {
 		var sum wire.DropStats
 		var first uint64
@@ -371,8 +372,8 @@ func drainSkbDrop(d *drainer) error {
 				sum.Protocol, sum.L4proto, sum.Addrs = v.Protocol, v.L4proto, v.Addrs
 			}
 		}
-		p := d.dropPrev[k]
-		d.dropPrev[k] = sum
+		p := prev[k]
+		prev[k] = sum
 		if sum.Cnt == p.Cnt {
 			return nil
 		}
@@ -389,9 +390,10 @@ func drainSkbDrop(d *drainer) error {
 }
 
 func drainSkLimit(d *drainer) error {
+	prev := prevOf[wire.SkLimitKey, wire.SkLimitStats](d, wire.EventFamilyFAMILY_SK_LIMIT)
 	return entries(d.sess.Map(probe.SkbtraceMapSkLimits), func(k wire.SkLimitKey, v wire.SkLimitStats) error {
-		p := d.skLimitPrev[k]
-		d.skLimitPrev[k] = v
+		p := prev[k]
+		prev[k] = v
 		if v.Cnt == p.Cnt {
 			return nil
 		}
