@@ -18,6 +18,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #include "tcp.bpf.c"
 #include "dev.bpf.c"
 #include "sock.bpf.c"
+#include "qdisc_delay.bpf.c"
 
 /* Numbers the events the recorder writes from the maps, from the same counter as the kernel's. */
 SEC("syscall")

@@ -29,6 +29,8 @@ enum event_type {
 	EVENT_SOFTIRQ = 13,
 	EVENT_QDISC = 14,
 	EVENT_SOCK_IO = 15,
+	EVENT_QDISC_DELAY = 16,
+	EVENT_MAX = 17, /* one past the last */
 };
 
 /* Families are what a user selects with -e; loss is counted per family. */
@@ -48,13 +50,15 @@ enum event_family {
 	FAMILY_SOFTIRQ = 12,
 	FAMILY_QDISC = 13,
 	FAMILY_SOCK_IO = 14,
-	FAMILY_MAX = 15,
+	FAMILY_QDISC_DELAY = 15,
+	FAMILY_MAX = 16,
 };
 
 /* Bucket counts of the histograms in aggregated events. */
 enum histogram_buckets {
 	SEGS_BUCKETS = 8,  /* segments per skb: 1, 2-3, 4-7, ..., 64-127, 128+ */
 	SIZE_BUCKETS = 20, /* syscall bytes: 0-1, 2-3, 4-7, ..., 2^19 and up */
+	DELAY_BUCKETS = 96, /* microseconds: 0, 1, 2, 3, then each power of two in four: 4, 5, 6, 7, 8-9, ..., 2^24 (16.8 s) and up */
 };
 
 enum sk_limit_kind {
@@ -431,6 +435,34 @@ struct qdisc_event {
 	__u32 qlen_max;
 	__u32 backlog; /* at the end of the interval */
 	__u32 qlen;
+};
+
+/* qdisc_delay: per qdisc (struct qdisc_key) and CPU, cumulative. */
+struct qdisc_delay_stats {
+	__u64 packets;   /* dequeued with their enqueue seen */
+	__u64 unstamped; /* dequeued, enqueue not seen (split by the qdisc, or queued before the recording) */
+	__u64 sum_ns;
+	__u64 gen;
+	__u64 max_ns; /* in the current generation */
+	__u64 hist[DELAY_BUCKETS];
+	char dev[16];
+	char kind[16];
+};
+
+struct qdisc_delay_event {
+	struct event_header hdr;
+	__u64 begin_ns;
+	char dev[16];
+	char kind[16];
+	__u32 ifindex;
+	__u32 netns;
+	__u32 handle;
+	__u32 parent;
+	__u64 packets; /* in the interval */
+	__u64 unstamped;
+	__u64 sum_ns;
+	__u64 max_ns;
+	__u64 hist[DELAY_BUCKETS];
 };
 
 struct sock_io_key {

@@ -208,6 +208,7 @@ struct net_device {
 };
 
 struct sk_buff {
+	struct sk_buff *next; /* in an anonymous union: CO-RE finds it there */
 	unsigned int len;
 	struct net_device *dev;
 	struct sock *sk;

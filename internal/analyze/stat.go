@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/skbtrace/skbtrace/internal/event"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 // Stat summarizes a recording the way btt summarizes a blktrace: per
@@ -259,6 +260,26 @@ type QdiscStat struct {
 	Enqueues, Dequeues uint64
 	Drops, Requeues    uint64
 	BacklogMax         uint32
+	Wait               *QdiscWait // from qdisc_delay, when it was recorded
+}
+
+// QdiscWait is how long packets waited in a qdisc (qdisc_delay).
+type QdiscWait struct {
+	Packets, Unstamped uint64
+	SumNs, MaxNs       uint64
+	Hist               [len(wire.QdiscDelayEvent{}.Hist)]uint64
+}
+
+// qdisc finds or adds the qdisc the qdisc and qdisc_delay events name.
+func (s *Stat) qdisc(dev, kind []int8, netns, handle, parent uint32) *QdiscStat {
+	k := qdiscKey{string(event.CString(dev)), netns, handle, parent}
+	qs := s.qdiscs[k]
+	if qs == nil {
+		qs = &QdiscStat{Dev: k.dev, Kind: string(event.CString(kind)), Netns: k.netns, Handle: k.handle, Parent: k.parent}
+		s.qdiscs[k] = qs
+		s.Qdiscs = append(s.Qdiscs, qs)
+	}
+	return qs
 }
 
 // DropStat is the drops of one reason at one location on one device.
@@ -436,18 +457,26 @@ func (s *Stat) Add(ev *event.Event) {
 		ps.Seconds += float64(ev.Time-ev.Begin) / 1e9
 	case event.TypeQdisc:
 		q := &ev.Qdisc
-		k := qdiscKey{string(event.CString(q.Dev[:])), q.Netns, q.Handle, q.Parent}
-		qs := s.qdiscs[k]
-		if qs == nil {
-			qs = &QdiscStat{Dev: k.dev, Kind: string(event.CString(q.Kind[:])), Netns: k.netns, Handle: k.handle, Parent: k.parent}
-			s.qdiscs[k] = qs
-			s.Qdiscs = append(s.Qdiscs, qs)
-		}
+		qs := s.qdisc(q.Dev[:], q.Kind[:], q.Netns, q.Handle, q.Parent)
 		qs.Enqueues += q.Enqueues
 		qs.Dequeues += q.Dequeues
 		qs.Drops += q.Drops
 		qs.Requeues += q.Requeues
 		qs.BacklogMax = max(qs.BacklogMax, q.BacklogMax)
+	case event.TypeQdiscDelay:
+		q := &ev.QdiscDelay
+		qs := s.qdisc(q.Dev[:], q.Kind[:], q.Netns, q.Handle, q.Parent)
+		if qs.Wait == nil {
+			qs.Wait = &QdiscWait{}
+		}
+		w := qs.Wait
+		w.Packets += q.Packets
+		w.Unstamped += q.Unstamped
+		w.SumNs += q.SumNs
+		w.MaxNs = max(w.MaxNs, q.MaxNs)
+		for i, n := range q.Hist {
+			w.Hist[i] += n
+		}
 	case event.TypeSkbDrop:
 		d := &ev.Drop
 		k := dropKey{d.Reason, d.Location, string(event.CString(d.Dev[:])), event.ProtocolName(d.Protocol, d.L4proto)}

@@ -72,7 +72,10 @@ func catalogFixture(t *testing.T, o trace.ByteOrder) []byte {
 		Ifindex: 2, Netns: netns, Handle: 0x80010000, Parent: 0xffffffff, Enqueues: 90, Dequeues: 80, Drops: 10, BacklogMax: 65000, QlenMax: 44, Backlog: 1500, Qlen: 1})
 	ev(event.TypeSockIO, &wire.SockIoEvent{Hdr: hdr(13, 1_000_008_000, 0, event.TypeSockIO), BeginNs: 8_000, Pid: 4242, Dir: 0, Comm: name16("iperf3"),
 		Calls: 3, Bytes: 393216, Hist: [20]uint64{17: 3}})
-	must(w.AppendEnd(trace.End{NextSeq: 14, BootNs: 1_000_009_000}))
+	ev(event.TypeQdiscDelay, &wire.QdiscDelayEvent{Hdr: hdr(14, 1_000_008_000, 0, event.TypeQdiscDelay), BeginNs: 8_000, Dev: name16("skbs1"), Kind: name16("tbf"),
+		Ifindex: 2, Netns: netns, Handle: 0x80010000, Parent: 0xffffffff, Packets: 80, Unstamped: 3, SumNs: 80 * 38_000_000, MaxNs: 41_000_000,
+		Hist: [96]uint64{56: 60, 57: 20}})
+	must(w.AppendEnd(trace.End{NextSeq: 15, BootNs: 1_000_009_000}))
 	must(w.Flush())
 	return buf.Bytes()
 }

@@ -15,14 +15,15 @@ import (
 // drains turn what the families that aggregate in kernel maps counted
 // since the previous drain into events, by family id.
 var drains = map[uint16]drainFunc{
-	uint16(wire.EventFamilyFAMILY_SK_LIMIT):  drainSkLimit,
-	uint16(wire.EventFamilyFAMILY_SKB_DROP):  drainSkbDrop,
-	uint16(wire.EventFamilyFAMILY_DEV_XMIT):  drainDevXmit,
-	uint16(wire.EventFamilyFAMILY_DEV_RECV):  drainDevRecv,
-	uint16(wire.EventFamilyFAMILY_NAPI_POLL): drainNapi,
-	uint16(wire.EventFamilyFAMILY_SOFTIRQ):   drainSoftirq,
-	uint16(wire.EventFamilyFAMILY_QDISC):     drainQdisc,
-	uint16(wire.EventFamilyFAMILY_SOCK_IO):   drainSockIO,
+	uint16(wire.EventFamilyFAMILY_SK_LIMIT):    drainSkLimit,
+	uint16(wire.EventFamilyFAMILY_SKB_DROP):    drainSkbDrop,
+	uint16(wire.EventFamilyFAMILY_DEV_XMIT):    drainDevXmit,
+	uint16(wire.EventFamilyFAMILY_DEV_RECV):    drainDevRecv,
+	uint16(wire.EventFamilyFAMILY_NAPI_POLL):   drainNapi,
+	uint16(wire.EventFamilyFAMILY_SOFTIRQ):     drainSoftirq,
+	uint16(wire.EventFamilyFAMILY_QDISC):       drainQdisc,
+	uint16(wire.EventFamilyFAMILY_SOCK_IO):     drainSockIO,
+	uint16(wire.EventFamilyFAMILY_QDISC_DELAY): drainQdiscDelay,
 }
 
 // Select resolves -e. No names, or "all", selects every family: Start

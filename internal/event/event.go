@@ -67,6 +67,8 @@ type Event struct {
 	Softirq wire.SoftirqEvent
 	Qdisc   wire.QdiscEvent
 	SockIO  wire.SockIoEvent
+	// QdiscDelay is qdisc_delay's.
+	QdiscDelay wire.QdiscDelayEvent
 }
 
 // Socket identifies a socket and where it lives.
@@ -102,6 +104,8 @@ func (e *Event) Device() (name []byte, netns uint32, ok bool) {
 		return cstr(int8sAsBytes(e.Napi.Name[:])), e.Napi.Netns, true
 	case TypeQdisc:
 		return cstr(int8sAsBytes(e.Qdisc.Dev[:])), e.Qdisc.Netns, true
+	case TypeQdiscDelay:
+		return cstr(int8sAsBytes(e.QdiscDelay.Dev[:])), e.QdiscDelay.Netns, true
 	case TypeSkbDrop:
 		return cstr(int8sAsBytes(e.Drop.Dev[:])), e.Drop.Netns, true
 	}

@@ -224,9 +224,9 @@ func TestInjectReplacesOnlyTheStub(t *testing.T) {
 			}
 		}
 	}
-	// dev_xmit, dev_recv, dev_recv_gro, qdisc_enqueue, qdisc_dequeue, skb_drop
-	if calls != 6 {
-		t.Fatalf("%d programs call the packet filter, want the 6 per-packet ones", calls)
+	// dev_xmit, dev_recv, dev_recv_gro, qdisc_enqueue, qdisc_dequeue, qdisc_delay_enqueue, skb_drop
+	if calls != 7 {
+		t.Fatalf("%d programs call the packet filter, want the 7 per-packet ones", calls)
 	}
 }
 

@@ -26,6 +26,8 @@ const (
 	SkbtraceMapLost                  = "lost"
 	SkbtraceMapNapiPolls             = "napi_polls"
 	SkbtraceMapNapiSlots             = "napi_slots"
+	SkbtraceMapQdiscDelays           = "qdisc_delays"
+	SkbtraceMapQdiscStamps           = "qdisc_stamps"
 	SkbtraceMapQdiscs                = "qdiscs"
 	SkbtraceMapRcvbufStates          = "rcvbuf_states"
 	SkbtraceMapRcvbufStatesBySock    = "rcvbuf_states_by_sock"
@@ -45,6 +47,8 @@ const (
 	SkbtraceProgDevRecvGro           = "dev_recv_gro"
 	SkbtraceProgDevXmit              = "dev_xmit"
 	SkbtraceProgNapiPoll             = "napi_poll"
+	SkbtraceProgQdiscDelayDequeue    = "qdisc_delay_dequeue"
+	SkbtraceProgQdiscDelayEnqueue    = "qdisc_delay_enqueue"
 	SkbtraceProgQdiscDequeue         = "qdisc_dequeue"
 	SkbtraceProgQdiscEnqueue         = "qdisc_enqueue"
 	SkbtraceProgRetransOpenRuns      = "retrans_open_runs"
@@ -84,6 +88,7 @@ const (
 	SkbtraceVarEventType             = "_event_type"
 	SkbtraceVarHistogramBuckets      = "_histogram_buckets"
 	SkbtraceVarNapiEvent             = "_napi_event"
+	SkbtraceVarQdiscDelayEvent       = "_qdisc_delay_event"
 	SkbtraceVarQdiscEvent            = "_qdisc_event"
 	SkbtraceVarResetDir              = "_reset_dir"
 	SkbtraceVarResetPath             = "_reset_path"
@@ -123,6 +128,7 @@ const (
 	SkbtraceVarFilterPort            = "filter_port"
 	SkbtraceVarIntervalJiffies       = "interval_jiffies"
 	SkbtraceVarJiffiesPerSec         = "jiffies_per_sec"
+	SkbtraceVarQdiscDelayZero        = "qdisc_delay_zero"
 	SkbtraceVarResetHasReason        = "reset_has_reason"
 	SkbtraceVarRetransHasErr         = "retrans_has_err"
 	SkbtraceVarRttIntervalJiffies    = "rtt_interval_jiffies"
@@ -183,6 +189,8 @@ type SkbtraceProgramSpecs struct {
 	DevRecvGro           *ebpf.ProgramSpec `ebpf:"dev_recv_gro"`
 	DevXmit              *ebpf.ProgramSpec `ebpf:"dev_xmit"`
 	NapiPoll             *ebpf.ProgramSpec `ebpf:"napi_poll"`
+	QdiscDelayDequeue    *ebpf.ProgramSpec `ebpf:"qdisc_delay_dequeue"`
+	QdiscDelayEnqueue    *ebpf.ProgramSpec `ebpf:"qdisc_delay_enqueue"`
 	QdiscDequeue         *ebpf.ProgramSpec `ebpf:"qdisc_dequeue"`
 	QdiscEnqueue         *ebpf.ProgramSpec `ebpf:"qdisc_enqueue"`
 	RetransOpenRuns      *ebpf.ProgramSpec `ebpf:"retrans_open_runs"`
@@ -231,6 +239,8 @@ type SkbtraceMapSpecs struct {
 	Lost               *ebpf.MapSpec `ebpf:"lost"`
 	NapiPolls          *ebpf.MapSpec `ebpf:"napi_polls"`
 	NapiSlots          *ebpf.MapSpec `ebpf:"napi_slots"`
+	QdiscDelays        *ebpf.MapSpec `ebpf:"qdisc_delays"`
+	QdiscStamps        *ebpf.MapSpec `ebpf:"qdisc_stamps"`
 	Qdiscs             *ebpf.MapSpec `ebpf:"qdiscs"`
 	RcvbufStates       *ebpf.MapSpec `ebpf:"rcvbuf_states"`
 	RcvbufStatesBySock *ebpf.MapSpec `ebpf:"rcvbuf_states_by_sock"`
@@ -255,6 +265,7 @@ type SkbtraceVariableSpecs struct {
 	EventType           *ebpf.VariableSpec `ebpf:"_event_type"`
 	HistogramBuckets    *ebpf.VariableSpec `ebpf:"_histogram_buckets"`
 	NapiEvent           *ebpf.VariableSpec `ebpf:"_napi_event"`
+	QdiscDelayEvent     *ebpf.VariableSpec `ebpf:"_qdisc_delay_event"`
 	QdiscEvent          *ebpf.VariableSpec `ebpf:"_qdisc_event"`
 	ResetDir            *ebpf.VariableSpec `ebpf:"_reset_dir"`
 	ResetPath           *ebpf.VariableSpec `ebpf:"_reset_path"`
@@ -294,6 +305,7 @@ type SkbtraceVariableSpecs struct {
 	FilterPort          *ebpf.VariableSpec `ebpf:"filter_port"`
 	IntervalJiffies     *ebpf.VariableSpec `ebpf:"interval_jiffies"`
 	JiffiesPerSec       *ebpf.VariableSpec `ebpf:"jiffies_per_sec"`
+	QdiscDelayZero      *ebpf.VariableSpec `ebpf:"qdisc_delay_zero"`
 	ResetHasReason      *ebpf.VariableSpec `ebpf:"reset_has_reason"`
 	RetransHasErr       *ebpf.VariableSpec `ebpf:"retrans_has_err"`
 	RttIntervalJiffies  *ebpf.VariableSpec `ebpf:"rtt_interval_jiffies"`
@@ -334,6 +346,8 @@ type SkbtraceMaps struct {
 	Lost               *ebpf.Map `ebpf:"lost"`
 	NapiPolls          *ebpf.Map `ebpf:"napi_polls"`
 	NapiSlots          *ebpf.Map `ebpf:"napi_slots"`
+	QdiscDelays        *ebpf.Map `ebpf:"qdisc_delays"`
+	QdiscStamps        *ebpf.Map `ebpf:"qdisc_stamps"`
 	Qdiscs             *ebpf.Map `ebpf:"qdiscs"`
 	RcvbufStates       *ebpf.Map `ebpf:"rcvbuf_states"`
 	RcvbufStatesBySock *ebpf.Map `ebpf:"rcvbuf_states_by_sock"`
@@ -359,6 +373,8 @@ func (m *SkbtraceMaps) Close() error {
 		m.Lost,
 		m.NapiPolls,
 		m.NapiSlots,
+		m.QdiscDelays,
+		m.QdiscStamps,
 		m.Qdiscs,
 		m.RcvbufStates,
 		m.RcvbufStatesBySock,
@@ -384,6 +400,7 @@ type SkbtraceVariables struct {
 	EventType           *ebpf.Variable `ebpf:"_event_type"`
 	HistogramBuckets    *ebpf.Variable `ebpf:"_histogram_buckets"`
 	NapiEvent           *ebpf.Variable `ebpf:"_napi_event"`
+	QdiscDelayEvent     *ebpf.Variable `ebpf:"_qdisc_delay_event"`
 	QdiscEvent          *ebpf.Variable `ebpf:"_qdisc_event"`
 	ResetDir            *ebpf.Variable `ebpf:"_reset_dir"`
 	ResetPath           *ebpf.Variable `ebpf:"_reset_path"`
@@ -423,6 +440,7 @@ type SkbtraceVariables struct {
 	FilterPort          *ebpf.Variable `ebpf:"filter_port"`
 	IntervalJiffies     *ebpf.Variable `ebpf:"interval_jiffies"`
 	JiffiesPerSec       *ebpf.Variable `ebpf:"jiffies_per_sec"`
+	QdiscDelayZero      *ebpf.Variable `ebpf:"qdisc_delay_zero"`
 	ResetHasReason      *ebpf.Variable `ebpf:"reset_has_reason"`
 	RetransHasErr       *ebpf.Variable `ebpf:"retrans_has_err"`
 	RttIntervalJiffies  *ebpf.Variable `ebpf:"rtt_interval_jiffies"`
@@ -445,6 +463,8 @@ type SkbtracePrograms struct {
 	DevRecvGro           *ebpf.Program `ebpf:"dev_recv_gro"`
 	DevXmit              *ebpf.Program `ebpf:"dev_xmit"`
 	NapiPoll             *ebpf.Program `ebpf:"napi_poll"`
+	QdiscDelayDequeue    *ebpf.Program `ebpf:"qdisc_delay_dequeue"`
+	QdiscDelayEnqueue    *ebpf.Program `ebpf:"qdisc_delay_enqueue"`
 	QdiscDequeue         *ebpf.Program `ebpf:"qdisc_dequeue"`
 	QdiscEnqueue         *ebpf.Program `ebpf:"qdisc_enqueue"`
 	RetransOpenRuns      *ebpf.Program `ebpf:"retrans_open_runs"`
@@ -489,6 +509,8 @@ func (p *SkbtracePrograms) Close() error {
 		p.DevRecvGro,
 		p.DevXmit,
 		p.NapiPoll,
+		p.QdiscDelayDequeue,
+		p.QdiscDelayEnqueue,
 		p.QdiscDequeue,
 		p.QdiscEnqueue,
 		p.RetransOpenRuns,

@@ -83,6 +83,20 @@ func (n NetnsRef) Label() string {
 	return fmt.Sprint(n.Netns)
 }
 
+func qdiscWaitView(w *analyze.QdiscWait) *QdiscWaitView {
+	if w == nil {
+		return nil
+	}
+	v := &QdiscWaitView{Packets: w.Packets, Unstamped: w.Unstamped, MaxUs: w.MaxNs / 1000}
+	if w.Packets > 0 {
+		// A quantile interpolated in its bucket can pass the largest wait.
+		v.P50Us = min(event.DelayQuantileUs(w.Hist[:], 0.5), v.MaxUs)
+		v.P99Us = min(event.DelayQuantileUs(w.Hist[:], 0.99), v.MaxUs)
+		v.MeanUs = w.SumNs / w.Packets / 1000
+	}
+	return v
+}
+
 // QdiscView is one qdisc in StatView.
 type QdiscView struct {
 	Dev string `json:"dev"`
@@ -95,6 +109,19 @@ type QdiscView struct {
 	Drops      uint64 `json:"drops"`
 	Requeues   uint64 `json:"requeues"`
 	BacklogMax uint32 `json:"backlog_max"`
+	// Wait is how long packets waited in the qdisc, when qdisc_delay was recorded.
+	Wait *QdiscWaitView `json:"wait,omitempty"`
+}
+
+// QdiscWaitView is how long packets waited in a qdisc: the skbs it timed
+// from enqueue to dequeue, and those it could not (split by the qdisc).
+type QdiscWaitView struct {
+	Packets   uint64 `json:"packets"`
+	Unstamped uint64 `json:"unstamped"`
+	P50Us     uint64 `json:"p50_us"`
+	P99Us     uint64 `json:"p99_us"`
+	MeanUs    uint64 `json:"mean_us"`
+	MaxUs     uint64 `json:"max_us"`
 }
 
 // ConnView is one connection in StatView.
@@ -243,7 +270,7 @@ func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 	for _, q := range st.Qdiscs {
 		v.Qdiscs = append(v.Qdiscs, QdiscView{Dev: q.Dev, NetnsRef: nsRef(q.Netns), Kind: q.Kind, Handle: event.QdiscHandle(q.Handle),
 			Parent: event.QdiscHandle(q.Parent), Enqueues: q.Enqueues, Dequeues: q.Dequeues, Drops: q.Drops,
-			Requeues: q.Requeues, BacklogMax: q.BacklogMax})
+			Requeues: q.Requeues, BacklogMax: q.BacklogMax, Wait: qdiscWaitView(q.Wait)})
 	}
 	for _, c := range st.Connections {
 		if !c.Active() {
@@ -421,10 +448,24 @@ func WriteStatText(w io.Writer, v StatView) error {
 		}
 	}
 	if len(v.Qdiscs) > 0 {
-		fmt.Fprintln(tw, "\nQDISCS\ndev\tnetns\tkind\thandle\tparent\tenqueues\tdrops\trequeues\tbacklog max")
+		waits := slices.ContainsFunc(v.Qdiscs, func(q QdiscView) bool { return q.Wait != nil })
+		header := "\nQDISCS\ndev\tnetns\tkind\thandle\tparent\tenqueues\tdrops\trequeues\tbacklog max"
+		if waits {
+			header += "\twait p50/p99/max ms\ttimed"
+		}
+		fmt.Fprintln(tw, header)
 		for _, q := range v.Qdiscs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", q.Dev, q.Label(), q.Kind, q.Handle, q.Parent,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d", q.Dev, q.Label(), q.Kind, q.Handle, q.Parent,
 				q.Enqueues, q.Drops, q.Requeues, q.BacklogMax)
+			switch {
+			case q.Wait != nil:
+				w := q.Wait
+				fmt.Fprintf(tw, "\t%.1f/%.1f/%.1f\t%d of %d", float64(w.P50Us)/1e3, float64(w.P99Us)/1e3, float64(w.MaxUs)/1e3,
+					w.Packets, w.Packets+w.Unstamped)
+			case waits:
+				fmt.Fprint(tw, "\t-\t-")
+			}
+			fmt.Fprintln(tw)
 		}
 	}
 	if len(v.Drops) > 0 {

@@ -105,7 +105,8 @@ const (
 	EventFamilyFAMILY_SOFTIRQ     EventFamily = 12
 	EventFamilyFAMILY_QDISC       EventFamily = 13
 	EventFamilyFAMILY_SOCK_IO     EventFamily = 14
-	EventFamilyFAMILY_MAX         EventFamily = 15
+	EventFamilyFAMILY_QDISC_DELAY EventFamily = 15
+	EventFamilyFAMILY_MAX         EventFamily = 16
 )
 
 type EventHeader struct {
@@ -135,13 +136,16 @@ const (
 	EventTypeEVENT_SOFTIRQ     EventType = 13
 	EventTypeEVENT_QDISC       EventType = 14
 	EventTypeEVENT_SOCK_IO     EventType = 15
+	EventTypeEVENT_QDISC_DELAY EventType = 16
+	EventTypeEVENT_MAX         EventType = 17
 )
 
 type HistogramBuckets uint32
 
 const (
-	HistogramBucketsSEGS_BUCKETS HistogramBuckets = 8
-	HistogramBucketsSIZE_BUCKETS HistogramBuckets = 20
+	HistogramBucketsSEGS_BUCKETS  HistogramBuckets = 8
+	HistogramBucketsSIZE_BUCKETS  HistogramBuckets = 20
+	HistogramBucketsDELAY_BUCKETS HistogramBuckets = 96
 )
 
 type NapiEvent struct {
@@ -178,6 +182,35 @@ type NapiStats struct {
 	Name      [16]int8
 }
 
+type QdiscDelayEvent struct {
+	_         structs.HostLayout
+	Hdr       EventHeader
+	BeginNs   uint64
+	Dev       [16]int8
+	Kind      [16]int8
+	Ifindex   uint32
+	Netns     uint32
+	Handle    uint32
+	Parent    uint32
+	Packets   uint64
+	Unstamped uint64
+	SumNs     uint64
+	MaxNs     uint64
+	Hist      [96]uint64
+}
+
+type QdiscDelayStats struct {
+	_         structs.HostLayout
+	Packets   uint64
+	Unstamped uint64
+	SumNs     uint64
+	Gen       uint64
+	MaxNs     uint64
+	Hist      [96]uint64
+	Dev       [16]int8
+	Kind      [16]int8
+}
+
 type QdiscEvent struct {
 	_          structs.HostLayout
 	Hdr        EventHeader
@@ -205,6 +238,13 @@ type QdiscKey struct {
 	Ifindex uint32
 	Handle  uint32
 	Parent  uint32
+}
+
+type QdiscStamp struct {
+	_   structs.HostLayout
+	Ns  uint64
+	Len uint32
+	Pad uint32
 }
 
 type QdiscStats struct {
@@ -532,6 +572,8 @@ const (
 	ProgDevRecvGro           = "dev_recv_gro"
 	ProgDevXmit              = "dev_xmit"
 	ProgNapiPoll             = "napi_poll"
+	ProgQdiscDelayDequeue    = "qdisc_delay_dequeue"
+	ProgQdiscDelayEnqueue    = "qdisc_delay_enqueue"
 	ProgQdiscDequeue         = "qdisc_dequeue"
 	ProgQdiscEnqueue         = "qdisc_enqueue"
 	ProgRetransOpenRuns      = "retrans_open_runs"
@@ -575,6 +617,7 @@ const (
 	VarEventType           = "_event_type"
 	VarHistogramBuckets    = "_histogram_buckets"
 	VarNapiEvent           = "_napi_event"
+	VarQdiscDelayEvent     = "_qdisc_delay_event"
 	VarQdiscEvent          = "_qdisc_event"
 	VarResetDir            = "_reset_dir"
 	VarResetPath           = "_reset_path"
@@ -614,6 +657,7 @@ const (
 	VarFilterPort          = "filter_port"
 	VarIntervalJiffies     = "interval_jiffies"
 	VarJiffiesPerSec       = "jiffies_per_sec"
+	VarQdiscDelayZero      = "qdisc_delay_zero"
 	VarResetHasReason      = "reset_has_reason"
 	VarRetransHasErr       = "retrans_has_err"
 	VarRttIntervalJiffies  = "rtt_interval_jiffies"
@@ -636,6 +680,8 @@ const (
 	MapLost               = "lost"
 	MapNapiPolls          = "napi_polls"
 	MapNapiSlots          = "napi_slots"
+	MapQdiscDelays        = "qdisc_delays"
+	MapQdiscStamps        = "qdisc_stamps"
 	MapQdiscs             = "qdiscs"
 	MapRcvbufStates       = "rcvbuf_states"
 	MapRcvbufStatesBySock = "rcvbuf_states_by_sock"

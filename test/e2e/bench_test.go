@@ -230,6 +230,40 @@ func BenchmarkBPFRunTimePerProgram(b *testing.B) {
 	b.ReportMetric(total.Seconds(), "bpf-s-total")
 }
 
+// BenchmarkQdiscDelayCost measures what timing the waits in a qdisc costs
+// per skb, beside the qdisc family's counting of the same enqueues and
+// dequeues: a tbf far above the stream's rate, so every skb is queued and
+// none waits long (veth's default, noqueue, runs neither).
+func BenchmarkQdiscDelayCost(b *testing.B) {
+	testenv.RequireRoot(b, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
+	defer enableBPFStats(b)()
+	pair := newPair(b)
+	if _, err := pair.Sender.Run("tc", "qdisc", "add", "dev", pair.SenderDev, "root", "tbf",
+		"rate", "40gbit", "burst", "1mb", "limit", "4mb"); err != nil {
+		b.Fatal(err)
+	}
+	before := programIDs()
+	rec := startRecord(b, "-e", "dev_xmit,qdisc,qdisc_delay", "--sample", "1", "--filter-netns", pair.Sender.Name)
+	vethStream(b, pair, 5*time.Second, 0)
+	costs := programUseByName(before)
+	rec.stop(b, syscall.SIGINT)
+	skbs := float64(costs["dev_xmit"].runs)
+	if skbs == 0 {
+		b.Fatal("dev_xmit saw no skbs")
+	}
+	perSkb := func(progs ...string) float64 {
+		var ns time.Duration
+		for _, p := range progs {
+			ns += costs[p].runtime
+		}
+		return float64(ns) / skbs
+	}
+	b.ReportMetric(perSkb("qdisc_delay_enqueue"), "qdisc_delay_enqueue-ns/skb")
+	b.ReportMetric(perSkb("qdisc_delay_dequeue"), "qdisc_delay_dequeue-ns/skb")
+	b.ReportMetric(perSkb("qdisc_enqueue", "qdisc_dequeue"), "qdisc-ns/skb")
+	b.ReportMetric(perSkb("dev_xmit"), "dev_xmit-ns/skb")
+}
+
 // enableBPFStats has the kernel count BPF run time until the returned
 // function restores the setting.
 func enableBPFStats(b testing.TB) (restore func()) {

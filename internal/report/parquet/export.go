@@ -38,7 +38,7 @@ const (
 var families = []event.Type{
 	event.TypeTCPConn, event.TypeTCPSendlim, event.TypeTCPCong, event.TypeTCPRetrans, event.TypeTCPRTT,
 	event.TypeTCPReset, event.TypeTCPRcvbuf, event.TypeSkLimit, event.TypeSkbDrop, event.TypeDevXmit,
-	event.TypeDevRecv, event.TypeNapiPoll, event.TypeSoftirq, event.TypeQdisc, event.TypeSockIO,
+	event.TypeDevRecv, event.TypeNapiPoll, event.TypeSoftirq, event.TypeQdisc, event.TypeSockIO, event.TypeQdiscDelay,
 }
 
 // Exporter writes the tables of one trace into a directory.
@@ -55,21 +55,22 @@ type Exporter struct {
 	open []closer
 	err  error // the first write error; Add refuses to go on after it
 
-	conn    *table[tcpConnRow]
-	sendlim *table[tcpSendlimRow]
-	cong    *table[tcpCongRow]
-	retrans *table[tcpRetransRow]
-	rtt     *table[tcpRTTRow]
-	reset   *table[tcpResetRow]
-	rcvbuf  *table[tcpRcvbufRow]
-	skLimit *table[skLimitRow]
-	drop    *table[skbDropRow]
-	xmit    *table[devRow]
-	recv    *table[devRow]
-	napi    *table[napiRow]
-	softirq *table[softirqRow]
-	qdisc   *table[qdiscRow]
-	sockIO  *table[sockIORow]
+	conn       *table[tcpConnRow]
+	sendlim    *table[tcpSendlimRow]
+	cong       *table[tcpCongRow]
+	retrans    *table[tcpRetransRow]
+	rtt        *table[tcpRTTRow]
+	reset      *table[tcpResetRow]
+	rcvbuf     *table[tcpRcvbufRow]
+	skLimit    *table[skLimitRow]
+	drop       *table[skbDropRow]
+	xmit       *table[devRow]
+	recv       *table[devRow]
+	napi       *table[napiRow]
+	softirq    *table[softirqRow]
+	qdisc      *table[qdiscRow]
+	sockIO     *table[sockIORow]
+	qdiscDelay *table[qdiscDelayRow]
 }
 
 // New starts an export into dir (created if missing). sum is the summary

@@ -118,7 +118,10 @@ func fixture(t testing.TB, host string) []byte {
 	ev(event.TypeSockIO, &wire.SockIoEvent{Hdr: hdr(16, 3_000_000_000, 0, event.TypeSockIO), BeginNs: 2_000_000_000,
 		Pid: 4242, Dir: 0, Comm: name16("iperf3"), Calls: 3, Bytes: 393216, Hist: [20]uint64{17: 3}})
 	ev(event.TypeTCPConn, tracetest.Conn(17, 3_100_000_000, 1, fixSock, a, 1, 4, 0, ""))
-	must(w.AppendEnd(trace.End{NextSeq: 18, BootNs: 3_200_000_000}))
+	ev(event.TypeQdiscDelay, &wire.QdiscDelayEvent{Hdr: hdr(18, 3_100_000_000, 0, event.TypeQdiscDelay), BeginNs: 2_000_000_000,
+		Dev: name16("skbs1"), Kind: name16("tbf"), Ifindex: 2, Netns: fixNetns, Handle: 0x80010000, Parent: 0xffffffff,
+		Packets: 80, Unstamped: 3, SumNs: 80 * 38_000_000, MaxNs: 41_000_000, Hist: [96]uint64{56: 60, 57: 20}})
+	must(w.AppendEnd(trace.End{NextSeq: 19, BootNs: 3_200_000_000}))
 	must(w.Flush())
 	return buf.Bytes()
 }
@@ -333,6 +336,10 @@ func TestEventRowsFlattenFields(t *testing.T) {
 	if r := read[qdiscRow](t, dir, "qdisc"); len(r) != 1 || r[0].Kind != "tbf" || r[0].Handle != "8001:" || r[0].Parent != "root" ||
 		r[0].Drops != 10 || r[0].Qlen != 1 {
 		t.Errorf("qdisc: %+v", r)
+	}
+	if r := read[qdiscDelayRow](t, dir, "qdisc_delay"); len(r) != 1 || r[0].Kind != "tbf" || r[0].Packets != 80 || r[0].Unstamped != 3 ||
+		r[0].MaxNs != 41_000_000 || len(r[0].DelayHist) != 96 || r[0].DelayHist[57] != 20 {
+		t.Errorf("qdisc_delay: %+v", r)
 	}
 	sio := read[sockIORow](t, dir, "sock_io")
 	if len(sio) != 1 || sio[0].Dir != "send" || sio[0].Comm != "iperf3" || sio[0].Bytes != 393216 || len(sio[0].SizeHist) != 20 || sio[0].SizeHist[17] != 3 {

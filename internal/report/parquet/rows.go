@@ -231,6 +231,21 @@ type sockIORow struct {
 	hist     [20]int64 // backs SizeHist
 }
 
+type qdiscDelayRow struct {
+	common
+	devCols
+	Kind      string    `parquet:"kind,dict"`
+	Handle    string    `parquet:"handle,dict"`
+	Parent    string    `parquet:"parent,dict"`
+	BeginNs   int64     `parquet:"begin_ns"`
+	Packets   int64     `parquet:"packets"`
+	Unstamped int64     `parquet:"unstamped"`
+	SumNs     int64     `parquet:"sum_ns"`
+	MaxNs     int64     `parquet:"max_ns"`
+	DelayHist []int64   `parquet:"delay_hist,list"`
+	hist      [96]int64 // backs DelayHist
+}
+
 // addRow appends ev to its family's table.
 func (x *Exporter) addRow(ev *event.Event) error {
 	switch ev.Type {
@@ -407,6 +422,21 @@ func (x *Exporter) addRow(ev *event.Event) error {
 			r.hist[i] = int64(n)
 		}
 		r.SizeHist = r.hist[:]
+	case event.TypeQdiscDelay:
+		r, err := slot(x, &x.qdiscDelay, ev.Type)
+		if err != nil {
+			return err
+		}
+		q := &ev.QdiscDelay
+		x.fillCommon(&r.common, ev)
+		x.fillDev(&r.devCols, &q.Dev, q.Ifindex, q.Netns)
+		r.Kind, r.Handle, r.Parent = x.str.name(&q.Kind), event.QdiscHandle(q.Handle), event.QdiscHandle(q.Parent)
+		r.BeginNs, r.Packets, r.Unstamped = ev.Begin, int64(q.Packets), int64(q.Unstamped)
+		r.SumNs, r.MaxNs = int64(q.SumNs), int64(q.MaxNs)
+		for i, n := range q.Hist {
+			r.hist[i] = int64(n)
+		}
+		r.DelayHist = r.hist[:]
 	}
 	return nil
 }

@@ -1,0 +1,84 @@
+package event
+
+import (
+	"github.com/skbtrace/skbtrace/internal/trace"
+	"github.com/skbtrace/skbtrace/internal/wire"
+)
+
+// TypeQdiscDelay is qdisc_delay's event: how long packets waited in a qdisc.
+const TypeQdiscDelay = Type(wire.EventTypeEVENT_QDISC_DELAY)
+
+var qdiscDelay = Family{
+	ID:          uint16(wire.EventFamilyFAMILY_QDISC_DELAY),
+	Name:        "qdisc_delay",
+	Description: "time packets waited in each qdisc, enqueue to dequeue: histogram, mean and max, per interval",
+	Hooks: Slots(BTFHook(wire.ProgQdiscDelayEnqueue, "qdisc_enqueue"),
+		BTFHook(wire.ProgQdiscDelayDequeue, "qdisc_dequeue")),
+	// Not sampled: a packet stamped inside a sampling window may leave the
+	// queue after it, and the longest waits, the ones that matter, would be
+	// the ones lost.
+	Events: []EventKind{{Type: TypeQdiscDelay, Action: "qdisc_delay", decode: decodeQdiscDelay, Fields: fieldsQdiscDelay}},
+}
+
+func decodeQdiscDelay(d Decoder, rec trace.Record, ev *Event) (bool, error) {
+	return decodeAggregate(d, rec, ev, &ev.QdiscDelay, &ev.QdiscDelay.Hdr, &ev.QdiscDelay.BeginNs)
+}
+
+func fieldsQdiscDelay(f Fields, ev *Event, _ Names) {
+	q := &ev.QdiscDelay
+	f.Bytes("dev", CString(q.Dev[:]))
+	f.Netns(q.Netns)
+	f.Bytes("kind", CString(q.Kind[:]))
+	f.Str("handle", QdiscHandle(q.Handle))
+	f.Str("parent", QdiscHandle(q.Parent))
+	f.Uint("packets", q.Packets)
+	f.Uint("unstamped", q.Unstamped)
+	maxUs := q.MaxNs / 1000
+	if q.Packets > 0 {
+		// A quantile interpolated in its log2 bucket can pass the largest wait.
+		f.Uint("p50_us", min(DelayQuantileUs(q.Hist[:], 0.5), maxUs))
+		f.Uint("p99_us", min(DelayQuantileUs(q.Hist[:], 0.99), maxUs))
+		f.Uint("mean_us", q.SumNs/q.Packets/1000)
+	}
+	f.Uint("max_us", maxUs)
+	f.Hist("delay_hist", q.Hist[:])
+	f.Time("begin", ev.Begin)
+}
+
+// DelayBucketUs is the range [lo, hi) of microseconds a bucket of a
+// delay histogram holds: 0-3 one each, then every power of two in quarters.
+func DelayBucketUs(idx int) (lo, hi uint64) {
+	if idx < 4 {
+		return uint64(idx), uint64(idx) + 1
+	}
+	b, sub := idx/4+1, uint64(idx%4)
+	width := uint64(1) << (b - 2)
+	lo = (4 + sub) * width
+	return lo, lo + width
+}
+
+// DelayQuantileUs estimates a quantile from a delay histogram,
+// interpolating within the bucket it falls in.
+func DelayQuantileUs(hist []uint64, q float64) uint64 {
+	var total uint64
+	for _, n := range hist {
+		total += n
+	}
+	if total == 0 {
+		return 0
+	}
+	rank := q * float64(total)
+	var below float64
+	for k, n := range hist {
+		if n == 0 {
+			continue
+		}
+		if below+float64(n) >= rank {
+			lo, hi := DelayBucketUs(k)
+			return lo + uint64(float64(hi-lo)*(rank-below)/float64(n))
+		}
+		below += float64(n)
+	}
+	_, hi := DelayBucketUs(len(hist) - 1)
+	return hi
+}
