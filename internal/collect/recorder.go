@@ -319,7 +319,7 @@ type recorderState struct {
 	seenNetns map[uint32]bool
 	counts    map[event.Type]uint64
 	lostSeen  [][]uint64
-	lostTotal [16]uint64
+	lostTotal [wire.EventFamilyFAMILY_MAX]uint64
 	status    io.Writer
 	start     time.Time
 	events    uint64
