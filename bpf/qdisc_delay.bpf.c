@@ -44,20 +44,6 @@ struct {
 /* A new qdisc's values: too large for the stack. */
 const struct qdisc_delay_stats qdisc_delay_zero = {};
 
-/* Quarters of a power of two: a quantile read from them is within 12 % (interpolated, a few). */
-static __always_inline __u32 delay_bucket(__u64 us)
-{
-	__u32 b, idx;
-
-	if (us < 4)
-		return us;
-	if (us > (1ULL << 30))
-		us = 1ULL << 30;
-	b = log2_bucket(us, 31);
-	idx = (b - 1) * 4 + ((us >> ((b - 2) & 31)) & 3);
-	return idx < DELAY_BUCKETS - 1 ? idx : DELAY_BUCKETS - 1;
-}
-
 SEC("tp_btf/qdisc_enqueue")
 int BPF_PROG(qdisc_delay_enqueue, struct Qdisc *q, const struct netdev_queue *txq, struct sk_buff *skb)
 {

@@ -19,6 +19,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #include "dev.bpf.c"
 #include "sock.bpf.c"
 #include "qdisc_delay.bpf.c"
+#include "tcp_stage.bpf.c"
 
 /* Numbers the events the recorder writes from the maps, from the same counter as the kernel's. */
 SEC("syscall")

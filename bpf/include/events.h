@@ -30,7 +30,8 @@ enum event_type {
 	EVENT_QDISC = 14,
 	EVENT_SOCK_IO = 15,
 	EVENT_QDISC_DELAY = 16,
-	EVENT_MAX = 17, /* one past the last */
+	EVENT_TCP_STAGE = 17,
+	EVENT_MAX = 18, /* one past the last */
 };
 
 /* Families are what a user selects with -e; loss is counted per family. */
@@ -51,7 +52,8 @@ enum event_family {
 	FAMILY_QDISC = 13,
 	FAMILY_SOCK_IO = 14,
 	FAMILY_QDISC_DELAY = 15,
-	FAMILY_MAX = 16,
+	FAMILY_TCP_STAGE = 16,
+	FAMILY_MAX = 17,
 };
 
 /* Bucket counts of the histograms in aggregated events. */
@@ -463,6 +465,35 @@ struct qdisc_delay_event {
 	__u64 sum_ns;
 	__u64 max_ns;
 	__u64 hist[DELAY_BUCKETS];
+};
+
+/* tcp_stage: where a sent byte's time goes, from the write to its ACK. */
+enum tcp_stage {
+	STAGE_SEND_QUEUE = 0, /* accepted by the write, to the device layer (dev_queue_xmit) */
+	STAGE_QDISC = 1,      /* in the qdisc, to its dequeue (0 where the qdisc is bypassed) */
+	STAGE_DRIVER = 2,     /* to the driver's transmit: segmentation, the device's queue */
+	STAGE_ACK = 3,        /* from the driver to the ACK that covers it: the path, the receiver, its ACK */
+	STAGE_MAX = 4,
+};
+
+struct stage_hist {
+	__u64 count;
+	__u64 sum_ns;
+	__u64 hist[DELAY_BUCKETS];
+};
+
+/* Per socket and CPU, cumulative. */
+struct tcp_stage_stats {
+	struct sock_addrs addrs;
+	struct stage_hist stage[STAGE_MAX];
+};
+
+struct tcp_stage_event {
+	struct event_header hdr;
+	__u64 begin_ns;
+	__u64 sock;
+	struct sock_addrs addrs;
+	struct stage_hist stage[STAGE_MAX]; /* in the interval */
 };
 
 struct sock_io_key {

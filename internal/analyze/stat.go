@@ -95,6 +95,9 @@ type ConnStat struct {
 	RetransSegs uint64
 	CongStates  map[string]int
 	Resets      int
+	// Stages holds tcp_stage's histograms of the bytes the socket sent, by
+	// stage (event.StageNames), when the trace has them.
+	Stages *[wire.TcpStageSTAGE_MAX]wire.StageHist
 }
 
 // Duration is the connection's span in the recording, in seconds (the
@@ -463,6 +466,19 @@ func (s *Stat) Add(ev *event.Event) {
 		qs.Drops += q.Drops
 		qs.Requeues += q.Requeues
 		qs.BacklogMax = max(qs.BacklogMax, q.BacklogMax)
+	case event.TypeTCPStage:
+		c := s.conn(&ev.Socket, ev.Time)
+		if c.Stages == nil {
+			c.Stages = new([wire.TcpStageSTAGE_MAX]wire.StageHist)
+		}
+		for i := range c.Stages {
+			h, add := &c.Stages[i], &ev.Stage.Stage[i]
+			h.Count += add.Count
+			h.SumNs += add.SumNs
+			for k, n := range add.Hist {
+				h.Hist[k] += n
+			}
+		}
 	case event.TypeQdiscDelay:
 		q := &ev.QdiscDelay
 		qs := s.qdisc(q.Dev[:], q.Kind[:], q.Netns, q.Handle, q.Parent)
@@ -545,7 +561,7 @@ func (c *ConnStat) Active() bool {
 	if c.listener {
 		return false
 	}
-	return c.Samples > 0 || c.runs() > 0 || c.RetransSegs > 0 || c.Resets > 0 || len(c.CongStates) > 0
+	return c.Samples > 0 || c.runs() > 0 || c.RetransSegs > 0 || c.Resets > 0 || len(c.CongStates) > 0 || c.Stages != nil
 }
 
 func (s *Stat) dev(name string, netns uint32) *DevStat {

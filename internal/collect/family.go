@@ -24,6 +24,7 @@ var drains = map[uint16]drainFunc{
 	uint16(wire.EventFamilyFAMILY_QDISC):       drainQdisc,
 	uint16(wire.EventFamilyFAMILY_SOCK_IO):     drainSockIO,
 	uint16(wire.EventFamilyFAMILY_QDISC_DELAY): drainQdiscDelay,
+	uint16(wire.EventFamilyFAMILY_TCP_STAGE):   drainTCPStage,
 }
 
 // Select resolves -e. No names, or "all", selects every family: Start

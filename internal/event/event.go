@@ -54,7 +54,7 @@ type Event struct {
 	Begin   int64
 	Conn    TCPConn
 	Sendlim TCPSendlim
-	Socket  Socket // of tcp_cong, tcp_retrans, tcp_rtt, tcp_reset, tcp_rcvbuf, sk_limit and skb_drop
+	Socket  Socket // of tcp_cong, tcp_retrans, tcp_rtt, tcp_reset, tcp_rcvbuf, sk_limit, skb_drop and tcp_stage
 	Cong    wire.TcpCongEvent
 	Retrans wire.TcpRetransEvent
 	RTT     wire.TcpRttEvent
@@ -69,6 +69,8 @@ type Event struct {
 	SockIO  wire.SockIoEvent
 	// QdiscDelay is qdisc_delay's.
 	QdiscDelay wire.QdiscDelayEvent
+	// Stage is tcp_stage's, a value of its own (see decodeTCPStage).
+	Stage *wire.TcpStageEvent
 }
 
 // Socket identifies a socket and where it lives.
@@ -89,7 +91,7 @@ func (e *Event) Sock() *Socket {
 		return &e.Conn.Socket
 	case TypeTCPSendlim:
 		return &e.Sendlim.Socket
-	case TypeTCPCong, TypeTCPRetrans, TypeTCPRTT, TypeTCPReset, TypeTCPRcvbuf, TypeSkLimit, TypeSkbDrop:
+	case TypeTCPCong, TypeTCPRetrans, TypeTCPRTT, TypeTCPReset, TypeTCPRcvbuf, TypeSkLimit, TypeSkbDrop, TypeTCPStage:
 		return &e.Socket
 	}
 	return nil

@@ -56,7 +56,7 @@ type EventKind struct {
 // Families lists every family in the order `skbtrace events` prints them.
 var Families = []*Family{
 	&tcpConn, &tcpSendlim, &tcpCong, &tcpRetrans, &tcpRTT, &tcpReset, &tcpRcvbuf, &skLimit,
-	&skbDrop, &devXmit, &devRecv, &napiPoll, &softirq, &qdisc, &sockIO, &qdiscDelay,
+	&skbDrop, &devXmit, &devRecv, &napiPoll, &softirq, &qdisc, &sockIO, &qdiscDelay, &tcpStage,
 }
 
 // kinds indexes the event types of Families.

@@ -39,6 +39,9 @@ const (
 	SkbtraceMapSkLimits              = "sk_limits"
 	SkbtraceMapSockIo                = "sock_io"
 	SkbtraceMapSoftirqs              = "softirqs"
+	SkbtraceMapStageSamples          = "stage_samples"
+	SkbtraceMapStageSamplesBySock    = "stage_samples_by_sock"
+	SkbtraceMapTcpStages             = "tcp_stages"
 	SkbtraceProgContextHardirqEnter  = "context_hardirq_enter"
 	SkbtraceProgContextHardirqExit   = "context_hardirq_exit"
 	SkbtraceProgContextSoftirqEnter  = "context_softirq_enter"
@@ -67,6 +70,12 @@ const (
 	SkbtraceProgSockSend             = "sock_send"
 	SkbtraceProgSoftirqEnter         = "softirq_enter"
 	SkbtraceProgSoftirqLeave         = "softirq_leave"
+	SkbtraceProgStageAcceptFentry    = "stage_accept_fentry"
+	SkbtraceProgStageAcceptTp        = "stage_accept_tp"
+	SkbtraceProgStageAck             = "stage_ack"
+	SkbtraceProgStageDequeue         = "stage_dequeue"
+	SkbtraceProgStageDriver          = "stage_driver"
+	SkbtraceProgStageQueue           = "stage_queue"
 	SkbtraceProgTcpCong              = "tcp_cong"
 	SkbtraceProgTcpCongFentry        = "tcp_cong_fentry"
 	SkbtraceProgTcpConn              = "tcp_conn"
@@ -105,6 +114,8 @@ const (
 	SkbtraceVarTcpResetEvent         = "_tcp_reset_event"
 	SkbtraceVarTcpRetransEvent       = "_tcp_retrans_event"
 	SkbtraceVarTcpRttEvent           = "_tcp_rtt_event"
+	SkbtraceVarTcpStage              = "_tcp_stage"
+	SkbtraceVarTcpStageEvent         = "_tcp_stage_event"
 	SkbtraceVarDrainGen              = "drain_gen"
 	SkbtraceVarDropHasReason         = "drop_has_reason"
 	SkbtraceVarDropHasRxSk           = "drop_has_rx_sk"
@@ -134,6 +145,7 @@ const (
 	SkbtraceVarRttIntervalJiffies    = "rtt_interval_jiffies"
 	SkbtraceVarSeqCounter            = "seq_counter"
 	SkbtraceVarSockIoSendPaused      = "sock_io_send_paused"
+	SkbtraceVarTcpStageZero          = "tcp_stage_zero"
 	SkbtraceVarThreadSize            = "thread_size"
 	SkbtraceVarUseSkStorage          = "use_sk_storage"
 	SkbtraceVarWakeupBytes           = "wakeup_bytes"
@@ -209,6 +221,12 @@ type SkbtraceProgramSpecs struct {
 	SockSend             *ebpf.ProgramSpec `ebpf:"sock_send"`
 	SoftirqEnter         *ebpf.ProgramSpec `ebpf:"softirq_enter"`
 	SoftirqLeave         *ebpf.ProgramSpec `ebpf:"softirq_leave"`
+	StageAcceptFentry    *ebpf.ProgramSpec `ebpf:"stage_accept_fentry"`
+	StageAcceptTp        *ebpf.ProgramSpec `ebpf:"stage_accept_tp"`
+	StageAck             *ebpf.ProgramSpec `ebpf:"stage_ack"`
+	StageDequeue         *ebpf.ProgramSpec `ebpf:"stage_dequeue"`
+	StageDriver          *ebpf.ProgramSpec `ebpf:"stage_driver"`
+	StageQueue           *ebpf.ProgramSpec `ebpf:"stage_queue"`
 	TcpCong              *ebpf.ProgramSpec `ebpf:"tcp_cong"`
 	TcpCongFentry        *ebpf.ProgramSpec `ebpf:"tcp_cong_fentry"`
 	TcpConn              *ebpf.ProgramSpec `ebpf:"tcp_conn"`
@@ -252,6 +270,9 @@ type SkbtraceMapSpecs struct {
 	SkLimits           *ebpf.MapSpec `ebpf:"sk_limits"`
 	SockIo             *ebpf.MapSpec `ebpf:"sock_io"`
 	Softirqs           *ebpf.MapSpec `ebpf:"softirqs"`
+	StageSamples       *ebpf.MapSpec `ebpf:"stage_samples"`
+	StageSamplesBySock *ebpf.MapSpec `ebpf:"stage_samples_by_sock"`
+	TcpStages          *ebpf.MapSpec `ebpf:"tcp_stages"`
 }
 
 // SkbtraceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -282,6 +303,8 @@ type SkbtraceVariableSpecs struct {
 	TcpResetEvent       *ebpf.VariableSpec `ebpf:"_tcp_reset_event"`
 	TcpRetransEvent     *ebpf.VariableSpec `ebpf:"_tcp_retrans_event"`
 	TcpRttEvent         *ebpf.VariableSpec `ebpf:"_tcp_rtt_event"`
+	TcpStage            *ebpf.VariableSpec `ebpf:"_tcp_stage"`
+	TcpStageEvent       *ebpf.VariableSpec `ebpf:"_tcp_stage_event"`
 	DrainGen            *ebpf.VariableSpec `ebpf:"drain_gen"`
 	DropHasReason       *ebpf.VariableSpec `ebpf:"drop_has_reason"`
 	DropHasRxSk         *ebpf.VariableSpec `ebpf:"drop_has_rx_sk"`
@@ -311,6 +334,7 @@ type SkbtraceVariableSpecs struct {
 	RttIntervalJiffies  *ebpf.VariableSpec `ebpf:"rtt_interval_jiffies"`
 	SeqCounter          *ebpf.VariableSpec `ebpf:"seq_counter"`
 	SockIoSendPaused    *ebpf.VariableSpec `ebpf:"sock_io_send_paused"`
+	TcpStageZero        *ebpf.VariableSpec `ebpf:"tcp_stage_zero"`
 	ThreadSize          *ebpf.VariableSpec `ebpf:"thread_size"`
 	UseSkStorage        *ebpf.VariableSpec `ebpf:"use_sk_storage"`
 	WakeupBytes         *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
@@ -359,6 +383,9 @@ type SkbtraceMaps struct {
 	SkLimits           *ebpf.Map `ebpf:"sk_limits"`
 	SockIo             *ebpf.Map `ebpf:"sock_io"`
 	Softirqs           *ebpf.Map `ebpf:"softirqs"`
+	StageSamples       *ebpf.Map `ebpf:"stage_samples"`
+	StageSamplesBySock *ebpf.Map `ebpf:"stage_samples_by_sock"`
+	TcpStages          *ebpf.Map `ebpf:"tcp_stages"`
 }
 
 func (m *SkbtraceMaps) Close() error {
@@ -386,6 +413,9 @@ func (m *SkbtraceMaps) Close() error {
 		m.SkLimits,
 		m.SockIo,
 		m.Softirqs,
+		m.StageSamples,
+		m.StageSamplesBySock,
+		m.TcpStages,
 	)
 }
 
@@ -417,6 +447,8 @@ type SkbtraceVariables struct {
 	TcpResetEvent       *ebpf.Variable `ebpf:"_tcp_reset_event"`
 	TcpRetransEvent     *ebpf.Variable `ebpf:"_tcp_retrans_event"`
 	TcpRttEvent         *ebpf.Variable `ebpf:"_tcp_rtt_event"`
+	TcpStage            *ebpf.Variable `ebpf:"_tcp_stage"`
+	TcpStageEvent       *ebpf.Variable `ebpf:"_tcp_stage_event"`
 	DrainGen            *ebpf.Variable `ebpf:"drain_gen"`
 	DropHasReason       *ebpf.Variable `ebpf:"drop_has_reason"`
 	DropHasRxSk         *ebpf.Variable `ebpf:"drop_has_rx_sk"`
@@ -446,6 +478,7 @@ type SkbtraceVariables struct {
 	RttIntervalJiffies  *ebpf.Variable `ebpf:"rtt_interval_jiffies"`
 	SeqCounter          *ebpf.Variable `ebpf:"seq_counter"`
 	SockIoSendPaused    *ebpf.Variable `ebpf:"sock_io_send_paused"`
+	TcpStageZero        *ebpf.Variable `ebpf:"tcp_stage_zero"`
 	ThreadSize          *ebpf.Variable `ebpf:"thread_size"`
 	UseSkStorage        *ebpf.Variable `ebpf:"use_sk_storage"`
 	WakeupBytes         *ebpf.Variable `ebpf:"wakeup_bytes"`
@@ -483,6 +516,12 @@ type SkbtracePrograms struct {
 	SockSend             *ebpf.Program `ebpf:"sock_send"`
 	SoftirqEnter         *ebpf.Program `ebpf:"softirq_enter"`
 	SoftirqLeave         *ebpf.Program `ebpf:"softirq_leave"`
+	StageAcceptFentry    *ebpf.Program `ebpf:"stage_accept_fentry"`
+	StageAcceptTp        *ebpf.Program `ebpf:"stage_accept_tp"`
+	StageAck             *ebpf.Program `ebpf:"stage_ack"`
+	StageDequeue         *ebpf.Program `ebpf:"stage_dequeue"`
+	StageDriver          *ebpf.Program `ebpf:"stage_driver"`
+	StageQueue           *ebpf.Program `ebpf:"stage_queue"`
 	TcpCong              *ebpf.Program `ebpf:"tcp_cong"`
 	TcpCongFentry        *ebpf.Program `ebpf:"tcp_cong_fentry"`
 	TcpConn              *ebpf.Program `ebpf:"tcp_conn"`
@@ -529,6 +568,12 @@ func (p *SkbtracePrograms) Close() error {
 		p.SockSend,
 		p.SoftirqEnter,
 		p.SoftirqLeave,
+		p.StageAcceptFentry,
+		p.StageAcceptTp,
+		p.StageAck,
+		p.StageDequeue,
+		p.StageDriver,
+		p.StageQueue,
 		p.TcpCong,
 		p.TcpCongFentry,
 		p.TcpConn,

@@ -13,6 +13,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/units"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 // StatView is the JSON form of a recording's summary.
@@ -149,6 +150,66 @@ type ConnView struct {
 	CongStates     map[string]int     `json:"cong_states,omitempty"`
 	Resets         int                `json:"resets"`
 	Kernel         *KernelLimitsView  `json:"kernel_limits,omitempty"`
+	// Stages is where the bytes the socket sent spent their time (tcp_stage).
+	Stages []StageView `json:"stages,omitempty"`
+}
+
+// StageView is one stage of a sent byte's way, over the bytes tcp_stage timed.
+type StageView struct {
+	Stage   string  `json:"stage"`
+	Samples uint64  `json:"samples"`
+	P50Us   uint64  `json:"p50_us"`
+	P99Us   uint64  `json:"p99_us"`
+	MeanUs  float64 `json:"mean_us"`
+	// Share is the stage's part of the mean time from the write to the ACK.
+	Share float64 `json:"share"`
+}
+
+// writeStages prints where each connection's sent bytes spent their time.
+func writeStages(tw io.Writer, conns []ConnView) {
+	header := false
+	for _, c := range conns {
+		if c.Stages == nil {
+			continue
+		}
+		if !header {
+			fmt.Fprint(tw, "\nTIME BY STAGE (bytes sent, write to ACK; p50/p99 ms, share of the mean)\nlocal\tpeer\tnetns\tbytes timed")
+			for _, name := range event.StageNames {
+				fmt.Fprint(tw, "\t"+strings.ReplaceAll(name, "_", " "))
+			}
+			fmt.Fprintln(tw)
+			header = true
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d", c.Local, c.Peer, c.Label(), c.Stages[len(c.Stages)-1].Samples)
+		for _, st := range c.Stages {
+			fmt.Fprintf(tw, "\t%.3f/%.3f %.0f%%", float64(st.P50Us)/1e3, float64(st.P99Us)/1e3, st.Share*100)
+		}
+		fmt.Fprintln(tw)
+	}
+}
+
+func stageViews(stages *[wire.TcpStageSTAGE_MAX]wire.StageHist) []StageView {
+	if stages == nil || stages[wire.TcpStageSTAGE_ACK].Count == 0 {
+		return nil
+	}
+	var out []StageView
+	var total float64
+	for i := range stages {
+		h := &stages[i]
+		v := StageView{Stage: event.StageNames[i], Samples: h.Count,
+			P50Us: event.DelayQuantileUs(h.Hist[:], 0.5), P99Us: event.DelayQuantileUs(h.Hist[:], 0.99)}
+		if h.Count > 0 {
+			v.MeanUs = float64(h.SumNs) / float64(h.Count) / 1e3
+		}
+		total += v.MeanUs
+		out = append(out, v)
+	}
+	for i := range out {
+		if total > 0 {
+			out[i].Share = out[i].MeanUs / total
+		}
+	}
+	return out
 }
 
 // KernelLimitsView sets the kernel's own accounting (tcp_info) beside the
@@ -281,6 +342,7 @@ func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 			Sock: fmt.Sprintf("0x%x", c.Sock), Local: c.Local, Peer: c.Peer, NetnsRef: nsRef(c.Netns),
 			Seconds: c.Duration(), States: c.States, LimitShare: c.LimitShares(), LimitDecisions: c.LimitCount(),
 			RetransSegs: c.RetransSegs, CongStates: c.CongStates, Resets: c.Resets, Kernel: kernelLimits(c),
+			Stages: stageViews(c.Stages),
 		}
 		if c.Samples > 0 {
 			cv.BytesAcked, cv.BytesReceived, cv.ThroughputBps = ptr(c.BytesAcked), ptr(c.BytesReceived), ptr(c.Throughput())
@@ -404,6 +466,7 @@ func WriteStatText(w io.Writer, v StatView) error {
 	if v.StateOnly > 0 {
 		fmt.Fprintf(tw, "(%d more sockets only changed state)\n", v.StateOnly)
 	}
+	writeStages(tw, v.Connections)
 	if len(v.Resets) > 0 {
 		fmt.Fprintln(tw, "\nRESETS WITHOUT A CONNECTION\nnetns\towner\tsent\treceived\tlast local\tlast peer")
 		for _, r := range v.Resets {

@@ -106,7 +106,8 @@ const (
 	EventFamilyFAMILY_QDISC       EventFamily = 13
 	EventFamilyFAMILY_SOCK_IO     EventFamily = 14
 	EventFamilyFAMILY_QDISC_DELAY EventFamily = 15
-	EventFamilyFAMILY_MAX         EventFamily = 16
+	EventFamilyFAMILY_TCP_STAGE   EventFamily = 16
+	EventFamilyFAMILY_MAX         EventFamily = 17
 )
 
 type EventHeader struct {
@@ -137,7 +138,8 @@ const (
 	EventTypeEVENT_QDISC       EventType = 14
 	EventTypeEVENT_SOCK_IO     EventType = 15
 	EventTypeEVENT_QDISC_DELAY EventType = 16
-	EventTypeEVENT_MAX         EventType = 17
+	EventTypeEVENT_TCP_STAGE   EventType = 17
+	EventTypeEVENT_MAX         EventType = 18
 )
 
 type HistogramBuckets uint32
@@ -449,6 +451,24 @@ type SoftirqStats struct {
 	StartNs uint64
 }
 
+type StageHist struct {
+	_     structs.HostLayout
+	Count uint64
+	SumNs uint64
+	Hist  [96]uint64
+}
+
+type StageSample struct {
+	_          structs.HostLayout
+	Seq        uint32
+	Point      uint32
+	AcceptedNs uint64
+	QueuedNs   uint64
+	DequeuedNs uint64
+	DriverNs   uint64
+	Addrs      SockAddrs
+}
+
 type TcpCongEvent struct {
 	_        structs.HostLayout
 	Hdr      EventHeader
@@ -562,6 +582,31 @@ type TcpSendlimEvent struct {
 	SndbufLimitedUs uint64
 }
 
+type TcpStage uint32
+
+const (
+	TcpStageSTAGE_SEND_QUEUE TcpStage = 0
+	TcpStageSTAGE_QDISC      TcpStage = 1
+	TcpStageSTAGE_DRIVER     TcpStage = 2
+	TcpStageSTAGE_ACK        TcpStage = 3
+	TcpStageSTAGE_MAX        TcpStage = 4
+)
+
+type TcpStageEvent struct {
+	_       structs.HostLayout
+	Hdr     EventHeader
+	BeginNs uint64
+	Sock    uint64
+	Addrs   SockAddrs
+	Stage   [4]StageHist
+}
+
+type TcpStageStats struct {
+	_     structs.HostLayout
+	Addrs SockAddrs
+	Stage [4]StageHist
+}
+
 // Programs of the object, by the names a hook loads.
 const (
 	ProgContextHardirqEnter  = "context_hardirq_enter"
@@ -592,6 +637,12 @@ const (
 	ProgSockSend             = "sock_send"
 	ProgSoftirqEnter         = "softirq_enter"
 	ProgSoftirqLeave         = "softirq_leave"
+	ProgStageAcceptFentry    = "stage_accept_fentry"
+	ProgStageAcceptTp        = "stage_accept_tp"
+	ProgStageAck             = "stage_ack"
+	ProgStageDequeue         = "stage_dequeue"
+	ProgStageDriver          = "stage_driver"
+	ProgStageQueue           = "stage_queue"
 	ProgTcpCong              = "tcp_cong"
 	ProgTcpCongFentry        = "tcp_cong_fentry"
 	ProgTcpConn              = "tcp_conn"
@@ -634,6 +685,8 @@ const (
 	VarTcpResetEvent       = "_tcp_reset_event"
 	VarTcpRetransEvent     = "_tcp_retrans_event"
 	VarTcpRttEvent         = "_tcp_rtt_event"
+	VarTcpStage            = "_tcp_stage"
+	VarTcpStageEvent       = "_tcp_stage_event"
 	VarDrainGen            = "drain_gen"
 	VarDropHasReason       = "drop_has_reason"
 	VarDropHasRxSk         = "drop_has_rx_sk"
@@ -663,6 +716,7 @@ const (
 	VarRttIntervalJiffies  = "rtt_interval_jiffies"
 	VarSeqCounter          = "seq_counter"
 	VarSockIoSendPaused    = "sock_io_send_paused"
+	VarTcpStageZero        = "tcp_stage_zero"
 	VarThreadSize          = "thread_size"
 	VarUseSkStorage        = "use_sk_storage"
 	VarWakeupBytes         = "wakeup_bytes"
@@ -693,4 +747,7 @@ const (
 	MapSkLimits           = "sk_limits"
 	MapSockIo             = "sock_io"
 	MapSoftirqs           = "softirqs"
+	MapStageSamples       = "stage_samples"
+	MapStageSamplesBySock = "stage_samples_by_sock"
+	MapTcpStages          = "tcp_stages"
 )

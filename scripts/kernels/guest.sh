@@ -16,7 +16,7 @@ source "$(dirname "$0")/guest-common.sh"
 release=$(uname -r)
 # What each kernel must run (issue 18's acceptance) and which lab scenarios
 # it must reproduce with the doctor naming them.
-all="tcp_conn tcp_sendlim tcp_cong tcp_retrans tcp_rtt tcp_reset tcp_rcvbuf sk_limit skb_drop dev_xmit dev_recv napi_poll softirq qdisc sock_io qdisc_delay"
+all="tcp_conn tcp_sendlim tcp_cong tcp_retrans tcp_rtt tcp_reset tcp_rcvbuf sk_limit skb_drop dev_xmit dev_recv napi_poll softirq qdisc sock_io qdisc_delay tcp_stage"
 # The e2e tests run where the kernel differs from the one CI runs on: the
 # adaptation each kernel needs (see docs/events.md, Kernels), not the whole
 # suite (under emulation it would take most of an hour per kernel).
@@ -30,9 +30,9 @@ case "$release" in
 5.10.*)
 	# Ring-order numbering, socket state in hashes, no drop reasons, no qdisc
 	# enqueue tracepoint (qdisc and qdisc_delay skipped), fentry and fexit fallbacks, veth GRO only with XDP.
-	must="tcp_conn tcp_sendlim tcp_cong tcp_retrans tcp_rtt tcp_reset tcp_rcvbuf sk_limit skb_drop dev_xmit dev_recv napi_poll softirq sock_io"
+	must="tcp_conn tcp_sendlim tcp_cong tcp_retrans tcp_rtt tcp_reset tcp_rcvbuf sk_limit skb_drop dev_xmit dev_recv napi_poll softirq sock_io tcp_stage"
 	scenarios="sndbuf-limited packet-loss"
-	tests="$common|TestSendlimSmallSendBufferIsMostlySndbuf|TestDevXmitShowsTSO|TestDevRecvShowsGRO|TestDevRecvGROInCountsThePacketsGROWasHanded|TestSockIOCountsEveryCall|TestStatThroughputMatchesSender|TestFullRingBufferIsCountedAsLoss|TestRecordPipedIntoParse"
+	tests="$common|TestSendlimSmallSendBufferIsMostlySndbuf|TestDevXmitShowsTSO|TestDevRecvShowsGRO|TestDevRecvGROInCountsThePacketsGROWasHanded|TestSockIOCountsEveryCall|TestStatThroughputMatchesSender|TestFullRingBufferIsCountedAsLoss|TestRecordPipedIntoParse|TestTCPStageMatchesSOTimestamping"
 	;;
 6.1.*)
 	# No bpf_rdonly_cast (probe reads), fexit socket calls, no reset reasons.
@@ -41,7 +41,7 @@ case "$release" in
 	# this kernel, across the doctor's 100 Mbit/s bar for judging GRO at all.
 	must=$all
 	scenarios="sndbuf-limited packet-loss"
-	tests="$common|TestSendlimSmallSendBufferIsMostlySndbuf|TestDevXmitShowsTSO|TestDevRecvShowsGRO|TestSockIOCountsEveryCall|TestQdiscDelayMatchesTheBacklogOverTheRate"
+	tests="$common|TestSendlimSmallSendBufferIsMostlySndbuf|TestDevXmitShowsTSO|TestDevRecvShowsGRO|TestSockIOCountsEveryCall|TestQdiscDelayMatchesTheBacklogOverTheRate|TestTCPStageMatchesSOTimestamping"
 	;;
 *)
 	# 6.12 attaches what this machine's 6.18 does but for tcp_rcvbuf
@@ -51,7 +51,7 @@ case "$release" in
 	# the lab's faults with the doctor.
 	must=$all
 	scenarios="sndbuf-limited packet-loss gro-blocked"
-	tests="$runs|TestEventsMatchesWhatRecordAttaches|TestLabRunAllReproducesEveryFaultAndTheDoctorNamesIt|TestQdiscDelayMatchesTheBacklogOverTheRate"
+	tests="$runs|TestEventsMatchesWhatRecordAttaches|TestLabRunAllReproducesEveryFaultAndTheDoctorNamesIt|TestQdiscDelayMatchesTheBacklogOverTheRate|TestTCPStageMatchesSOTimestamping"
 	;;
 esac
 

@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
 
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/testenv"
@@ -262,6 +263,44 @@ func BenchmarkQdiscDelayCost(b *testing.B) {
 	b.ReportMetric(perSkb("qdisc_delay_dequeue"), "qdisc_delay_dequeue-ns/skb")
 	b.ReportMetric(perSkb("qdisc_enqueue", "qdisc_dequeue"), "qdisc-ns/skb")
 	b.ReportMetric(perSkb("dev_xmit"), "dev_xmit-ns/skb")
+}
+
+// BenchmarkTCPStageInTheDefaultSet is tcp_stage's target: in the default
+// set, sampled as the other per-packet families are, its programs add at
+// most a quarter to the set's BPF run time per skb of a veth stream.
+func BenchmarkTCPStageInTheDefaultSet(b *testing.B) {
+	testenv.RequireRoot(b, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
+	defer enableBPFStats(b)()
+	pair := newPair(b)
+	txSkbs := func() float64 {
+		h, err := netlink.NewHandleAt(pair.Sender.Handle())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer h.Close()
+		l, err := h.LinkByName(pair.SenderDev)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return float64(l.Attrs().Statistics.TxPackets) // veth counts an skb once, GSO or not
+	}
+	before, skbsBefore := programIDs(), txSkbs()
+	rec := startRecord(b, "-e", "all", "--filter-netns", pair.Sender.Name)
+	rate := vethStream(b, pair, 5*time.Second, 0)
+	costs := programUseByName(before)
+	skbs := txSkbs() - skbsBefore
+	rec.stop(b, syscall.SIGINT)
+	var all, stage time.Duration
+	for name, c := range costs {
+		all += c.runtime
+		if strings.HasPrefix(name, "stage_") {
+			stage += c.runtime
+		}
+	}
+	b.ReportMetric(float64(all-stage)/skbs, "default-set-ns/skb")
+	b.ReportMetric(float64(stage)/skbs, "tcp_stage-ns/skb")
+	b.ReportMetric(float64(stage)/float64(all-stage), "tcp_stage-share")
+	b.ReportMetric(rate*8/1e9, "Gbit/s")
 }
 
 // enableBPFStats has the kernel count BPF run time until the returned

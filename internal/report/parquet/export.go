@@ -38,7 +38,7 @@ const (
 var families = []event.Type{
 	event.TypeTCPConn, event.TypeTCPSendlim, event.TypeTCPCong, event.TypeTCPRetrans, event.TypeTCPRTT,
 	event.TypeTCPReset, event.TypeTCPRcvbuf, event.TypeSkLimit, event.TypeSkbDrop, event.TypeDevXmit,
-	event.TypeDevRecv, event.TypeNapiPoll, event.TypeSoftirq, event.TypeQdisc, event.TypeSockIO, event.TypeQdiscDelay,
+	event.TypeDevRecv, event.TypeNapiPoll, event.TypeSoftirq, event.TypeQdisc, event.TypeSockIO, event.TypeQdiscDelay, event.TypeTCPStage,
 }
 
 // Exporter writes the tables of one trace into a directory.
@@ -71,6 +71,7 @@ type Exporter struct {
 	qdisc      *table[qdiscRow]
 	sockIO     *table[sockIORow]
 	qdiscDelay *table[qdiscDelayRow]
+	stage      *table[tcpStageRow]
 }
 
 // New starts an export into dir (created if missing). sum is the summary

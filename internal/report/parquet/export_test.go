@@ -121,7 +121,10 @@ func fixture(t testing.TB, host string) []byte {
 	ev(event.TypeQdiscDelay, &wire.QdiscDelayEvent{Hdr: hdr(18, 3_100_000_000, 0, event.TypeQdiscDelay), BeginNs: 2_000_000_000,
 		Dev: name16("skbs1"), Kind: name16("tbf"), Ifindex: 2, Netns: fixNetns, Handle: 0x80010000, Parent: 0xffffffff,
 		Packets: 80, Unstamped: 3, SumNs: 80 * 38_000_000, MaxNs: 41_000_000, Hist: [96]uint64{56: 60, 57: 20}})
-	must(w.AppendEnd(trace.End{NextSeq: 19, BootNs: 3_200_000_000}))
+	stage := wire.TcpStageEvent{Hdr: hdr(19, 3_100_000_000, 0, event.TypeTCPStage), BeginNs: 2_000_000_000, Sock: fixSock, Addrs: a}
+	stage.Stage[1].Count, stage.Stage[1].SumNs, stage.Stage[1].Hist[45] = 10, 60_000_000, 10
+	ev(event.TypeTCPStage, &stage)
+	must(w.AppendEnd(trace.End{NextSeq: 20, BootNs: 3_200_000_000}))
 	must(w.Flush())
 	return buf.Bytes()
 }
@@ -340,6 +343,10 @@ func TestEventRowsFlattenFields(t *testing.T) {
 	if r := read[qdiscDelayRow](t, dir, "qdisc_delay"); len(r) != 1 || r[0].Kind != "tbf" || r[0].Packets != 80 || r[0].Unstamped != 3 ||
 		r[0].MaxNs != 41_000_000 || len(r[0].DelayHist) != 96 || r[0].DelayHist[57] != 20 {
 		t.Errorf("qdisc_delay: %+v", r)
+	}
+	if r := read[tcpStageRow](t, dir, "tcp_stage"); len(r) != 1 || r[0].QdiscCount != 10 || r[0].QdiscSumNs != 60_000_000 ||
+		len(r[0].QdiscHist) != 96 || r[0].QdiscHist[45] != 10 || r[0].AckCount != 0 || r[0].Local == "" {
+		t.Errorf("tcp_stage: %+v", r)
 	}
 	sio := read[sockIORow](t, dir, "sock_io")
 	if len(sio) != 1 || sio[0].Dir != "send" || sio[0].Comm != "iperf3" || sio[0].Bytes != 393216 || len(sio[0].SizeHist) != 20 || sio[0].SizeHist[17] != 3 {

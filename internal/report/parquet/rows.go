@@ -246,6 +246,27 @@ type qdiscDelayRow struct {
 	hist      [96]int64 // backs DelayHist
 }
 
+// tcpStageRow is one socket's interval of tcp_stage: per stage, the bytes
+// timed, their total wait and its histogram (the buckets of qdisc_delay's).
+type tcpStageRow struct {
+	common
+	sockCols
+	BeginNs        int64        `parquet:"begin_ns"`
+	SendQueueCount int64        `parquet:"send_queue_count"`
+	SendQueueSumNs int64        `parquet:"send_queue_sum_ns"`
+	SendQueueHist  []int64      `parquet:"send_queue_hist,list"`
+	QdiscCount     int64        `parquet:"qdisc_count"`
+	QdiscSumNs     int64        `parquet:"qdisc_sum_ns"`
+	QdiscHist      []int64      `parquet:"qdisc_hist,list"`
+	DriverCount    int64        `parquet:"driver_count"`
+	DriverSumNs    int64        `parquet:"driver_sum_ns"`
+	DriverHist     []int64      `parquet:"driver_hist,list"`
+	AckCount       int64        `parquet:"ack_count"`
+	AckSumNs       int64        `parquet:"ack_sum_ns"`
+	AckHist        []int64      `parquet:"ack_hist,list"`
+	hist           [4][96]int64 // backs the histograms
+}
+
 // addRow appends ev to its family's table.
 func (x *Exporter) addRow(ev *event.Event) error {
 	switch ev.Type {
@@ -437,6 +458,27 @@ func (x *Exporter) addRow(ev *event.Event) error {
 			r.hist[i] = int64(n)
 		}
 		r.DelayHist = r.hist[:]
+	case event.TypeTCPStage:
+		r, err := slot(x, &x.stage, ev.Type)
+		if err != nil {
+			return err
+		}
+		x.fillCommon(&r.common, ev)
+		x.fillSock(&r.sockCols, &ev.Socket)
+		r.BeginNs = ev.Begin
+		cols := [4]struct {
+			count, sum *int64
+			hist       *[]int64
+		}{{&r.SendQueueCount, &r.SendQueueSumNs, &r.SendQueueHist}, {&r.QdiscCount, &r.QdiscSumNs, &r.QdiscHist},
+			{&r.DriverCount, &r.DriverSumNs, &r.DriverHist}, {&r.AckCount, &r.AckSumNs, &r.AckHist}}
+		for i, c := range cols {
+			h := &ev.Stage.Stage[i]
+			*c.count, *c.sum = int64(h.Count), int64(h.SumNs)
+			for k, n := range h.Hist {
+				r.hist[i][k] = int64(n)
+			}
+			*c.hist = r.hist[i][:]
+		}
 	}
 	return nil
 }
