@@ -12,6 +12,7 @@ import (
 	"sort"
 
 	"github.com/skbtrace/skbtrace/internal/event"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 // MaxBins bounds the bins per series.
@@ -71,6 +72,15 @@ type Flow struct {
 	LimitShare map[string]float64 `json:"limit_share,omitempty"`
 	Retrans    []Mark             `json:"retrans,omitempty"`
 	Drops      []Mark             `json:"drops,omitempty"`
+	// StageUs is where the bytes tcp_stage timed spent their time, per bin:
+	// each stage's mean wait (event.StageNames).
+	StageUs []StagePoint `json:"stage_us,omitempty"`
+}
+
+// StagePoint is a bin's mean wait in each stage of tcp_stage, in µs.
+type StagePoint struct {
+	T  float64                         `json:"t"`
+	Us [wire.TcpStageSTAGE_MAX]float64 `json:"us"`
 }
 
 // Label names the flow.
@@ -128,6 +138,9 @@ type flowBin struct {
 	srttN          float64
 	retrans        uint64
 	drops          uint64
+	// tcp_stage: the waits of the bytes timed, by stage, and how many.
+	stageNs [wire.TcpStageSTAGE_MAX]float64
+	stageN  float64
 }
 
 type cpuBin struct {
@@ -240,6 +253,10 @@ func (b *Builder) widen() {
 			into.srttN += from.srttN
 			into.retrans += from.retrans
 			into.drops += from.drops
+			for st := range into.stageNs {
+				into.stageNs[st] += from.stageNs[st]
+			}
+			into.stageN += from.stageN
 		})
 	}
 	for _, d := range b.drops {
@@ -334,6 +351,16 @@ func (b *Builder) Add(ev *event.Event) {
 		bin.cwnd, bin.inFlight, bin.hasWindow = float64(r.Cwnd), float64(r.InFlight), true
 		bin.srttSum += float64(r.SrttUs)
 		bin.srttN++
+	case event.TypeTCPStage:
+		f := b.flow(ev.Socket.Netns, ev.Socket.Local, ev.Socket.Peer)
+		st := ev.Stage
+		b.spread(ev.Begin, ev.Time, func(i int, share float64, _ int64) {
+			bin := f.bins.at(i)
+			for k := range bin.stageNs {
+				bin.stageNs[k] += float64(st.Stage[k].SumNs) * share
+			}
+			bin.stageN += float64(st.Stage[wire.TcpStageSTAGE_ACK].Count) * share
+		})
 	case event.TypeTCPCong:
 		f := b.flow(ev.Socket.Netns, ev.Socket.Local, ev.Socket.Peer)
 		bin := f.bins.at(b.index(ev.Time))
@@ -522,6 +549,13 @@ func (b *Builder) buildFlow(k flowKey, acc *flowAcc, center func(int) float64) *
 		}
 		if bin.srttN > 0 {
 			f.SRTT = append(f.SRTT, Point{t, bin.srttSum / bin.srttN})
+		}
+		if bin.stageN > 0 {
+			sp := StagePoint{T: t}
+			for k, ns := range bin.stageNs {
+				sp.Us[k] = ns / bin.stageN / 1e3
+			}
+			f.StageUs = append(f.StageUs, sp)
 		}
 		if bin.retrans > 0 {
 			f.Retrans = append(f.Retrans, Mark{t, bin.retrans})

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/skbtrace/skbtrace/internal/event"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 var (
@@ -163,5 +164,27 @@ func TestLimitSharesCountWholeRunsAsStatDoes(t *testing.T) {
 	f := b.Build(func(uint32) string { return "blue" }).Flows[0]
 	if math.Abs(f.LimitShare["sndbuf"]-0.8) > 0.001 || math.Abs(f.LimitShare["ok"]-0.2) > 0.001 {
 		t.Errorf("shares = %v, want stat's sndbuf 0.8 and ok 0.2 of the 5 s of runs", f.LimitShare)
+	}
+}
+
+// A tcp_stage interval's waits land in the bins it spans, as each stage's
+// mean over the bytes timed.
+func TestStagesAreMeansOverTheBytesTimed(t *testing.T) {
+	b := NewBuilder(t0)
+	b.Add(sendlim(0, 1000e6, event.SendlimCwnd, 1000))
+	st := &wire.TcpStageEvent{}
+	for k, us := range []uint64{80_000, 5_000, 2, 40} {
+		st.Stage[k].Count, st.Stage[k].SumNs = 10, 10*us*1000
+	}
+	b.Add(&event.Event{Type: event.TypeTCPStage, Begin: t0, Time: t0 + 1000e6, Stage: st,
+		Socket: event.Socket{Sock: 1, Local: sender, Peer: receiver, Netns: 7}})
+	tl := b.Build(func(uint32) string { return "blue" })
+	if len(tl.Flows) != 1 || len(tl.Flows[0].StageUs) == 0 {
+		t.Fatalf("flows %+v", tl.Flows)
+	}
+	for _, p := range tl.Flows[0].StageUs {
+		if math.Abs(p.Us[0]-80_000) > 1 || math.Abs(p.Us[1]-5_000) > 1 || math.Abs(p.Us[3]-40) > 0.01 {
+			t.Fatalf("bin at %.3f s: %v, want 80000, 5000, 2, 40 us", p.T, p.Us)
+		}
 	}
 }

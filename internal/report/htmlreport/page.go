@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/skbtrace/skbtrace/internal/analyze/timeline"
+	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/finding"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/report/chart"
@@ -179,9 +180,38 @@ func writeFlows(b *strings.Builder, tl *timeline.Timeline) {
 			c.Line("srtt", "#6d4c41", points(f.SRTT))
 			b.WriteString(c.SVG())
 		}
+		if len(f.StageUs) > 0 {
+			b.WriteString(stageChart(f.StageUs, tl.Seconds))
+		}
 		b.WriteString("</div>\n")
 	}
 	b.WriteString("</section>\n")
+}
+
+// stageColors colour tcp_stage's stages, in event.StageNames' order.
+var stageColors = [...]string{"#8e24aa", "#fb8c00", "#43a047", "#1e88e5"}
+
+// stageChart stacks a flow's stages: each line is the mean time from the
+// write to the end of that stage, so the gaps between lines are the stages
+// and the top line is the whole way to the ACK.
+func stageChart(ps []timeline.StagePoint, seconds float64) string {
+	c := chart.New("where a sent byte's time went, stacked (tcp_stage)", "µs", 0, seconds).Height(200)
+	for k, name := range event.StageNames {
+		line := make([]chart.Point, len(ps))
+		for i, p := range ps {
+			var sum float64
+			for _, us := range p.Us[:k+1] {
+				sum += us
+			}
+			line[i] = chart.Point{X: p.T, Y: sum}
+		}
+		label := strings.ReplaceAll(name, "_", " ")
+		if k > 0 {
+			label = "+ " + label
+		}
+		c.Line(label, stageColors[k], line)
+	}
+	return c.SVG()
 }
 
 func marks(ms []timeline.Mark, what string) []chart.Mark {

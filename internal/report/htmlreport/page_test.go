@@ -210,3 +210,19 @@ func BenchmarkTenMinutePage(b *testing.B) {
 	}
 	b.ReportMetric(float64(size), "page-bytes")
 }
+
+// A flow with tcp_stage's waits gets their stacked chart, each line the
+// time to the end of a stage.
+func TestStagesAreStacked(t *testing.T) {
+	tl := run(2)
+	tl.Flows[0].StageUs = []timeline.StagePoint{{T: 0.5, Us: [4]float64{80_000, 5_000, 2, 40}}, {T: 1.5, Us: [4]float64{70_000, 5_000, 2, 40}}}
+	page := string(render(t, doctorPage(tl)))
+	for _, want := range []string{"stacked (tcp_stage)", "send queue", "+ qdisc", "+ driver", "+ ack"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if strings.Contains(string(render(t, doctorPage(run(2)))), "stacked (tcp_stage)") {
+		t.Error("a flow without tcp_stage's waits gets their chart")
+	}
+}
