@@ -90,21 +90,22 @@ static __always_inline __u32 log2_bucket(__u64 v, __u32 last)
 }
 
 /*
- * A wait in microseconds as a DELAY_BUCKETS bucket (qdisc_delay, tcp_stage):
- * quarters of a power of two, so a quantile read from them is within 12 %
- * (interpolated, a few).
+ * A wait in microseconds as a bucket of a histogram that cuts each power of
+ * two in 2^sub_bits (qdisc_delay: quarters, a quantile read from them within
+ * 12 %; tcp_stage: eighths, within 6 %), the values below 2^sub_bits one
+ * each, and the last bucket everything above.
  */
-static __always_inline __u32 delay_bucket(__u64 us)
+static __always_inline __u32 delay_bucket(__u64 us, __u32 sub_bits, __u32 buckets)
 {
-	__u32 b, idx;
+	__u32 subs = 1 << sub_bits, b, idx;
 
-	if (us < 4)
+	if (us < subs)
 		return us;
 	if (us > (1ULL << 30))
 		us = 1ULL << 30;
 	b = log2_bucket(us, 31);
-	idx = (b - 1) * 4 + ((us >> ((b - 2) & 31)) & 3);
-	return idx < DELAY_BUCKETS - 1 ? idx : DELAY_BUCKETS - 1;
+	idx = (b - sub_bits + 1) * subs + ((us >> ((b - sub_bits) & 31)) & (subs - 1));
+	return idx < buckets - 1 ? idx : buckets - 1;
 }
 
 #endif /* SKBTRACE_AGGREGATE_BPF_H */

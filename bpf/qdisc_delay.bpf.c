@@ -34,9 +34,14 @@ struct {
 	__type(value, struct qdisc_stamp);
 } qdisc_stamps SEC(".maps");
 
+/*
+ * Per CPU: a lockless qdisc's enqueues and dequeues run on any CPU. A value
+ * is 840 bytes a CPU, so 256 qdiscs (a 64-queue NIC's mq children and some)
+ * rather than the 1024 of qdisc's map; a full map counts as loss.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 1024);
+	__uint(max_entries, 256);
 	__type(key, struct qdisc_key);
 	__type(value, struct qdisc_delay_stats);
 } qdisc_delays SEC(".maps");
@@ -106,7 +111,7 @@ int BPF_PROG(qdisc_delay_dequeue, struct Qdisc *q, const struct netdev_queue *tx
 		v->sum_ns += ns;
 		if (ns > v->max_ns)
 			v->max_ns = ns;
-		idx = delay_bucket(ns / 1000);
+		idx = delay_bucket(ns / 1000, 2, DELAY_BUCKETS);
 		barrier_var(idx); /* keeps the bound check below where the verifier sees it */
 		if (idx < DELAY_BUCKETS)
 			v->hist[idx]++;

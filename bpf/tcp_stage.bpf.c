@@ -32,8 +32,12 @@ struct stage_sample {
 
 SOCK_STATE(stage_samples, struct stage_sample)
 
+/*
+ * One value per socket, not per CPU: a value is 6 KB, and a socket adds
+ * to it once a round trip, from whichever CPU its ACK arrives on.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 1024);
 	__type(key, __u64); /* struct sock * */
 	__type(value, struct tcp_stage_stats);
@@ -47,13 +51,13 @@ const struct tcp_stage_stats tcp_stage_zero = {};
 
 static __always_inline void stage_add(struct stage_hist *h, __u64 ns)
 {
-	__u32 idx = delay_bucket(ns / 1000);
+	__u32 idx = delay_bucket(ns / 1000, 3, STAGE_BUCKETS);
 
-	h->count++;
-	h->sum_ns += ns;
+	__sync_fetch_and_add(&h->count, 1);
+	__sync_fetch_and_add(&h->sum_ns, ns);
 	barrier_var(idx); /* keeps the bound check below where the verifier sees it */
-	if (idx < DELAY_BUCKETS)
-		h->hist[idx]++;
+	if (idx < STAGE_BUCKETS)
+		__sync_fetch_and_add(&h->hist[idx], 1);
 }
 
 /* The next byte a write copies: tp->write_seq. */

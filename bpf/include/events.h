@@ -60,7 +60,8 @@ enum event_family {
 enum histogram_buckets {
 	SEGS_BUCKETS = 8,  /* segments per skb: 1, 2-3, 4-7, ..., 64-127, 128+ */
 	SIZE_BUCKETS = 20, /* syscall bytes: 0-1, 2-3, 4-7, ..., 2^19 and up */
-	DELAY_BUCKETS = 96, /* microseconds: 0, 1, 2, 3, then each power of two in four: 4, 5, 6, 7, 8-9, ..., 2^24 (16.8 s) and up */
+	DELAY_BUCKETS = 96,  /* microseconds: 0, 1, 2, 3, then each power of two in four: 4, 5, 6, 7, 8-9, ..., 2^24 (16.8 s) and up */
+	STAGE_BUCKETS = 192, /* microseconds: 0 to 7, then each power of two in eight: 8, 9, ..., 16-17, ..., up to 2^26 (67 s) and above */
 };
 
 enum sk_limit_kind {
@@ -479,10 +480,10 @@ enum tcp_stage {
 struct stage_hist {
 	__u64 count;
 	__u64 sum_ns;
-	__u64 hist[DELAY_BUCKETS];
+	__u64 hist[STAGE_BUCKETS];
 };
 
-/* Per socket and CPU, cumulative. */
+/* Per socket, cumulative. */
 struct tcp_stage_stats {
 	struct sock_addrs addrs;
 	struct stage_hist stage[STAGE_MAX];

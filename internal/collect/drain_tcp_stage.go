@@ -5,21 +5,12 @@ import (
 	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
-// drainTCPStage sums each socket's per-CPU stage histograms and writes
-// what the interval added.
+// drainTCPStage writes what each socket's stage histograms added in the
+// interval.
 func drainTCPStage(d *drainer) error {
 	prev := prevOf[uint64, wire.TcpStageStats](d, wire.EventFamilyFAMILY_TCP_STAGE)
 	var ev wire.TcpStageEvent
-	return perCPU(d.sess.Map(wire.MapTcpStages), func(sock uint64, vs []wire.TcpStageStats) error {
-		var sum wire.TcpStageStats
-		for _, v := range vs {
-			if v.Addrs.Family != 0 {
-				sum.Addrs = v.Addrs
-			}
-			for i := range sum.Stage {
-				addStageHist(&sum.Stage[i], &v.Stage[i], 1)
-			}
-		}
+	return entries(d.sess.Map(wire.MapTcpStages), func(sock uint64, sum wire.TcpStageStats) error {
 		p := prev[sock]
 		prev[sock] = sum
 		if sum.Stage[wire.TcpStageSTAGE_ACK].Count == p.Stage[wire.TcpStageSTAGE_ACK].Count {

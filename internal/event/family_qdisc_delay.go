@@ -36,8 +36,8 @@ func fieldsQdiscDelay(f Fields, ev *Event, _ Names) {
 	maxUs := q.MaxNs / 1000
 	if q.Packets > 0 {
 		// A quantile interpolated in its log2 bucket can pass the largest wait.
-		f.Uint("p50_us", min(DelayQuantileUs(q.Hist[:], 0.5), maxUs))
-		f.Uint("p99_us", min(DelayQuantileUs(q.Hist[:], 0.99), maxUs))
+		f.Uint("p50_us", min(QuantileUs(q.Hist[:], QdiscDelayBits, 0.5), maxUs))
+		f.Uint("p99_us", min(QuantileUs(q.Hist[:], QdiscDelayBits, 0.99), maxUs))
 		f.Uint("mean_us", q.SumNs/q.Packets/1000)
 	}
 	f.Uint("max_us", maxUs)
@@ -45,21 +45,30 @@ func fieldsQdiscDelay(f Fields, ev *Event, _ Names) {
 	f.Time("begin", ev.Begin)
 }
 
-// DelayBucketUs is the range [lo, hi) of microseconds a bucket of a
-// delay histogram holds: 0-3 one each, then every power of two in quarters.
-func DelayBucketUs(idx int) (lo, hi uint64) {
-	if idx < 4 {
+// Sub-bucket bits of the delay histograms: qdisc_delay cuts each power of
+// two in four, tcp_stage in eight (delay_bucket in bpf/aggregate.bpf.h).
+const (
+	QdiscDelayBits = 2
+	StageBits      = 3
+)
+
+// BucketUs is the range [lo, hi) of microseconds bucket idx of a delay
+// histogram holds: below 2^bits one value each, then each power of two in
+// 2^bits.
+func BucketUs(idx, bits int) (lo, hi uint64) {
+	subs := 1 << bits
+	if idx < subs {
 		return uint64(idx), uint64(idx) + 1
 	}
-	b, sub := idx/4+1, uint64(idx%4)
-	width := uint64(1) << (b - 2)
-	lo = (4 + sub) * width
+	b, sub := idx/subs+bits-1, uint64(idx%subs)
+	width := uint64(1) << (b - bits)
+	lo = (uint64(subs) + sub) * width
 	return lo, lo + width
 }
 
-// DelayQuantileUs estimates a quantile from a delay histogram,
-// interpolating within the bucket it falls in.
-func DelayQuantileUs(hist []uint64, q float64) uint64 {
+// QuantileUs estimates a quantile from a delay histogram of 2^bits
+// buckets a power of two, interpolating within the bucket it falls in.
+func QuantileUs(hist []uint64, bits int, q float64) uint64 {
 	var total uint64
 	for _, n := range hist {
 		total += n
@@ -74,11 +83,11 @@ func DelayQuantileUs(hist []uint64, q float64) uint64 {
 			continue
 		}
 		if below+float64(n) >= rank {
-			lo, hi := DelayBucketUs(k)
+			lo, hi := BucketUs(k, bits)
 			return lo + uint64(float64(hi-lo)*(rank-below)/float64(n))
 		}
 		below += float64(n)
 	}
-	_, hi := DelayBucketUs(len(hist) - 1)
+	_, hi := BucketUs(len(hist)-1, bits)
 	return hi
 }

@@ -9,30 +9,37 @@ import (
 // The buckets tile the microseconds with no gap, as the kernel's
 // delay_bucket fills them, each a quarter of its power of two.
 func TestDelayBucketsTileTheMicroseconds(t *testing.T) {
-	var hist wire.QdiscDelayEvent
-	var next uint64
-	for k := range hist.Hist {
-		lo, hi := DelayBucketUs(k)
-		if lo != next || hi <= lo || (lo >= 4 && (hi-lo)*4 > lo) {
-			t.Fatalf("bucket %d is [%d, %d), after %d", k, lo, hi, next)
+	for _, c := range []struct {
+		bits, buckets int
+		lastLo        uint64
+	}{
+		{QdiscDelayBits, len(wire.QdiscDelayEvent{}.Hist), 7 << 22}, // 2^24 us in quarters: the last begins at 1.75 * 2^24
+		{StageBits, len(wire.StageHist{}.Hist), 15 << 22},           // 2^25 us in eighths: the last begins at 1.875 * 2^25
+	} {
+		var next uint64
+		for k := range c.buckets {
+			lo, hi := BucketUs(k, c.bits)
+			if lo != next || hi <= lo || (lo >= 1<<c.bits && (hi-lo)<<c.bits > lo) {
+				t.Fatalf("%d bits: bucket %d is [%d, %d), after %d", c.bits, k, lo, hi, next)
+			}
+			next = hi
 		}
-		next = hi
-	}
-	if lo, _ := DelayBucketUs(len(hist.Hist) - 1); lo != 7<<22 { // 2^24 us in quarters: the last begins at 1.75 * 2^24
-		t.Fatalf("the last bucket begins at %d us", lo)
+		if lo, _ := BucketUs(c.buckets-1, c.bits); lo != c.lastLo {
+			t.Fatalf("%d bits: the last bucket begins at %d us, want %d", c.bits, lo, c.lastLo)
+		}
 	}
 }
 
 func TestDelayQuantileInterpolatesInItsBucket(t *testing.T) {
 	var hist [len(wire.QdiscDelayEvent{}.Hist)]uint64
 	hist[57] = 100 // the second quarter of [2^15, 2^16) us
-	if lo, hi := DelayBucketUs(57); lo != 40960 || hi != 49152 {
+	if lo, hi := BucketUs(57, QdiscDelayBits); lo != 40960 || hi != 49152 {
 		t.Fatalf("bucket 57 is [%d, %d)", lo, hi)
 	}
-	if got := DelayQuantileUs(hist[:], 0.5); got != 45056 {
+	if got := QuantileUs(hist[:], QdiscDelayBits, 0.5); got != 45056 {
 		t.Fatalf("p50 %d, want the bucket's middle, 45056", got)
 	}
-	if got := DelayQuantileUs(make([]uint64, len(hist)), 0.5); got != 0 {
+	if got := QuantileUs(make([]uint64, len(hist)), QdiscDelayBits, 0.5); got != 0 {
 		t.Fatalf("p50 of nothing %d", got)
 	}
 }

@@ -49,8 +49,8 @@ func fieldsTCPStage(f Fields, ev *Event, _ Names) {
 		if h.Count == 0 {
 			continue
 		}
-		f.Uint(name+"_p50_us", DelayQuantileUs(h.Hist[:], 0.5))
-		f.Uint(name+"_p99_us", DelayQuantileUs(h.Hist[:], 0.99))
+		f.Uint(name+"_p50_us", QuantileUs(h.Hist[:], StageBits, 0.5))
+		f.Uint(name+"_p99_us", QuantileUs(h.Hist[:], StageBits, 0.99))
 		f.Uint(name+"_mean_us", h.SumNs/h.Count/1000)
 	}
 	f.Time("begin", ev.Begin)

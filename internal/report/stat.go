@@ -91,8 +91,8 @@ func qdiscWaitView(w *analyze.QdiscWait) *QdiscWaitView {
 	v := &QdiscWaitView{Packets: w.Packets, Unstamped: w.Unstamped, MaxUs: w.MaxNs / 1000}
 	if w.Packets > 0 {
 		// A quantile interpolated in its bucket can pass the largest wait.
-		v.P50Us = min(event.DelayQuantileUs(w.Hist[:], 0.5), v.MaxUs)
-		v.P99Us = min(event.DelayQuantileUs(w.Hist[:], 0.99), v.MaxUs)
+		v.P50Us = min(event.QuantileUs(w.Hist[:], event.QdiscDelayBits, 0.5), v.MaxUs)
+		v.P99Us = min(event.QuantileUs(w.Hist[:], event.QdiscDelayBits, 0.99), v.MaxUs)
 		v.MeanUs = w.SumNs / w.Packets / 1000
 	}
 	return v
@@ -197,7 +197,7 @@ func stageViews(stages *[wire.TcpStageSTAGE_MAX]wire.StageHist) []StageView {
 	for i := range stages {
 		h := &stages[i]
 		v := StageView{Stage: event.StageNames[i], Samples: h.Count,
-			P50Us: event.DelayQuantileUs(h.Hist[:], 0.5), P99Us: event.DelayQuantileUs(h.Hist[:], 0.99)}
+			P50Us: event.QuantileUs(h.Hist[:], event.StageBits, 0.5), P99Us: event.QuantileUs(h.Hist[:], event.StageBits, 0.99)}
 		if h.Count > 0 {
 			v.MeanUs = float64(h.SumNs) / float64(h.Count) / 1e3
 		}

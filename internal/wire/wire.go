@@ -148,6 +148,7 @@ const (
 	HistogramBucketsSEGS_BUCKETS  HistogramBuckets = 8
 	HistogramBucketsSIZE_BUCKETS  HistogramBuckets = 20
 	HistogramBucketsDELAY_BUCKETS HistogramBuckets = 96
+	HistogramBucketsSTAGE_BUCKETS HistogramBuckets = 192
 )
 
 type NapiEvent struct {
@@ -455,7 +456,7 @@ type StageHist struct {
 	_     structs.HostLayout
 	Count uint64
 	SumNs uint64
-	Hist  [96]uint64
+	Hist  [192]uint64
 }
 
 type StageSample struct {

@@ -122,7 +122,7 @@ func fixture(t testing.TB, host string) []byte {
 		Dev: name16("skbs1"), Kind: name16("tbf"), Ifindex: 2, Netns: fixNetns, Handle: 0x80010000, Parent: 0xffffffff,
 		Packets: 80, Unstamped: 3, SumNs: 80 * 38_000_000, MaxNs: 41_000_000, Hist: [96]uint64{56: 60, 57: 20}})
 	stage := wire.TcpStageEvent{Hdr: hdr(19, 3_100_000_000, 0, event.TypeTCPStage), BeginNs: 2_000_000_000, Sock: fixSock, Addrs: a}
-	stage.Stage[1].Count, stage.Stage[1].SumNs, stage.Stage[1].Hist[45] = 10, 60_000_000, 10
+	stage.Stage[1].Count, stage.Stage[1].SumNs, stage.Stage[1].Hist[83] = 10, 60_000_000, 10
 	ev(event.TypeTCPStage, &stage)
 	must(w.AppendEnd(trace.End{NextSeq: 20, BootNs: 3_200_000_000}))
 	must(w.Flush())
@@ -345,7 +345,7 @@ func TestEventRowsFlattenFields(t *testing.T) {
 		t.Errorf("qdisc_delay: %+v", r)
 	}
 	if r := read[tcpStageRow](t, dir, "tcp_stage"); len(r) != 1 || r[0].QdiscCount != 10 || r[0].QdiscSumNs != 60_000_000 ||
-		len(r[0].QdiscHist) != 96 || r[0].QdiscHist[45] != 10 || r[0].AckCount != 0 || r[0].Local == "" {
+		len(r[0].QdiscHist) != 192 || r[0].QdiscHist[83] != 10 || r[0].AckCount != 0 || r[0].Local == "" {
 		t.Errorf("tcp_stage: %+v", r)
 	}
 	sio := read[sockIORow](t, dir, "sock_io")

@@ -251,20 +251,20 @@ type qdiscDelayRow struct {
 type tcpStageRow struct {
 	common
 	sockCols
-	BeginNs        int64        `parquet:"begin_ns"`
-	SendQueueCount int64        `parquet:"send_queue_count"`
-	SendQueueSumNs int64        `parquet:"send_queue_sum_ns"`
-	SendQueueHist  []int64      `parquet:"send_queue_hist,list"`
-	QdiscCount     int64        `parquet:"qdisc_count"`
-	QdiscSumNs     int64        `parquet:"qdisc_sum_ns"`
-	QdiscHist      []int64      `parquet:"qdisc_hist,list"`
-	DriverCount    int64        `parquet:"driver_count"`
-	DriverSumNs    int64        `parquet:"driver_sum_ns"`
-	DriverHist     []int64      `parquet:"driver_hist,list"`
-	AckCount       int64        `parquet:"ack_count"`
-	AckSumNs       int64        `parquet:"ack_sum_ns"`
-	AckHist        []int64      `parquet:"ack_hist,list"`
-	hist           [4][96]int64 // backs the histograms
+	BeginNs        int64         `parquet:"begin_ns"`
+	SendQueueCount int64         `parquet:"send_queue_count"`
+	SendQueueSumNs int64         `parquet:"send_queue_sum_ns"`
+	SendQueueHist  []int64       `parquet:"send_queue_hist,list"`
+	QdiscCount     int64         `parquet:"qdisc_count"`
+	QdiscSumNs     int64         `parquet:"qdisc_sum_ns"`
+	QdiscHist      []int64       `parquet:"qdisc_hist,list"`
+	DriverCount    int64         `parquet:"driver_count"`
+	DriverSumNs    int64         `parquet:"driver_sum_ns"`
+	DriverHist     []int64       `parquet:"driver_hist,list"`
+	AckCount       int64         `parquet:"ack_count"`
+	AckSumNs       int64         `parquet:"ack_sum_ns"`
+	AckHist        []int64       `parquet:"ack_hist,list"`
+	hist           [4][192]int64 // backs the histograms
 }
 
 // addRow appends ev to its family's table.
