@@ -18,13 +18,18 @@ func decodeQdisc(d Decoder, rec trace.Record, ev *Event) (bool, error) {
 	return decodeAggregate(d, rec, ev, &ev.Qdisc, &ev.Qdisc.Hdr, &ev.Qdisc.BeginNs)
 }
 
+// qdiscFields names a qdisc as tc qdisc show does: qdisc's and qdisc_delay's lines begin so.
+func qdiscFields(f Fields, dev, kind []int8, netns, handle, parent uint32) {
+	f.Bytes("dev", CString(dev))
+	f.Netns(netns)
+	f.Bytes("kind", CString(kind))
+	f.Str("handle", QdiscHandle(handle))
+	f.Str("parent", QdiscHandle(parent))
+}
+
 func fieldsQdisc(f Fields, ev *Event, names Names) {
 	q := &ev.Qdisc
-	f.Bytes("dev", CString(q.Dev[:]))
-	f.Netns(q.Netns)
-	f.Bytes("kind", CString(q.Kind[:]))
-	f.Str("handle", QdiscHandle(q.Handle))
-	f.Str("parent", QdiscHandle(q.Parent))
+	qdiscFields(f, q.Dev[:], q.Kind[:], q.Netns, q.Handle, q.Parent)
 	f.Uint("enqueues", q.Enqueues)
 	f.Uint("dequeues", q.Dequeues)
 	f.Uint("drops", q.Drops)

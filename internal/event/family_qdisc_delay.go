@@ -26,11 +26,7 @@ func decodeQdiscDelay(d Decoder, rec trace.Record, ev *Event) (bool, error) {
 
 func fieldsQdiscDelay(f Fields, ev *Event, _ Names) {
 	q := &ev.QdiscDelay
-	f.Bytes("dev", CString(q.Dev[:]))
-	f.Netns(q.Netns)
-	f.Bytes("kind", CString(q.Kind[:]))
-	f.Str("handle", QdiscHandle(q.Handle))
-	f.Str("parent", QdiscHandle(q.Parent))
+	qdiscFields(f, q.Dev[:], q.Kind[:], q.Netns, q.Handle, q.Parent)
 	f.Uint("packets", q.Packets)
 	f.Uint("unstamped", q.Unstamped)
 	maxUs := q.MaxNs / 1000

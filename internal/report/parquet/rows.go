@@ -200,22 +200,27 @@ type softirqRow struct {
 	BusyNs int64 `parquet:"busy_ns"`
 }
 
+// qdiscCols name a qdisc as tc prints it, after its device's columns.
+type qdiscCols struct {
+	Kind   string `parquet:"kind,dict"`
+	Handle string `parquet:"handle,dict"`
+	Parent string `parquet:"parent,dict"`
+}
+
 type qdiscRow struct {
 	common
 	devCols
-	Kind       string `parquet:"kind,dict"`
-	Handle     string `parquet:"handle,dict"`
-	Parent     string `parquet:"parent,dict"`
-	BeginNs    int64  `parquet:"begin_ns"`
-	Enqueues   int64  `parquet:"enqueues"`
-	Dequeues   int64  `parquet:"dequeues"`
-	Drops      int64  `parquet:"drops"`
-	Requeues   int64  `parquet:"requeues"`
-	Overlimits int64  `parquet:"overlimits"`
-	BacklogMax int64  `parquet:"backlog_max"`
-	QlenMax    int64  `parquet:"qlen_max"`
-	Backlog    int64  `parquet:"backlog"`
-	Qlen       int64  `parquet:"qlen"`
+	qdiscCols
+	BeginNs    int64 `parquet:"begin_ns"`
+	Enqueues   int64 `parquet:"enqueues"`
+	Dequeues   int64 `parquet:"dequeues"`
+	Drops      int64 `parquet:"drops"`
+	Requeues   int64 `parquet:"requeues"`
+	Overlimits int64 `parquet:"overlimits"`
+	BacklogMax int64 `parquet:"backlog_max"`
+	QlenMax    int64 `parquet:"qlen_max"`
+	Backlog    int64 `parquet:"backlog"`
+	Qlen       int64 `parquet:"qlen"`
 }
 
 type sockIORow struct {
@@ -234,9 +239,7 @@ type sockIORow struct {
 type qdiscDelayRow struct {
 	common
 	devCols
-	Kind      string    `parquet:"kind,dict"`
-	Handle    string    `parquet:"handle,dict"`
-	Parent    string    `parquet:"parent,dict"`
+	qdiscCols
 	BeginNs   int64     `parquet:"begin_ns"`
 	Packets   int64     `parquet:"packets"`
 	Unstamped int64     `parquet:"unstamped"`
@@ -247,7 +250,8 @@ type qdiscDelayRow struct {
 }
 
 // tcpStageRow is one socket's interval of tcp_stage: per stage, the bytes
-// timed, their total wait and its histogram (the buckets of qdisc_delay's).
+// timed, their total wait and its histogram (192 buckets, eighths of each
+// power of two of microseconds).
 type tcpStageRow struct {
 	common
 	sockCols
@@ -425,8 +429,7 @@ func (x *Exporter) addRow(ev *event.Event) error {
 		}
 		q := &ev.Qdisc
 		x.fillCommon(&r.common, ev)
-		x.fillDev(&r.devCols, &q.Dev, q.Ifindex, q.Netns)
-		r.Kind, r.Handle, r.Parent = x.str.name(&q.Kind), event.QdiscHandle(q.Handle), event.QdiscHandle(q.Parent)
+		x.fillQdisc(&r.devCols, &r.qdiscCols, &q.Dev, &q.Kind, q.Ifindex, q.Netns, q.Handle, q.Parent)
 		r.BeginNs, r.Enqueues, r.Dequeues, r.Drops = ev.Begin, int64(q.Enqueues), int64(q.Dequeues), int64(q.Drops)
 		r.Requeues, r.Overlimits, r.BacklogMax = int64(q.Requeues), int64(q.Overlimits), int64(q.BacklogMax)
 		r.QlenMax, r.Backlog, r.Qlen = int64(q.QlenMax), int64(q.Backlog), int64(q.Qlen)
@@ -450,8 +453,7 @@ func (x *Exporter) addRow(ev *event.Event) error {
 		}
 		q := &ev.QdiscDelay
 		x.fillCommon(&r.common, ev)
-		x.fillDev(&r.devCols, &q.Dev, q.Ifindex, q.Netns)
-		r.Kind, r.Handle, r.Parent = x.str.name(&q.Kind), event.QdiscHandle(q.Handle), event.QdiscHandle(q.Parent)
+		x.fillQdisc(&r.devCols, &r.qdiscCols, &q.Dev, &q.Kind, q.Ifindex, q.Netns, q.Handle, q.Parent)
 		r.BeginNs, r.Packets, r.Unstamped = ev.Begin, int64(q.Packets), int64(q.Unstamped)
 		r.SumNs, r.MaxNs = int64(q.SumNs), int64(q.MaxNs)
 		for i, n := range q.Hist {
@@ -481,6 +483,11 @@ func (x *Exporter) addRow(ev *event.Event) error {
 		}
 	}
 	return nil
+}
+
+func (x *Exporter) fillQdisc(d *devCols, c *qdiscCols, dev, kind *[16]int8, ifindex, netns, handle, parent uint32) {
+	x.fillDev(d, dev, ifindex, netns)
+	c.Kind, c.Handle, c.Parent = x.str.name(kind), event.QdiscHandle(handle), event.QdiscHandle(parent)
 }
 
 func (x *Exporter) fillCommon(c *common, ev *event.Event) {
