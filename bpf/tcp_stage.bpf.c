@@ -1,13 +1,22 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * tcp_stage: where a sender's byte spends its time, stage by stage. A
- * socket times one byte at a time, keyed by its sequence number (not the
- * skb, which GSO and clones change): the next byte a write copies into the
- * send queue, then the first skb that carries it at the device layer
- * (dev_queue_xmit), out of the qdisc, into the driver, and the ACK that
- * covers it. The four waits go into per-socket histograms the recorder
- * drains each interval; the next byte is taken at the next write after
- * the ACK, or after a second if the byte was lost on the way.
+ * tcp_stage: where a byte spends its time, stage by stage, on both ends.
+ * A socket times one byte at a time in each direction, keyed by its
+ * sequence number (not the skb, which GSO, GRO and clones change).
+ *
+ * Sending: the next byte a write copies into the send queue, then the first
+ * skb that carries it at the device layer (dev_queue_xmit), out of the
+ * qdisc, into the driver, and the ACK that covers it. The next byte is
+ * taken at the next write after the ACK, or STAGE_ABANDON_NS after the
+ * last if that never came (a socket that stalled or closed).
+ *
+ * Receiving: a data segment arms the socket's flow for the next one; the
+ * driver's hand-off of the first packet at or after it (netif_rx, GRO,
+ * netif_receive_skb) stamps its first byte, found by the packet's addresses
+ * in a small map; TCP's receive (tcp_probe) of the skb that carries it, and
+ * the reader's copy past it (tcp_rcv_space_adjust), end its two stages.
+ *
+ * The waits go into per-socket histograms the recorder drains each interval.
  */
 #include "aggregate.bpf.h"
 
@@ -23,10 +32,19 @@ enum stage_point {
 	POINT_DRIVER,
 };
 
+enum rx_point {
+	RX_NONE = 0,
+	RX_ARMED, /* the flow's next packet is wanted at the driver */
+	RX_TCP,   /* TCP received the byte: waiting for the reader */
+};
+
 struct stage_sample {
-	__u32 seq;   /* the byte timed */
+	__u32 seq;   /* the byte sent that is timed */
 	__u32 point; /* enum stage_point: the last it passed */
 	__u64 accepted_ns, queued_ns, dequeued_ns, driver_ns;
+	__u32 rx_seq;   /* the byte received that is timed */
+	__u32 rx_point; /* enum rx_point */
+	__u64 rx_armed_ns, rx_arrived_ns, rx_tcp_ns;
 	struct sock_addrs addrs;
 };
 
@@ -43,11 +61,60 @@ struct {
 	__type(value, struct tcp_stage_stats);
 } tcp_stages SEC(".maps");
 
+/* A received flow as its packets name it: the receiving socket's view. */
+struct rx_flow {
+	__u8 local[16]; /* IPv4 in the first 4 bytes */
+	__u8 remote[16];
+	__u16 local_port, remote_port;
+	__u32 netns;
+};
+
+struct rx_wanted {
+	__u32 seq;   /* wanted: the first packet at or after it; once arrived, its first byte */
+	__u32 _pad;
+	__u64 arrived_ns; /* 0 until the driver handed the packet over */
+};
+
+/* Flows armed for their next packet; the entry goes when TCP takes it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct rx_flow);
+	__type(value, struct rx_wanted);
+} rx_wanted SEC(".maps");
+
+/*
+ * How many flows wait for a packet at the driver: while none does, the
+ * driver hooks return before they read a header (most packets of a bulk
+ * flow pass while its byte is in flight). It can run high when an armed
+ * socket closes or LRU evicts its entry: those packets are then looked up
+ * for nothing, never wrongly timed.
+ */
+__s32 rx_armed;
+
+/*
+ * Sampling pauses the start of new bytes, not the hooks: a byte begun in a
+ * window is followed to its end, and outside the windows a socket starts
+ * one at most every STAGE_PAUSED_GAP_NS (a fast flow's bytes take
+ * microseconds and would be timed back to back; one behind a deep queue
+ * takes hundreds of milliseconds and a window would start one in a
+ * second). The counts of bytes under way let the per-skb hooks return
+ * before a socket lookup while none is; like rx_armed they can run high
+ * when a socket closes with its byte under way.
+ */
+__u32 tcp_stage_paused = 0;
+#define STAGE_PAUSED_GAP_NS 10000000ULL
+__s32 tx_under_way, rx_under_way;
+
 /* A new socket's values: too large for the stack. */
 const struct tcp_stage_stats tcp_stage_zero = {};
 
-/* A byte not acked this long after its write was lost, or its socket stalled: time another. */
-#define STAGE_ABANDON_NS 1000000000ULL
+/*
+ * A byte not acked (or read) this long after it began: its socket stalled
+ * or closed, time another. Seconds: a send queue behind a shaper holds
+ * bytes longer than a second.
+ */
+#define STAGE_ABANDON_NS 5000000000ULL
 
 static __always_inline void stage_add(struct stage_hist *h, __u64 ns)
 {
@@ -78,6 +145,10 @@ static __always_inline void stage_accept(struct sock *sk)
 	}
 	if (s && s->point != POINT_NONE && now - s->accepted_ns < STAGE_ABANDON_NS)
 		return;
+	if (tcp_stage_paused && s && now - s->accepted_ns < STAGE_PAUSED_GAP_NS)
+		return;
+	if (!s || s->point == POINT_NONE)
+		__sync_fetch_and_add(&tx_under_way, 1);
 	if (!s) {
 		struct sock_addrs a = {};
 
@@ -127,7 +198,7 @@ static __always_inline struct stage_sample *waiting(const struct sk_buff *skb, _
 	struct sock *sk = skb->sk;
 	struct stage_sample *s;
 
-	if (!sk)
+	if (tx_under_way <= 0 || !sk)
 		return NULL;
 	s = stage_samples_get(sk, false);
 	if (!s || s->point < from || s->point > to || !carries(skb, s->seq))
@@ -161,7 +232,7 @@ int BPF_PROG(stage_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int
 	struct stage_sample *s;
 	struct sock *sk;
 
-	if (!skb || !(sk = skb->sk))
+	if (tx_under_way <= 0 || !skb || !(sk = skb->sk))
 		return 0;
 	s = stage_samples_get(sk, false);
 	if (!s || s->point != POINT_QUEUED)
@@ -190,34 +261,267 @@ int BPF_PROG(stage_driver, struct sk_buff *skb)
 	return 0;
 }
 
-/* An incoming segment whose ACK covers the byte ends its timing. */
-SEC("tp_btf/tcp_probe")
-int BPF_PROG(stage_ack, struct sock *sk, const struct sk_buff *skb)
+static __always_inline struct tcp_stage_stats *stage_stats(const struct sock *sk, const struct stage_sample *s)
+{
+	__u64 key = (__u64)sk;
+	struct tcp_stage_stats *v = bpf_map_lookup_elem(&tcp_stages, &key);
+
+	if (v)
+		return v;
+	v = upsert(&tcp_stages, &key, &tcp_stage_zero, FAMILY_TCP_STAGE);
+	if (v)
+		v->addrs = s->addrs;
+	return v;
+}
+
+/* An incoming segment whose ACK covers the sent byte ends its timing. */
+static __always_inline void stage_ack(const struct sock *sk, struct stage_sample *s, const struct tcphdr_wire *th)
 {
 	struct tcp_stage_stats *v;
-	struct stage_sample *s;
-	struct tcphdr_wire th;
-	__u64 key = (__u64)sk, now;
+	__u64 now;
 
-	s = stage_samples_get(sk, false);
-	if (!s || s->point != POINT_DRIVER)
-		return 0;
-	if (bpf_probe_read_kernel(&th, sizeof(th), skb->head + skb->transport_header))
-		return 0;
-	if ((__s32)(__builtin_bswap32(th.ack_seq) - s->seq) <= 0)
-		return 0;
+	if (s->point != POINT_DRIVER || (__s32)(__builtin_bswap32(th->ack_seq) - s->seq) <= 0)
+		return;
 	now = bpf_ktime_get_ns();
 	s->point = POINT_NONE;
-	v = bpf_map_lookup_elem(&tcp_stages, &key);
-	if (!v) {
-		v = upsert(&tcp_stages, &key, &tcp_stage_zero, FAMILY_TCP_STAGE);
-		if (!v)
-			return 0;
-		v->addrs = s->addrs;
-	}
+	__sync_fetch_and_add(&tx_under_way, -1);
+	v = stage_stats(sk, s);
+	if (!v)
+		return;
 	stage_add(&v->stage[STAGE_SEND_QUEUE], s->queued_ns - s->accepted_ns);
 	stage_add(&v->stage[STAGE_QDISC], s->dequeued_ns - s->queued_ns);
 	stage_add(&v->stage[STAGE_DRIVER], s->driver_ns - s->dequeued_ns);
 	stage_add(&v->stage[STAGE_ACK], now - s->driver_ns);
+}
+
+/* An address as an IPv4 packet shows it: a dual-stack socket keeps it IPv4-mapped (::ffff:a.b.c.d). */
+static __always_inline void rx_addr(__u8 *to, const __u8 *from)
+{
+	__u64 lo, hi;
+
+	__builtin_memcpy(&lo, from, 8);
+	__builtin_memcpy(&hi, from + 8, 8);
+	if (lo == 0 && (__u32)hi == 0xffff0000) { /* bytes 8-11: 00 00 ff ff, little-endian */
+		__builtin_memcpy(to, from + 12, 4);
+		return;
+	}
+	__builtin_memcpy(to, from, 16);
+}
+
+static __always_inline void rx_flow_of(const struct stage_sample *s, struct rx_flow *k)
+{
+	rx_addr(k->local, s->addrs.saddr);
+	rx_addr(k->remote, s->addrs.daddr);
+	k->local_port = s->addrs.sport;
+	k->remote_port = s->addrs.dport;
+	k->netns = s->addrs.netns;
+}
+
+/* Wants the flow's first packet at or after seq at the driver. */
+static __always_inline void rx_arm(struct stage_sample *s, __u32 seq, __u64 now)
+{
+	struct rx_wanted w = {.seq = seq};
+	struct rx_flow k = {};
+
+	rx_flow_of(s, &k);
+	if (bpf_map_update_elem(&rx_wanted, &k, &w, BPF_ANY))
+		return;
+	if (s->rx_point == RX_NONE)
+		__sync_fetch_and_add(&rx_under_way, 1);
+	if (s->rx_point != RX_ARMED)
+		__sync_fetch_and_add(&rx_armed, 1);
+	s->rx_point = RX_ARMED;
+	s->rx_armed_ns = now;
+}
+
+/*
+ * A data segment TCP receives: it arms the socket for the next, or carries
+ * the byte the driver stamped. A byte not received, or not read, within a
+ * second (lost, or its reader gone) gives way to the next.
+ */
+static __always_inline void stage_receive(struct sock *sk, struct stage_sample *s, const struct sk_buff *skb,
+					  const struct tcphdr_wire *th, int payload)
+{
+	__u32 seq = __builtin_bswap32(th->seq);
+	__u64 now = bpf_ktime_get_ns();
+	struct rx_wanted *w;
+	struct rx_flow k = {};
+
+	if (s->rx_point == RX_TCP) {
+		if (now - s->rx_tcp_ns < STAGE_ABANDON_NS)
+			return;
+		s->rx_point = RX_NONE;
+		__sync_fetch_and_add(&rx_under_way, -1);
+	}
+	if (s->rx_point == RX_NONE) {
+		if (!tcp_stage_paused || now - s->rx_armed_ns >= STAGE_PAUSED_GAP_NS)
+			rx_arm(s, seq + payload, now);
+		return;
+	}
+	rx_flow_of(s, &k);
+	w = bpf_map_lookup_elem(&rx_wanted, &k);
+	if (!w) { /* evicted */
+		__sync_fetch_and_add(&rx_armed, -1);
+		__sync_fetch_and_add(&rx_under_way, -1);
+		s->rx_point = RX_NONE;
+		rx_arm(s, seq + payload, now);
+		return;
+	}
+	if (w->arrived_ns && w->seq - seq < (__u32)payload) {
+		s->rx_seq = w->seq;
+		s->rx_arrived_ns = w->arrived_ns;
+		s->rx_tcp_ns = now;
+		s->rx_point = RX_TCP;
+		bpf_map_delete_elem(&rx_wanted, &k);
+		return;
+	}
+	if (now - s->rx_armed_ns < STAGE_ABANDON_NS)
+		return;
+	if (w->arrived_ns) /* the driver's decrement is undone: the flow is wanted again */
+		__sync_fetch_and_add(&rx_armed, 1);
+	w->arrived_ns = 0;
+	w->seq = seq + payload;
+	s->rx_armed_ns = now;
+}
+
+/*
+ * tcp_probe fires for each segment an established socket receives: its ACK
+ * may end the sent byte's timing, its data the received byte's stages.
+ */
+SEC("tp_btf/tcp_probe")
+int BPF_PROG(stage_tcp_receive, struct sock *sk, const struct sk_buff *skb)
+{
+	unsigned char *head = skb->head;
+	struct stage_sample *s;
+	struct tcphdr_wire th;
+	int payload;
+
+	if (bpf_probe_read_kernel(&th, sizeof(th), head + skb->transport_header))
+		return 0;
+	payload = skb->len - (skb->transport_header - (skb->data - head)) - (th.doff_res >> 4) * 4;
+	s = stage_samples_get(sk, false);
+	if (!s && payload > 0) {
+		struct sock_addrs a = {};
+
+		if (!here_passes() || !sock_passes(sk, &a))
+			return 0;
+		s = stage_samples_get(sk, true);
+		if (!s)
+			return 0;
+		s->addrs = a;
+	}
+	if (!s)
+		return 0;
+	stage_ack(sk, s, &th);
+	if (payload > 0)
+		stage_receive(sk, s, skb, &th, payload);
+	return 0;
+}
+
+/*
+ * The driver hands a packet to the stack (skb->data at its IP header): the
+ * first of an armed flow at or after the wanted byte stamps its first byte.
+ */
+static __always_inline void stage_arrive(const struct sk_buff *skb)
+{
+	unsigned char *l3 = skb->data;
+	__u16 proto = __builtin_bswap16(skb->protocol);
+	struct tcphdr_wire th;
+	struct rx_wanted *w;
+	struct rx_flow k = {};
+	int payload, thoff;
+	__u32 seq;
+
+	if (rx_armed <= 0)
+		return;
+	if (proto == ETH_P_IP) {
+		struct iphdr_wire ip;
+
+		if (bpf_probe_read_kernel(&ip, sizeof(ip), l3) || ip.version_ihl != 0x45 || ip.protocol != IPPROTO_TCP ||
+		    (__builtin_bswap16(ip.frag_off) & 0x3fff))
+			return;
+		__builtin_memcpy(k.local, ip.daddr, 4);
+		__builtin_memcpy(k.remote, ip.saddr, 4);
+		thoff = sizeof(ip);
+		payload = __builtin_bswap16(ip.tot_len) - thoff;
+	} else if (proto == ETH_P_IPV6) {
+		struct ipv6hdr_wire ip6;
+
+		if (bpf_probe_read_kernel(&ip6, sizeof(ip6), l3) || ip6.nexthdr != IPPROTO_TCP)
+			return;
+		__builtin_memcpy(k.local, ip6.daddr, 16);
+		__builtin_memcpy(k.remote, ip6.saddr, 16);
+		thoff = sizeof(ip6);
+		payload = __builtin_bswap16(ip6.payload_len);
+	} else {
+		return;
+	}
+	if (bpf_probe_read_kernel(&th, sizeof(th), l3 + thoff))
+		return;
+	payload -= (th.doff_res >> 4) * 4;
+	if (payload <= 0)
+		return;
+	k.local_port = __builtin_bswap16(th.dest);
+	k.remote_port = __builtin_bswap16(th.source);
+	k.netns = BPF_CORE_READ(skb, dev, nd_net.net, ns.inum);
+	w = bpf_map_lookup_elem(&rx_wanted, &k);
+	if (!w || w->arrived_ns)
+		return;
+	seq = __builtin_bswap32(th.seq);
+	if ((__s32)(seq + payload - w->seq) <= 0)
+		return; /* a retransmission of bytes before the wanted one */
+	if ((__s32)(seq - w->seq) < 0)
+		seq = w->seq;
+	w->seq = seq;
+	w->arrived_ns = bpf_ktime_get_ns();
+	__sync_fetch_and_add(&rx_armed, -1);
+}
+
+/* Drivers without NAPI, veth's default path, and packets a tunnel decapsulates. */
+SEC("tp_btf/netif_rx")
+int BPF_PROG(stage_arrive_rx, struct sk_buff *skb)
+{
+	stage_arrive(skb);
+	return 0;
+}
+
+/* NAPI drivers: each packet before GRO merges it. */
+SEC("tp_btf/napi_gro_receive_entry")
+int BPF_PROG(stage_arrive_gro, const struct sk_buff *skb)
+{
+	stage_arrive(skb);
+	return 0;
+}
+
+/* NAPI drivers that bypass GRO. */
+SEC("tp_btf/netif_receive_skb_entry")
+int BPF_PROG(stage_arrive_skb, const struct sk_buff *skb)
+{
+	stage_arrive(skb);
+	return 0;
+}
+
+/* The reader copied past the received byte: its wait in the receive queue ends. */
+SEC("tp_btf/tcp_rcv_space_adjust")
+int BPF_PROG(stage_read, struct sock *sk)
+{
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	struct tcp_stage_stats *v;
+	struct stage_sample *s;
+	__u64 now;
+
+	if (rx_under_way <= 0)
+		return 0;
+	s = stage_samples_get(sk, false);
+	if (!s || s->rx_point != RX_TCP || !tp || (__s32)(tp->copied_seq - s->rx_seq) <= 0)
+		return 0;
+	now = bpf_ktime_get_ns();
+	s->rx_point = RX_NONE;
+	__sync_fetch_and_add(&rx_under_way, -1);
+	v = stage_stats(sk, s);
+	if (!v)
+		return 0;
+	stage_add(&v->stage[STAGE_RX_STACK], s->rx_tcp_ns - s->rx_arrived_ns);
+	stage_add(&v->stage[STAGE_RX_QUEUE], now - s->rx_tcp_ns);
 	return 0;
 }

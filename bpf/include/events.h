@@ -468,13 +468,16 @@ struct qdisc_delay_event {
 	__u64 hist[DELAY_BUCKETS];
 };
 
-/* tcp_stage: where a sent byte's time goes, from the write to its ACK. */
+/* tcp_stage: where a sent byte's time goes, from the write to its ACK, and a received one's, from the driver to the reader. */
 enum tcp_stage {
 	STAGE_SEND_QUEUE = 0, /* accepted by the write, to the device layer (dev_queue_xmit) */
 	STAGE_QDISC = 1,      /* in the qdisc, to its dequeue (0 where the qdisc is bypassed) */
 	STAGE_DRIVER = 2,     /* to the driver's transmit: segmentation, the device's queue */
 	STAGE_ACK = 3,        /* from the driver to the ACK that covers it: the path, the receiver, its ACK */
-	STAGE_MAX = 4,
+	/* A received byte, on the receiving socket: */
+	STAGE_RX_STACK = 4, /* from the driver's hand-off to TCP: GRO, the CPU's backlog, the socket's backlog */
+	STAGE_RX_QUEUE = 5, /* from TCP to the reader's copy: the socket's receive queue */
+	STAGE_MAX = 6,
 };
 
 struct stage_hist {

@@ -471,14 +471,7 @@ func (s *Stat) Add(ev *event.Event) {
 		if c.Stages == nil {
 			c.Stages = new([wire.TcpStageSTAGE_MAX]wire.StageHist)
 		}
-		for i := range c.Stages {
-			h, add := &c.Stages[i], &ev.Stage.Stage[i]
-			h.Count += add.Count
-			h.SumNs += add.SumNs
-			for k, n := range add.Hist {
-				h.Hist[k] += n
-			}
-		}
+		AddStages(c.Stages, &ev.Stage.Stage)
 	case event.TypeQdiscDelay:
 		q := &ev.QdiscDelay
 		qs := s.qdisc(q.Dev[:], q.Kind[:], q.Netns, q.Handle, q.Parent)
@@ -605,4 +598,16 @@ func (s *Stat) Sort() {
 	sort.Slice(s.CPUs, func(i, j int) bool { return s.CPUs[i].CPU < s.CPUs[j].CPU })
 	sort.SliceStable(s.Drops, func(i, j int) bool { return s.Drops[i].Count > s.Drops[j].Count })
 	sort.SliceStable(s.SockIO, func(i, j int) bool { return s.SockIO[i].Calls > s.SockIO[j].Calls })
+}
+
+// AddStages adds tcp_stage's histograms b to a.
+func AddStages(a, b *[wire.TcpStageSTAGE_MAX]wire.StageHist) {
+	for i := range a {
+		h, add := &a[i], &b[i]
+		h.Count += add.Count
+		h.SumNs += add.SumNs
+		for k, n := range add.Hist {
+			h.Hist[k] += n
+		}
+	}
 }

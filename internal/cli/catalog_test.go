@@ -75,8 +75,9 @@ func catalogFixture(t *testing.T, o trace.ByteOrder) []byte {
 	ev(event.TypeQdiscDelay, &wire.QdiscDelayEvent{Hdr: hdr(14, 1_000_008_000, 0, event.TypeQdiscDelay), BeginNs: 8_000, Dev: name16("skbs1"), Kind: name16("tbf"),
 		Ifindex: 2, Netns: netns, Handle: 0x80010000, Parent: 0xffffffff, Packets: 80, Unstamped: 3, SumNs: 80 * 38_000_000, MaxNs: 41_000_000,
 		Hist: [96]uint64{56: 60, 57: 20}})
-	stages := [4]wire.StageHist{{Count: 10, SumNs: 10 * 2_000}, {Count: 10, SumNs: 10 * 6_000_000}, {Count: 10, SumNs: 10 * 1_000}, {Count: 10, SumNs: 10 * 45_000}}
-	stages[0].Hist[2], stages[1].Hist[83], stages[2].Hist[1], stages[3].Hist[27] = 10, 10, 10, 10
+	stages := [wire.TcpStageSTAGE_MAX]wire.StageHist{{Count: 10, SumNs: 10 * 2_000}, {Count: 10, SumNs: 10 * 6_000_000}, {Count: 10, SumNs: 10 * 1_000},
+		{Count: 10, SumNs: 10 * 45_000}, {Count: 4, SumNs: 4 * 30_000}, {Count: 4, SumNs: 4 * 9_000_000}}
+	stages[0].Hist[2], stages[1].Hist[83], stages[2].Hist[1], stages[3].Hist[27], stages[4].Hist[25], stages[5].Hist[86] = 10, 10, 10, 10, 4, 4
 	ev(event.TypeTCPStage, &wire.TcpStageEvent{Hdr: hdr(15, 1_000_008_000, 0, event.TypeTCPStage), BeginNs: 8_000, Sock: sock, Addrs: a, Stage: stages})
 	must(w.AppendEnd(trace.End{NextSeq: 16, BootNs: 1_000_009_000}))
 	must(w.Flush())

@@ -13,7 +13,8 @@ func drainTCPStage(d *drainer) error {
 	return entries(d.sess.Map(wire.MapTcpStages), func(sock uint64, sum wire.TcpStageStats) error {
 		p := prev[sock]
 		prev[sock] = sum
-		if sum.Stage[wire.TcpStageSTAGE_ACK].Count == p.Stage[wire.TcpStageSTAGE_ACK].Count {
+		if sum.Stage[wire.TcpStageSTAGE_ACK].Count == p.Stage[wire.TcpStageSTAGE_ACK].Count &&
+			sum.Stage[wire.TcpStageSTAGE_RX_QUEUE].Count == p.Stage[wire.TcpStageSTAGE_RX_QUEUE].Count {
 			return nil
 		}
 		ev = wire.TcpStageEvent{BeginNs: d.begin, Sock: sock, Addrs: sum.Addrs}

@@ -51,3 +51,18 @@ func TestSamplingPausesWhatItSharesWithAnAlwaysOnFamily(t *testing.T) {
 		t.Fatalf("sock_io alone: sampled %v, paused %v; want sock_send_length detached, nothing paused", alone.sampled, alone.paused)
 	}
 }
+
+// tcp_stage is sampled by pausing the bytes it starts: its hooks stay on,
+// so a byte begun in a window is followed to its end.
+func TestSamplingOnlyPausesTCPStage(t *testing.T) {
+	r := &Recording{Running: runningAsListed(t, "tcp_stage", "dev_xmit")}
+	r.planSampling()
+	for _, h := range r.Running[0].Hooks {
+		if slices.Contains(r.sampled, h) {
+			t.Errorf("sampling detaches tcp_stage's %s", h)
+		}
+	}
+	if !slices.Equal(r.paused, []string{wire.VarTcpStagePaused}) || !slices.Equal(r.sampledFamilies, []string{"tcp_stage", "dev_xmit"}) {
+		t.Fatalf("paused %v, sampled families %v", r.paused, r.sampledFamilies)
+	}
+}

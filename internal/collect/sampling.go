@@ -26,7 +26,8 @@ func (r *Recording) Sampled() (families []string, share float64) {
 
 // planSampling picks the hooks sampling detaches: the per-packet families'
 // own. A hook a family that always runs shares (sock_send_length, with
-// tcp_sendlim) stays attached, and the family's part of it is paused instead.
+// tcp_sendlim) stays attached, and the family's part of it is paused
+// instead; so are a family's that only pauses (Family.PausesOnly).
 func (r *Recording) planSampling() {
 	alwaysOn := map[event.Hook]bool{}
 	for _, run := range r.Running {
@@ -38,6 +39,11 @@ func (r *Recording) planSampling() {
 	}
 	for _, run := range r.Running {
 		if !run.Family.PerPacket || !reattachable(run.Hooks) {
+			continue
+		}
+		if run.Family.PausesOnly {
+			r.paused = append(r.paused, run.Family.Paused)
+			r.sampledFamilies = append(r.sampledFamilies, run.Family.Name)
 			continue
 		}
 		var own []event.Hook

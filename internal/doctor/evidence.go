@@ -227,6 +227,29 @@ type Flow struct {
 	TraceRetrans     uint64         `json:"trace_retrans,omitempty"`
 	CongStates       map[string]int `json:"cong_states,omitempty"`
 	Resets           int            `json:"resets,omitempty"`
+	// Stages is where the socket's bytes spent their time (tcp_stage): the
+	// stages of each direction it timed bytes in.
+	Stages []StageTime `json:"stages,omitempty"`
+}
+
+// StageTime is one stage of a byte's way through a socket's end, over the
+// bytes tcp_stage timed (event.StageNames names them).
+type StageTime struct {
+	Stage   string  `json:"stage"`
+	Samples uint64  `json:"samples"`
+	P50Us   uint64  `json:"p50_us"`
+	P99Us   uint64  `json:"p99_us"`
+	MeanUs  float64 `json:"mean_us"`
+}
+
+// Stage is the flow's timing of stage, nil when it has none.
+func (f *Flow) Stage(stage string) *StageTime {
+	for i := range f.Stages {
+		if f.Stages[i].Stage == stage {
+			return &f.Stages[i]
+		}
+	}
+	return nil
 }
 
 // SendBps is the flow's sending rate in bits per second.

@@ -90,6 +90,10 @@ var Rules = []Rule{
 	{"rate-shaped", rateShaped},
 	{"asymmetric-path", asymmetricPath},
 	{"irq-coalescing", irqCoalescing},
+	{"send-queue-bloat", stageRule("send-queue-bloat")},
+	{"qdisc-bloat", stageRule("qdisc-bloat")},
+	{"reader-late", stageRule("reader-late")},
+	{"rx-backlog", stageRule("rx-backlog")},
 }
 
 // symptoms lists findings that another finding explains: when the cause is
@@ -105,6 +109,9 @@ var symptoms = map[string][]string{
 	// A NIC that holds received packets lengthens every round trip through
 	// it: the growth is its wait, not a queue beyond the host.
 	"rate-shaped": {"irq-coalescing"},
+	// A reader that lets the window shut is named by the sender's wait
+	// for it; its bytes' wait in the queue is the same reader.
+	"reader-late": {"rwnd-limited"},
 }
 
 // Diagnose applies every rule and ranks the findings.

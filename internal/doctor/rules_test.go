@@ -40,6 +40,9 @@ var labExpect = map[string]string{
 	"small-packet-bound": "small-packet-bound",
 	"gro-off":            "offload-disabled",
 	"gro-blocked":        "gro-blocked",
+	"send-queue-bloat":   "send-queue-bloat",
+	"qdisc-bloat":        "qdisc-bloat",
+	"reader-late":        "reader-late",
 }
 
 func TestLabEvidenceRanksTheExpectedFindingFirst(t *testing.T) {
@@ -142,6 +145,12 @@ func TestEveryRuleFiresAndStaysQuiet(t *testing.T) {
 		"rate-shaped":        {{"lab/rate-shaped.json", nil, true}, {"lab/baseline.json", nil, false}},
 		"asymmetric-path":    {{"seed/002-i219.json", nil, true}, {"lab/baseline.json", nil, false}, {"seed/000-single-core.json", nil, false}},
 		"irq-coalescing":     {{"nic/e1000e-hub.json", coalesced(10000), true}, {"nic/e1000e-hub.json", coalesced(3), false}, {"nic/e1000e-hub.json", nil, false}, {"nic/e1000e-hub.json", coalesced(600), false}},
+		"send-queue-bloat":   {{"lab/send-queue-bloat.json", nil, true}, {"lab/send-queue-bloat.json", autotunedQueue, false}, {"lab/reader-late.json", nil, false}, {"lab/baseline.json", nil, false}},
+		"qdisc-bloat": {{"lab/qdisc-bloat.json", nil, true}, {"lab/send-queue-bloat.json", localQdiscQueue, true}, {"lab/send-queue-bloat.json", nil, false},
+			{"lab/rate-shaped.json", nil, false}, {"lab/baseline.json", nil, false}},
+		"reader-late": {{"lab/reader-late.json", nil, true}, {"lab/send-queue-bloat.json", nil, false}, {"lab/baseline.json", nil, false},
+			{"lab/reader-late.json", stageWait("rx_queue", 3000), false}},
+		"rx-backlog": {{"lab/reader-late.json", stageWait("rx_stack", 400_000), true}, {"lab/reader-late.json", nil, false}, {"lab/baseline.json", nil, false}},
 	}
 	for _, r := range Rules {
 		tcs := cases[r.ID]
@@ -457,4 +466,39 @@ func TestMTUMismatchNothingLostIsLatent(t *testing.T) {
 	if fs := mtuMismatch(load(t, "lab/mtu-mismatch.json")); len(fs) == 0 || fs[0].Severity != finding.Critical {
 		t.Errorf("the lab's black hole is no longer critical: %v", ids(fs))
 	}
+}
+
+// stageWait sets every flow's timing of stage to a median (and mean) of us.
+func stageWait(stage string, us uint64) func(*Evidence) *Evidence {
+	return func(ev *Evidence) *Evidence {
+		for i := range ev.Flows {
+			if st := ev.Flows[i].Stage(stage); st != nil {
+				st.P50Us, st.MeanUs = us, float64(us)
+			}
+		}
+		return ev
+	}
+}
+
+// autotunedQueue keeps send-queue-bloat's wait but at a quarter of its
+// rate: a queue the kernel's default send buffer holds.
+func autotunedQueue(ev *Evidence) *Evidence {
+	for i := range ev.Flows {
+		ev.Flows[i].BytesAcked /= 4
+	}
+	return ev
+}
+
+// localQdiscQueue swaps the send queue's and the qdisc's waits: the local
+// qdisc holds the bytes (many flows, or traffic TSQ does not hold back).
+func localQdiscQueue(ev *Evidence) *Evidence {
+	for i := range ev.Flows {
+		f := &ev.Flows[i]
+		if sq, qd := f.Stage("send_queue"), f.Stage("qdisc"); sq != nil && qd != nil {
+			sq.P50Us, qd.P50Us = qd.P50Us, sq.P50Us
+			sq.P99Us, qd.P99Us = qd.P99Us, sq.P99Us
+			sq.MeanUs, qd.MeanUs = qd.MeanUs, sq.MeanUs
+		}
+	}
+	return ev
 }

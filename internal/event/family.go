@@ -37,6 +37,11 @@ type Family struct {
 	// it shares with a family that runs all the time: sampling sets it
 	// rather than detaching that program.
 	Paused string
+	// PausesOnly: sampling sets Paused and leaves the family's hooks
+	// attached, so what began in a window is followed to its end (a byte's
+	// way behind a deep queue outlasts a 50 ms window: detached, only the
+	// short ways would be timed).
+	PausesOnly bool
 	// Events are the event types the family writes.
 	Events []EventKind
 }

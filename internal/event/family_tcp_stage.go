@@ -8,26 +8,42 @@ import (
 // TypeTCPStage is tcp_stage's event: a socket's sent bytes, timed stage by stage.
 const TypeTCPStage = Type(wire.EventTypeEVENT_TCP_STAGE)
 
-// StageNames name the stages of tcp_stage (enum tcp_stage), in order.
-var StageNames = [wire.TcpStageSTAGE_MAX]string{"send_queue", "qdisc", "driver", "ack"}
+// StageNames name the stages of tcp_stage (enum tcp_stage), in order: a
+// sent byte's four, then a received one's two.
+var StageNames = [wire.TcpStageSTAGE_MAX]string{"send_queue", "qdisc", "driver", "ack", "rx_stack", "rx_queue"}
+
+// SentStages and ReceivedStages are the index ranges of StageNames each
+// direction times; a direction's sample count is its last stage's.
+var (
+	SentStages     = [2]int{int(wire.TcpStageSTAGE_SEND_QUEUE), int(wire.TcpStageSTAGE_ACK) + 1}
+	ReceivedStages = [2]int{int(wire.TcpStageSTAGE_RX_STACK), int(wire.TcpStageSTAGE_RX_QUEUE) + 1}
+)
 
 var tcpStage = Family{
 	ID:   uint16(wire.EventFamilyFAMILY_TCP_STAGE),
 	Name: "tcp_stage",
-	Description: "where a sender's bytes spend their time, one byte per socket at a time: send queue, qdisc, driver, " +
-		"ACK; histograms per socket and interval",
+	Description: "where bytes spend their time, one byte per socket and direction at a time: sent, the send queue, qdisc, " +
+		"driver, ACK; received, from the driver to TCP and in the receive queue to the reader's copy; histograms per socket and interval",
 	Hooks: [][]Hook{
 		// The tracepoint where the kernel has it (6.18 here, not 6.12); before, the function's entry.
 		{BTFHook(wire.ProgStageAcceptTp, "tcp_sendmsg_locked"), FEntryHook(wire.ProgStageAcceptFentry, "tcp_sendmsg_locked", 3)},
 		{BTFHook(wire.ProgStageQueue, "net_dev_queue")},
 		{BTFHook(wire.ProgStageDriver, "net_dev_start_xmit")},
-		{BTFHook(wire.ProgStageAck, "tcp_probe")},
+		{BTFHook(wire.ProgStageTcpReceive, "tcp_probe")},
+		{BTFHook(wire.ProgStageArriveRx, "netif_rx")},
+		{BTFHook(wire.ProgStageArriveGro, "napi_gro_receive_entry")},
+		{BTFHook(wire.ProgStageArriveSkb, "netif_receive_skb_entry")},
+		{BTFHook(wire.ProgStageRead, "tcp_rcv_space_adjust")},
 	},
 	Optional: []OptionalSlot{{Hooks: []Hook{BTFHook(wire.ProgStageDequeue, "qdisc_dequeue")},
 		Without: "no qdisc stage: a byte's wait in the qdisc is counted in the driver stage"}},
-	// Its device hooks run for every skb.
-	PerPacket: true,
-	Events:    []EventKind{{Type: TypeTCPStage, Action: "tcp_stage", decode: decodeTCPStage, Fields: fieldsTCPStage}},
+	// Its device hooks run for every skb, its receive hooks for every
+	// packet. Sampled, it starts bytes only in the windows and follows them
+	// to their end; with none under way its hooks return at once.
+	PerPacket:  true,
+	Paused:     wire.VarTcpStagePaused,
+	PausesOnly: true,
+	Events:     []EventKind{{Type: TypeTCPStage, Action: "tcp_stage", decode: decodeTCPStage, Fields: fieldsTCPStage}},
 }
 
 // decodeTCPStage decodes into a value of the event's own: its histograms
@@ -44,6 +60,7 @@ func fieldsTCPStage(f Fields, ev *Event, _ Names) {
 	s := ev.Stage
 	f.Socket(&ev.Socket)
 	f.Uint("samples", s.Stage[wire.TcpStageSTAGE_ACK].Count)
+	f.Uint("rx_samples", s.Stage[wire.TcpStageSTAGE_RX_QUEUE].Count)
 	for i, name := range StageNames {
 		h := &s.Stage[i]
 		if h.Count == 0 {

@@ -65,6 +65,9 @@ type Scenario struct {
 	Workload func(ctx context.Context, p *Pair, o load.Options) (*load.Result, error)
 	// Tunnel sends the load over the VXLAN overlay (Pair.AddVXLAN, set up by Prepare).
 	Tunnel bool
+	// ObserveRouter has the doctor watch the router namespace Prepare put
+	// between the ends (netRouted) too: a fault on a host it observes.
+	ObserveRouter bool
 	// Reverse also measures the fault's load in the other direction, from
 	// the receiver to the sender, to show an asymmetry.
 	Reverse bool
@@ -516,6 +519,9 @@ func (s *Scenario) measureWithDoctor(ctx context.Context, p *Pair, o load.Option
 	var buf bytes.Buffer
 	var res *load.Result
 	watched := []string{p.Sender.Name, p.Receiver.Name}
+	if r := netRouter(p); s.ObserveRouter && r != nil {
+		watched = append(watched, r.ns.Name)
+	}
 	var peer *labAgent
 	if opts.Peer {
 		var err error

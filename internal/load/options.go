@@ -19,16 +19,20 @@ const (
 
 // Options configure a client run.
 type Options struct {
-	Mode      Mode
-	Addr      string        // the server, host:port
-	Duration  time.Duration // how long to send
-	Streams   int           // parallel connections (bulk and rr)
-	Size      int           // bytes per write, request or datagram
-	Response  int           // rr: bytes per response
-	Writes    int           // rr: how many writes each request is split into (2 shows Nagle)
-	NoDelay   bool          // TCP_NODELAY
-	SndBuf    int           // SO_SNDBUF, 0 for the kernel's autotuning
-	RcvBuf    int           // SO_RCVBUF
+	Mode     Mode
+	Addr     string        // the server, host:port
+	Duration time.Duration // how long to send
+	Streams  int           // parallel connections (bulk and rr)
+	Size     int           // bytes per write, request or datagram
+	Response int           // rr: bytes per response
+	Writes   int           // rr: how many writes each request is split into (2 shows Nagle)
+	NoDelay  bool          // TCP_NODELAY
+	SndBuf   int           // SO_SNDBUF, 0 for the kernel's autotuning
+	RcvBuf   int           // SO_RCVBUF
+	// ForceBufs sets SndBuf and RcvBuf beyond net.core.wmem_max and
+	// rmem_max (SO_SNDBUFFORCE, SO_RCVBUFFORCE: CAP_NET_ADMIN), as a
+	// host with raised limits would.
+	ForceBufs bool
 	CC        string        // congestion control per socket ("" for the namespace's default)
 	RateBps   float64       // udp: bits per second, 0 for as fast as possible
 	Interval  time.Duration // between per-interval results
@@ -102,14 +106,18 @@ func (o *Options) control(network, address string, rc syscall.RawConn) error {
 	var serr error
 	err := rc.Control(func(fd uintptr) {
 		s := int(fd)
+		sndbuf, rcvbuf := syscall.SO_SNDBUF, syscall.SO_RCVBUF
+		if o.ForceBufs {
+			sndbuf, rcvbuf = syscall.SO_SNDBUFFORCE, syscall.SO_RCVBUFFORCE
+		}
 		if o.SndBuf > 0 {
-			if serr = syscall.SetsockoptInt(s, syscall.SOL_SOCKET, syscall.SO_SNDBUF, o.SndBuf); serr != nil {
+			if serr = syscall.SetsockoptInt(s, syscall.SOL_SOCKET, sndbuf, o.SndBuf); serr != nil {
 				serr = fmt.Errorf("setting SO_SNDBUF: %w", serr)
 				return
 			}
 		}
 		if o.RcvBuf > 0 {
-			if serr = syscall.SetsockoptInt(s, syscall.SOL_SOCKET, syscall.SO_RCVBUF, o.RcvBuf); serr != nil {
+			if serr = syscall.SetsockoptInt(s, syscall.SOL_SOCKET, rcvbuf, o.RcvBuf); serr != nil {
 				serr = fmt.Errorf("setting SO_RCVBUF: %w", serr)
 				return
 			}

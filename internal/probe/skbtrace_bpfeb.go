@@ -34,6 +34,7 @@ const (
 	SkbtraceMapResetReceivedHere     = "reset_received_here"
 	SkbtraceMapRetransRuns           = "retrans_runs"
 	SkbtraceMapRetransRunsBySock     = "retrans_runs_by_sock"
+	SkbtraceMapRxWanted              = "rx_wanted"
 	SkbtraceMapSendlimRuns           = "sendlim_runs"
 	SkbtraceMapSendlimRunsBySock     = "sendlim_runs_by_sock"
 	SkbtraceMapSkLimits              = "sk_limits"
@@ -72,10 +73,14 @@ const (
 	SkbtraceProgSoftirqLeave         = "softirq_leave"
 	SkbtraceProgStageAcceptFentry    = "stage_accept_fentry"
 	SkbtraceProgStageAcceptTp        = "stage_accept_tp"
-	SkbtraceProgStageAck             = "stage_ack"
+	SkbtraceProgStageArriveGro       = "stage_arrive_gro"
+	SkbtraceProgStageArriveRx        = "stage_arrive_rx"
+	SkbtraceProgStageArriveSkb       = "stage_arrive_skb"
 	SkbtraceProgStageDequeue         = "stage_dequeue"
 	SkbtraceProgStageDriver          = "stage_driver"
 	SkbtraceProgStageQueue           = "stage_queue"
+	SkbtraceProgStageRead            = "stage_read"
+	SkbtraceProgStageTcpReceive      = "stage_tcp_receive"
 	SkbtraceProgTcpCong              = "tcp_cong"
 	SkbtraceProgTcpCongFentry        = "tcp_cong_fentry"
 	SkbtraceProgTcpConn              = "tcp_conn"
@@ -143,10 +148,14 @@ const (
 	SkbtraceVarResetHasReason        = "reset_has_reason"
 	SkbtraceVarRetransHasErr         = "retrans_has_err"
 	SkbtraceVarRttIntervalJiffies    = "rtt_interval_jiffies"
+	SkbtraceVarRxArmed               = "rx_armed"
+	SkbtraceVarRxUnderWay            = "rx_under_way"
 	SkbtraceVarSeqCounter            = "seq_counter"
 	SkbtraceVarSockIoSendPaused      = "sock_io_send_paused"
+	SkbtraceVarTcpStagePaused        = "tcp_stage_paused"
 	SkbtraceVarTcpStageZero          = "tcp_stage_zero"
 	SkbtraceVarThreadSize            = "thread_size"
+	SkbtraceVarTxUnderWay            = "tx_under_way"
 	SkbtraceVarUseSkStorage          = "use_sk_storage"
 	SkbtraceVarWakeupBytes           = "wakeup_bytes"
 )
@@ -223,10 +232,14 @@ type SkbtraceProgramSpecs struct {
 	SoftirqLeave         *ebpf.ProgramSpec `ebpf:"softirq_leave"`
 	StageAcceptFentry    *ebpf.ProgramSpec `ebpf:"stage_accept_fentry"`
 	StageAcceptTp        *ebpf.ProgramSpec `ebpf:"stage_accept_tp"`
-	StageAck             *ebpf.ProgramSpec `ebpf:"stage_ack"`
+	StageArriveGro       *ebpf.ProgramSpec `ebpf:"stage_arrive_gro"`
+	StageArriveRx        *ebpf.ProgramSpec `ebpf:"stage_arrive_rx"`
+	StageArriveSkb       *ebpf.ProgramSpec `ebpf:"stage_arrive_skb"`
 	StageDequeue         *ebpf.ProgramSpec `ebpf:"stage_dequeue"`
 	StageDriver          *ebpf.ProgramSpec `ebpf:"stage_driver"`
 	StageQueue           *ebpf.ProgramSpec `ebpf:"stage_queue"`
+	StageRead            *ebpf.ProgramSpec `ebpf:"stage_read"`
+	StageTcpReceive      *ebpf.ProgramSpec `ebpf:"stage_tcp_receive"`
 	TcpCong              *ebpf.ProgramSpec `ebpf:"tcp_cong"`
 	TcpCongFentry        *ebpf.ProgramSpec `ebpf:"tcp_cong_fentry"`
 	TcpConn              *ebpf.ProgramSpec `ebpf:"tcp_conn"`
@@ -265,6 +278,7 @@ type SkbtraceMapSpecs struct {
 	ResetReceivedHere  *ebpf.MapSpec `ebpf:"reset_received_here"`
 	RetransRuns        *ebpf.MapSpec `ebpf:"retrans_runs"`
 	RetransRunsBySock  *ebpf.MapSpec `ebpf:"retrans_runs_by_sock"`
+	RxWanted           *ebpf.MapSpec `ebpf:"rx_wanted"`
 	SendlimRuns        *ebpf.MapSpec `ebpf:"sendlim_runs"`
 	SendlimRunsBySock  *ebpf.MapSpec `ebpf:"sendlim_runs_by_sock"`
 	SkLimits           *ebpf.MapSpec `ebpf:"sk_limits"`
@@ -332,10 +346,14 @@ type SkbtraceVariableSpecs struct {
 	ResetHasReason      *ebpf.VariableSpec `ebpf:"reset_has_reason"`
 	RetransHasErr       *ebpf.VariableSpec `ebpf:"retrans_has_err"`
 	RttIntervalJiffies  *ebpf.VariableSpec `ebpf:"rtt_interval_jiffies"`
+	RxArmed             *ebpf.VariableSpec `ebpf:"rx_armed"`
+	RxUnderWay          *ebpf.VariableSpec `ebpf:"rx_under_way"`
 	SeqCounter          *ebpf.VariableSpec `ebpf:"seq_counter"`
 	SockIoSendPaused    *ebpf.VariableSpec `ebpf:"sock_io_send_paused"`
+	TcpStagePaused      *ebpf.VariableSpec `ebpf:"tcp_stage_paused"`
 	TcpStageZero        *ebpf.VariableSpec `ebpf:"tcp_stage_zero"`
 	ThreadSize          *ebpf.VariableSpec `ebpf:"thread_size"`
+	TxUnderWay          *ebpf.VariableSpec `ebpf:"tx_under_way"`
 	UseSkStorage        *ebpf.VariableSpec `ebpf:"use_sk_storage"`
 	WakeupBytes         *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
@@ -378,6 +396,7 @@ type SkbtraceMaps struct {
 	ResetReceivedHere  *ebpf.Map `ebpf:"reset_received_here"`
 	RetransRuns        *ebpf.Map `ebpf:"retrans_runs"`
 	RetransRunsBySock  *ebpf.Map `ebpf:"retrans_runs_by_sock"`
+	RxWanted           *ebpf.Map `ebpf:"rx_wanted"`
 	SendlimRuns        *ebpf.Map `ebpf:"sendlim_runs"`
 	SendlimRunsBySock  *ebpf.Map `ebpf:"sendlim_runs_by_sock"`
 	SkLimits           *ebpf.Map `ebpf:"sk_limits"`
@@ -408,6 +427,7 @@ func (m *SkbtraceMaps) Close() error {
 		m.ResetReceivedHere,
 		m.RetransRuns,
 		m.RetransRunsBySock,
+		m.RxWanted,
 		m.SendlimRuns,
 		m.SendlimRunsBySock,
 		m.SkLimits,
@@ -476,10 +496,14 @@ type SkbtraceVariables struct {
 	ResetHasReason      *ebpf.Variable `ebpf:"reset_has_reason"`
 	RetransHasErr       *ebpf.Variable `ebpf:"retrans_has_err"`
 	RttIntervalJiffies  *ebpf.Variable `ebpf:"rtt_interval_jiffies"`
+	RxArmed             *ebpf.Variable `ebpf:"rx_armed"`
+	RxUnderWay          *ebpf.Variable `ebpf:"rx_under_way"`
 	SeqCounter          *ebpf.Variable `ebpf:"seq_counter"`
 	SockIoSendPaused    *ebpf.Variable `ebpf:"sock_io_send_paused"`
+	TcpStagePaused      *ebpf.Variable `ebpf:"tcp_stage_paused"`
 	TcpStageZero        *ebpf.Variable `ebpf:"tcp_stage_zero"`
 	ThreadSize          *ebpf.Variable `ebpf:"thread_size"`
+	TxUnderWay          *ebpf.Variable `ebpf:"tx_under_way"`
 	UseSkStorage        *ebpf.Variable `ebpf:"use_sk_storage"`
 	WakeupBytes         *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
@@ -518,10 +542,14 @@ type SkbtracePrograms struct {
 	SoftirqLeave         *ebpf.Program `ebpf:"softirq_leave"`
 	StageAcceptFentry    *ebpf.Program `ebpf:"stage_accept_fentry"`
 	StageAcceptTp        *ebpf.Program `ebpf:"stage_accept_tp"`
-	StageAck             *ebpf.Program `ebpf:"stage_ack"`
+	StageArriveGro       *ebpf.Program `ebpf:"stage_arrive_gro"`
+	StageArriveRx        *ebpf.Program `ebpf:"stage_arrive_rx"`
+	StageArriveSkb       *ebpf.Program `ebpf:"stage_arrive_skb"`
 	StageDequeue         *ebpf.Program `ebpf:"stage_dequeue"`
 	StageDriver          *ebpf.Program `ebpf:"stage_driver"`
 	StageQueue           *ebpf.Program `ebpf:"stage_queue"`
+	StageRead            *ebpf.Program `ebpf:"stage_read"`
+	StageTcpReceive      *ebpf.Program `ebpf:"stage_tcp_receive"`
 	TcpCong              *ebpf.Program `ebpf:"tcp_cong"`
 	TcpCongFentry        *ebpf.Program `ebpf:"tcp_cong_fentry"`
 	TcpConn              *ebpf.Program `ebpf:"tcp_conn"`
@@ -570,10 +598,14 @@ func (p *SkbtracePrograms) Close() error {
 		p.SoftirqLeave,
 		p.StageAcceptFentry,
 		p.StageAcceptTp,
-		p.StageAck,
+		p.StageArriveGro,
+		p.StageArriveRx,
+		p.StageArriveSkb,
 		p.StageDequeue,
 		p.StageDriver,
 		p.StageQueue,
+		p.StageRead,
+		p.StageTcpReceive,
 		p.TcpCong,
 		p.TcpCongFentry,
 		p.TcpConn,

@@ -150,63 +150,96 @@ type ConnView struct {
 	CongStates     map[string]int     `json:"cong_states,omitempty"`
 	Resets         int                `json:"resets"`
 	Kernel         *KernelLimitsView  `json:"kernel_limits,omitempty"`
-	// Stages is where the bytes the socket sent spent their time (tcp_stage).
+	// Stages is where the bytes the socket sent and received spent their
+	// time (tcp_stage): a direction's stages when it timed bytes.
 	Stages []StageView `json:"stages,omitempty"`
 }
 
-// StageView is one stage of a sent byte's way, over the bytes tcp_stage timed.
+// StageView is one stage of a sent or received byte's way, over the bytes
+// tcp_stage timed.
 type StageView struct {
 	Stage   string  `json:"stage"`
 	Samples uint64  `json:"samples"`
 	P50Us   uint64  `json:"p50_us"`
 	P99Us   uint64  `json:"p99_us"`
 	MeanUs  float64 `json:"mean_us"`
-	// Share is the stage's part of the mean time from the write to the ACK.
+	// Share is the stage's part of its direction's mean way: from the write
+	// to the ACK, or from the driver to the reader's copy.
 	Share float64 `json:"share"`
 }
 
-// writeStages prints where each connection's sent bytes spent their time.
+// writeStages prints where each connection's bytes spent their time: the
+// sent bytes' stages in one table, the received bytes' in another.
 func writeStages(tw io.Writer, conns []ConnView) {
-	header := false
-	for _, c := range conns {
-		if c.Stages == nil {
-			continue
-		}
-		if !header {
-			fmt.Fprint(tw, "\nTIME BY STAGE (bytes sent, write to ACK; p50/p99 ms, share of the mean)\nlocal\tpeer\tnetns\tbytes timed")
-			for _, name := range event.StageNames {
-				fmt.Fprint(tw, "\t"+strings.ReplaceAll(name, "_", " "))
+	for _, dir := range []struct {
+		title string
+		span  [2]int
+	}{
+		{"bytes sent, write to ACK", event.SentStages},
+		{"bytes received, driver to the reader's copy", event.ReceivedStages},
+	} {
+		header := false
+		for _, c := range conns {
+			stages := stagesOf(c.Stages, dir.span)
+			if stages == nil {
+				continue
+			}
+			if !header {
+				fmt.Fprintf(tw, "\nTIME BY STAGE (%s; p50/p99 ms, share of the mean)\nlocal\tpeer\tnetns\tbytes timed", dir.title)
+				for _, name := range event.StageNames[dir.span[0]:dir.span[1]] {
+					fmt.Fprint(tw, "\t"+strings.ReplaceAll(name, "_", " "))
+				}
+				fmt.Fprintln(tw)
+				header = true
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d", c.Local, c.Peer, c.Label(), stages[len(stages)-1].Samples)
+			for _, st := range stages {
+				fmt.Fprintf(tw, "\t%.3f/%.3f %.0f%%", float64(st.P50Us)/1e3, float64(st.P99Us)/1e3, st.Share*100)
 			}
 			fmt.Fprintln(tw)
-			header = true
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d", c.Local, c.Peer, c.Label(), c.Stages[len(c.Stages)-1].Samples)
-		for _, st := range c.Stages {
-			fmt.Fprintf(tw, "\t%.3f/%.3f %.0f%%", float64(st.P50Us)/1e3, float64(st.P99Us)/1e3, st.Share*100)
-		}
-		fmt.Fprintln(tw)
 	}
 }
 
+// stagesOf is the views of one direction's stages (span of
+// event.StageNames), nil when it timed no byte.
+func stagesOf(views []StageView, span [2]int) []StageView {
+	var out []StageView
+	for _, v := range views {
+		if slices.Contains(event.StageNames[span[0]:span[1]], v.Stage) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// stageViews is each timed direction's stages, their shares of that
+// direction's whole way (the sum of its stages' means).
 func stageViews(stages *[wire.TcpStageSTAGE_MAX]wire.StageHist) []StageView {
-	if stages == nil || stages[wire.TcpStageSTAGE_ACK].Count == 0 {
+	if stages == nil {
 		return nil
 	}
 	var out []StageView
-	var total float64
-	for i := range stages {
-		h := &stages[i]
-		v := StageView{Stage: event.StageNames[i], Samples: h.Count,
-			P50Us: event.QuantileUs(h.Hist[:], event.StageBits, 0.5), P99Us: event.QuantileUs(h.Hist[:], event.StageBits, 0.99)}
-		if h.Count > 0 {
-			v.MeanUs = float64(h.SumNs) / float64(h.Count) / 1e3
+	for _, span := range [][2]int{event.SentStages, event.ReceivedStages} {
+		if stages[span[1]-1].Count == 0 {
+			continue
 		}
-		total += v.MeanUs
-		out = append(out, v)
-	}
-	for i := range out {
-		if total > 0 {
-			out[i].Share = out[i].MeanUs / total
+		first := len(out)
+		var total float64
+		for i := span[0]; i < span[1]; i++ {
+			h := &stages[i]
+			v := StageView{Stage: event.StageNames[i], Samples: h.Count,
+				P50Us: event.QuantileUs(h.Hist[:], event.StageBits, 0.5), P99Us: event.QuantileUs(h.Hist[:], event.StageBits, 0.99)}
+			if h.Count > 0 {
+				v.MeanUs = float64(h.SumNs) / float64(h.Count) / 1e3
+			}
+			total += v.MeanUs
+			out = append(out, v)
+		}
+		for i := first; i < len(out); i++ {
+			if total > 0 {
+				out[i].Share = out[i].MeanUs / total
+			}
 		}
 	}
 	return out

@@ -304,6 +304,22 @@ type ResetSeen struct {
 	Ns   uint64
 }
 
+type RxFlow struct {
+	_          structs.HostLayout
+	Local      [16]uint8
+	Remote     [16]uint8
+	LocalPort  uint16
+	RemotePort uint16
+	Netns      uint32
+}
+
+type RxWanted struct {
+	_         structs.HostLayout
+	Seq       uint32
+	Pad       uint32
+	ArrivedNs uint64
+}
+
 type SendlimReason uint32
 
 const (
@@ -460,14 +476,19 @@ type StageHist struct {
 }
 
 type StageSample struct {
-	_          structs.HostLayout
-	Seq        uint32
-	Point      uint32
-	AcceptedNs uint64
-	QueuedNs   uint64
-	DequeuedNs uint64
-	DriverNs   uint64
-	Addrs      SockAddrs
+	_           structs.HostLayout
+	Seq         uint32
+	Point       uint32
+	AcceptedNs  uint64
+	QueuedNs    uint64
+	DequeuedNs  uint64
+	DriverNs    uint64
+	RxSeq       uint32
+	RxPoint     uint32
+	RxArmedNs   uint64
+	RxArrivedNs uint64
+	RxTcpNs     uint64
+	Addrs       SockAddrs
 }
 
 type TcpCongEvent struct {
@@ -590,7 +611,9 @@ const (
 	TcpStageSTAGE_QDISC      TcpStage = 1
 	TcpStageSTAGE_DRIVER     TcpStage = 2
 	TcpStageSTAGE_ACK        TcpStage = 3
-	TcpStageSTAGE_MAX        TcpStage = 4
+	TcpStageSTAGE_RX_STACK   TcpStage = 4
+	TcpStageSTAGE_RX_QUEUE   TcpStage = 5
+	TcpStageSTAGE_MAX        TcpStage = 6
 )
 
 type TcpStageEvent struct {
@@ -599,13 +622,13 @@ type TcpStageEvent struct {
 	BeginNs uint64
 	Sock    uint64
 	Addrs   SockAddrs
-	Stage   [4]StageHist
+	Stage   [6]StageHist
 }
 
 type TcpStageStats struct {
 	_     structs.HostLayout
 	Addrs SockAddrs
-	Stage [4]StageHist
+	Stage [6]StageHist
 }
 
 // Programs of the object, by the names a hook loads.
@@ -640,10 +663,14 @@ const (
 	ProgSoftirqLeave         = "softirq_leave"
 	ProgStageAcceptFentry    = "stage_accept_fentry"
 	ProgStageAcceptTp        = "stage_accept_tp"
-	ProgStageAck             = "stage_ack"
+	ProgStageArriveGro       = "stage_arrive_gro"
+	ProgStageArriveRx        = "stage_arrive_rx"
+	ProgStageArriveSkb       = "stage_arrive_skb"
 	ProgStageDequeue         = "stage_dequeue"
 	ProgStageDriver          = "stage_driver"
 	ProgStageQueue           = "stage_queue"
+	ProgStageRead            = "stage_read"
+	ProgStageTcpReceive      = "stage_tcp_receive"
 	ProgTcpCong              = "tcp_cong"
 	ProgTcpCongFentry        = "tcp_cong_fentry"
 	ProgTcpConn              = "tcp_conn"
@@ -715,10 +742,14 @@ const (
 	VarResetHasReason      = "reset_has_reason"
 	VarRetransHasErr       = "retrans_has_err"
 	VarRttIntervalJiffies  = "rtt_interval_jiffies"
+	VarRxArmed             = "rx_armed"
+	VarRxUnderWay          = "rx_under_way"
 	VarSeqCounter          = "seq_counter"
 	VarSockIoSendPaused    = "sock_io_send_paused"
+	VarTcpStagePaused      = "tcp_stage_paused"
 	VarTcpStageZero        = "tcp_stage_zero"
 	VarThreadSize          = "thread_size"
+	VarTxUnderWay          = "tx_under_way"
 	VarUseSkStorage        = "use_sk_storage"
 	VarWakeupBytes         = "wakeup_bytes"
 )
@@ -743,6 +774,7 @@ const (
 	MapResetReceivedHere  = "reset_received_here"
 	MapRetransRuns        = "retrans_runs"
 	MapRetransRunsBySock  = "retrans_runs_by_sock"
+	MapRxWanted           = "rx_wanted"
 	MapSendlimRuns        = "sendlim_runs"
 	MapSendlimRunsBySock  = "sendlim_runs_by_sock"
 	MapSkLimits           = "sk_limits"

@@ -89,6 +89,74 @@ func TestTCPStageMatchesSOTimestamping(t *testing.T) {
 	}
 }
 
+// A received byte's stages agree with the kernel's receive timestamps of
+// the same connection's bytes (SO_TIMESTAMPING, RX_SOFTWARE): a read's wait
+// from its bytes' stamp to its return is their rx_stack and rx_queue. The
+// two stages' medians add up to within 10 % or 20 us of the reads' median.
+func TestTCPStageReceiverMatchesSOTimestamping(t *testing.T) {
+	requireFamilies(t, "tcp_stage")
+	for _, c := range []struct {
+		name  string
+		pause time.Duration // the reader's sleep before each read
+	}{
+		{"veth", 0},
+		// The window fills in the first moments of each sleep: the bytes
+		// wait out the rest of it in the receive queue.
+		{"sleeping-reader", 10 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pair := newPair(t)
+			ln := listenIn(t, pair.Receiver, "tcp", lab.ReceiverAddr.Addr().String()+":5201")
+			defer ln.Close()
+			rec := startRecord(t, "-e", "tcp_stage", "--filter-netns", pair.Receiver.Name)
+			var waits []float64
+			var rerr error
+			done := serve(t, ln, func(r net.Conn) { waits, rerr = timestampedReads(r.(*net.TCPConn), c.pause) })
+			// CUBIC: BBR (the host's default) would pace the burst that
+			// refills the window over much of the sleep.
+			conn := dialFrom(t, pair.Sender, dialer(0), "tcp", ln.Addr().String())
+			end := time.Now().Add(4 * time.Second)
+			werr := conn.SetWriteDeadline(end)
+			for buf := make([]byte, 64<<10); werr == nil && time.Now().Before(end); {
+				_, werr = conn.Write(buf)
+			}
+			conn.Close()
+			<-done
+			rec.stop(t, syscall.SIGINT)
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			if werr != nil && !errors.Is(werr, os.ErrDeadlineExceeded) {
+				t.Fatal(werr)
+			}
+			ours := stagesOf(t, rec.file, ln.Addr().(*net.TCPAddr).Port)
+			stack, queue := ours["rx_stack"].P50Us, ours["rx_queue"].P50Us
+			got, want := (stack+queue)*1e3, waits[len(waits)/2]
+			t.Logf("%d reads timestamped by the kernel, %.0f bytes timed by tcp_stage", len(waits), ours["rx_queue"].Samples)
+			t.Logf("rx_stack+rx_queue tcp_stage %9.1f us (%.0f + %.0f), SO_TIMESTAMPING %9.1f us", got/1e3, stack, queue, want/1e3)
+			// Emulated (the kernel matrix's guests): the bytes are checked
+			// for being timed, with the sleeping reader's wait in its
+			// queue, not for their values.
+			if os.Getenv("SKBTRACE_KERNEL_MATRIX") == "1" {
+				if ours["rx_queue"].Samples == 0 || c.pause > 0 && queue < 1000 {
+					t.Errorf("tcp_stage timed %.0f bytes, their wait in the queue %.0f us", ours["rx_queue"].Samples, queue)
+				}
+				return
+			}
+			// A read returns some microseconds after its last copy (its ACK
+			// goes out, and on a veth the sender's answer comes in, first);
+			// a veth's packet is stamped only at IP's local delivery (it
+			// keeps the sender's departure time until then), after the
+			// CPU's backlog rx_stack counts; and tcp_stage's histogram
+			// rounds 10 ms to a 1 ms bucket: all well inside the margin.
+			if math.Abs(got-want) > max(0.1*want, 20e3) {
+				t.Errorf("rx_stack+rx_queue: tcp_stage %.1f us, the kernel's timestamps %.1f us: want within 10 %% or 20 us",
+					got/1e3, want/1e3)
+			}
+		})
+	}
+}
+
 type stageJSON struct {
 	Stage   string  `json:"stage"`
 	Samples float64 `json:"samples"`
@@ -245,9 +313,8 @@ func stampOf(oob []byte, byKey map[uint32]*stampedWrite) error {
 	found := false
 	for _, m := range msgs {
 		switch {
-		case m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SO_TIMESTAMPING && len(m.Data) >= 16:
-			// struct scm_timestamping: the software stamp is the first timespec.
-			ts = int64(bin.NativeEndian.Uint64(m.Data[0:]))*1e9 + int64(bin.NativeEndian.Uint64(m.Data[8:]))
+		case softwareStamp(m) != 0:
+			ts = softwareStamp(m)
 		case (m.Header.Level == unix.SOL_IP && m.Header.Type == unix.IP_RECVERR ||
 			m.Header.Level == unix.SOL_IPV6 && m.Header.Type == unix.IPV6_RECVERR) && len(m.Data) >= 16:
 			// struct sock_extended_err: errno, origin, type, code, pad, info, data.
@@ -275,4 +342,88 @@ func stampOf(oob []byte, byKey map[uint32]*stampedWrite) error {
 		w.ack = ts
 	}
 	return nil
+}
+
+// softwareStamp is the software stamp (CLOCK_REALTIME ns) of a
+// SCM_TIMESTAMPING message, 0 for any other.
+func softwareStamp(m unix.SocketControlMessage) int64 {
+	if m.Header.Level != unix.SOL_SOCKET || m.Header.Type != unix.SO_TIMESTAMPING || len(m.Data) < 16 {
+		return 0
+	}
+	// struct scm_timestamping: the software stamp is the first timespec.
+	return int64(bin.NativeEndian.Uint64(m.Data[0:]))*1e9 + int64(bin.NativeEndian.Uint64(m.Data[8:]))
+}
+
+// timestampedReads reads c to its end, sleeping pause before each read
+// (none: each read as soon as bytes arrive), and returns the reads' waits
+// (ns), sorted: from the kernel's receive stamp of the last skb a read
+// copied from to its return. The oracle tcp_stage is checked against.
+//
+// tcp_stage times the first byte of a packet; a read's stamp is its last
+// skb's. The reads are shaped so that both are of packets that waited
+// alike: the reader that does not sleep takes about a packet a read. The
+// sleeping one reads once a pause, into a buffer larger than its receive
+// buffer: all that waited, which came in together, in the burst that
+// refilled the window, as did tcp_stage's byte. Reading on to EAGAIN would
+// add reads of the bytes that come in meanwhile (each read reopens the
+// window), microseconds old, in another proportion than tcp_stage's.
+func timestampedReads(c *net.TCPConn, pause time.Duration) ([]float64, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 1<<20)
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPING,
+			unix.SOF_TIMESTAMPING_RX_SOFTWARE|unix.SOF_TIMESTAMPING_SOFTWARE)
+		if serr == nil && pause > 0 {
+			// Less than a read takes: the kernel doubles it, and counts
+			// the skbs' overhead in it.
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, len(buf)/4)
+		}
+	}); err != nil || serr != nil {
+		return nil, fmt.Errorf("setting the socket's options: %w", errors.Join(err, serr))
+	}
+	oob := make([]byte, 512)
+	var waits []float64
+	var reads int
+	for {
+		time.Sleep(pause)
+		var n, oobn int
+		var returned int64
+		var rerr error
+		if err := raw.Read(func(fd uintptr) bool {
+			n, oobn, _, _, rerr = unix.Recvmsg(int(fd), buf, oob, unix.MSG_DONTWAIT)
+			returned = time.Now().UnixNano()
+			// Only the reader that does not sleep waits for bytes.
+			return pause > 0 || !errors.Is(rerr, unix.EAGAIN)
+		}); err != nil {
+			return nil, err
+		}
+		switch {
+		case errors.Is(rerr, unix.EAGAIN):
+			continue
+		case rerr != nil:
+			return nil, fmt.Errorf("reading: %w", rerr)
+		case n == 0:
+			slices.Sort(waits)
+			// Bytes that came in before the kernel's stamps were on (it
+			// turns them on from a work queue) go unstamped.
+			if len(waits) < reads/2 || len(waits) < 20 {
+				return nil, fmt.Errorf("the kernel stamped %d of %d reads", len(waits), reads)
+			}
+			return waits, nil
+		}
+		reads++
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range msgs {
+			if ts := softwareStamp(m); ts != 0 {
+				waits = append(waits, float64(returned-ts))
+			}
+		}
+	}
 }

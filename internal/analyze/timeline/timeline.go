@@ -73,7 +73,8 @@ type Flow struct {
 	Retrans    []Mark             `json:"retrans,omitempty"`
 	Drops      []Mark             `json:"drops,omitempty"`
 	// StageUs is where the bytes tcp_stage timed spent their time, per bin:
-	// each stage's mean wait (event.StageNames).
+	// each stage's mean wait (event.StageNames), 0 in a direction the
+	// socket did not time.
 	StageUs []StagePoint `json:"stage_us,omitempty"`
 }
 
@@ -140,7 +141,7 @@ type flowBin struct {
 	drops          uint64
 	// tcp_stage: the waits of the bytes timed, by stage, and how many.
 	stageNs [wire.TcpStageSTAGE_MAX]float64
-	stageN  float64
+	stageN  [wire.TcpStageSTAGE_MAX]float64 // bytes timed through each stage
 }
 
 type cpuBin struct {
@@ -256,7 +257,9 @@ func (b *Builder) widen() {
 			for st := range into.stageNs {
 				into.stageNs[st] += from.stageNs[st]
 			}
-			into.stageN += from.stageN
+			for st := range into.stageN {
+				into.stageN[st] += from.stageN[st]
+			}
 		})
 	}
 	for _, d := range b.drops {
@@ -358,8 +361,8 @@ func (b *Builder) Add(ev *event.Event) {
 			bin := f.bins.at(i)
 			for k := range bin.stageNs {
 				bin.stageNs[k] += float64(st.Stage[k].SumNs) * share
+				bin.stageN[k] += float64(st.Stage[k].Count) * share
 			}
-			bin.stageN += float64(st.Stage[wire.TcpStageSTAGE_ACK].Count) * share
 		})
 	case event.TypeTCPCong:
 		f := b.flow(ev.Socket.Netns, ev.Socket.Local, ev.Socket.Peer)
@@ -550,10 +553,12 @@ func (b *Builder) buildFlow(k flowKey, acc *flowAcc, center func(int) float64) *
 		if bin.srttN > 0 {
 			f.SRTT = append(f.SRTT, Point{t, bin.srttSum / bin.srttN})
 		}
-		if bin.stageN > 0 {
+		if bin.stageN != [wire.TcpStageSTAGE_MAX]float64{} {
 			sp := StagePoint{T: t}
 			for k, ns := range bin.stageNs {
-				sp.Us[k] = ns / bin.stageN / 1e3
+				if bin.stageN[k] > 0 {
+					sp.Us[k] = ns / bin.stageN[k] / 1e3
+				}
 			}
 			f.StageUs = append(f.StageUs, sp)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/trace"
+	"github.com/skbtrace/skbtrace/internal/wire"
 	"github.com/vishvananda/netlink"
 )
 
@@ -30,10 +31,10 @@ import (
 var Families = []string{"tcp_conn", "tcp_sendlim", "tcp_cong", "tcp_retrans", "tcp_reset", "skb_drop", "qdisc"}
 
 // DeepFamilies are the per-packet families the doctor records: segments per
-// skb, softirq time and socket call sizes. They run collect.DefaultSample of
+// skb, softirq time, socket call sizes and where bytes wait (tcp_stage). They run collect.DefaultSample of
 // each second (record's default set does too) and
 // all the time with Options.Deep (exact counts, at about four times the cost).
-var DeepFamilies = []string{"dev_xmit", "dev_recv", "softirq", "sock_io"}
+var DeepFamilies = []string{"dev_xmit", "dev_recv", "softirq", "sock_io", "tcp_stage"}
 
 // Options say what to observe and for how long.
 type Options struct {
@@ -563,9 +564,16 @@ func joinRecording(obs *Observation, recording io.Reader, spaces []*watched, ser
 		f := &ev.Flows[i]
 		limitNs := map[string]int64{}
 		runs := map[string]uint64{}
+		var stages *[wire.TcpStageSTAGE_MAX]wire.StageHist
 		for _, c := range obs.Stat.Connections {
 			if nsName[c.Netns] != f.Netns || !sameEndpoint(c.Local, f.Local) || !sameEndpoint(c.Peer, f.Peer) {
 				continue
+			}
+			if c.Stages != nil {
+				if stages == nil {
+					stages = new([wire.TcpStageSTAGE_MAX]wire.StageHist)
+				}
+				analyze.AddStages(stages, c.Stages)
 			}
 			for r, n := range c.LimitNs() {
 				limitNs[r] += n
@@ -589,6 +597,7 @@ func joinRecording(obs *Observation, recording io.Reader, spaces []*watched, ser
 			f.ZeroWindowProbed += c.ProbedRuns
 			f.Resets += c.Resets
 		}
+		f.Stages = stageTimes(stages)
 		if len(limitNs) > 0 {
 			f.LimitShares = analyze.LimitShares(limitNs)
 			f.LimitMeanRunUs = map[string]uint64{}
@@ -659,4 +668,23 @@ func joinRecording(obs *Observation, recording io.Reader, spaces []*watched, ser
 func sameEndpoint(recorded string, a netip.AddrPort) bool {
 	r, err := netip.ParseAddrPort(recorded)
 	return err == nil && r.Addr().Unmap() == a.Addr().Unmap() && r.Port() == a.Port()
+}
+
+// stageTimes is each stage a socket timed bytes through.
+func stageTimes(stages *[wire.TcpStageSTAGE_MAX]wire.StageHist) []doctor.StageTime {
+	if stages == nil {
+		return nil
+	}
+	var out []doctor.StageTime
+	for i := range stages {
+		h := &stages[i]
+		if h.Count == 0 {
+			continue
+		}
+		out = append(out, doctor.StageTime{Stage: event.StageNames[i], Samples: h.Count,
+			P50Us:  event.QuantileUs(h.Hist[:], event.StageBits, 0.5),
+			P99Us:  event.QuantileUs(h.Hist[:], event.StageBits, 0.99),
+			MeanUs: float64(h.SumNs) / float64(h.Count) / 1e3})
+	}
+	return out
 }

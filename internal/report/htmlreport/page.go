@@ -180,33 +180,46 @@ func writeFlows(b *strings.Builder, tl *timeline.Timeline) {
 			c.Line("srtt", "#6d4c41", points(f.SRTT))
 			b.WriteString(c.SVG())
 		}
-		if len(f.StageUs) > 0 {
-			b.WriteString(stageChart(f.StageUs, tl.Seconds))
-		}
+		b.WriteString(stageChart(f.StageUs, tl.Seconds, "where a sent byte's time went, stacked (tcp_stage)", event.SentStages))
+		b.WriteString(stageChart(f.StageUs, tl.Seconds, "where a received byte's time went, stacked (tcp_stage)", event.ReceivedStages))
 		b.WriteString("</div>\n")
 	}
 	b.WriteString("</section>\n")
 }
 
 // stageColors colour tcp_stage's stages, in event.StageNames' order.
-var stageColors = [...]string{"#8e24aa", "#fb8c00", "#43a047", "#1e88e5"}
+var stageColors = [...]string{"#8e24aa", "#fb8c00", "#43a047", "#1e88e5", "#00897b", "#e53935"}
 
-// stageChart stacks a flow's stages: each line is the mean time from the
-// write to the end of that stage, so the gaps between lines are the stages
-// and the top line is the whole way to the ACK.
-func stageChart(ps []timeline.StagePoint, seconds float64) string {
-	c := chart.New("where a sent byte's time went, stacked (tcp_stage)", "µs", 0, seconds).Height(200)
-	for k, name := range event.StageNames {
-		line := make([]chart.Point, len(ps))
-		for i, p := range ps {
+// stageChart stacks a flow's stages of one direction (span, of
+// event.StageNames): each line is the mean time from the first stage's start
+// to the end of that stage, so the gaps between lines are the stages and the
+// top line is the whole way. Nothing when the direction was not timed.
+func stageChart(ps []timeline.StagePoint, seconds float64, title string, span [2]int) string {
+	var timed []timeline.StagePoint // the bins with bytes timed this way
+	for _, p := range ps {
+		var sum float64
+		for _, us := range p.Us[span[0]:span[1]] {
+			sum += us
+		}
+		if sum > 0 {
+			timed = append(timed, p)
+		}
+	}
+	if len(timed) == 0 {
+		return ""
+	}
+	c := chart.New(title, "µs", 0, seconds).Height(200)
+	for k := span[0]; k < span[1]; k++ {
+		line := make([]chart.Point, 0, len(timed))
+		for _, p := range timed {
 			var sum float64
-			for _, us := range p.Us[:k+1] {
+			for _, us := range p.Us[span[0] : k+1] {
 				sum += us
 			}
-			line[i] = chart.Point{X: p.T, Y: sum}
+			line = append(line, chart.Point{X: p.T, Y: sum})
 		}
-		label := strings.ReplaceAll(name, "_", " ")
-		if k > 0 {
+		label := strings.ReplaceAll(event.StageNames[k], "_", " ")
+		if k > span[0] {
 			label = "+ " + label
 		}
 		c.Line(label, stageColors[k], line)

@@ -215,9 +215,19 @@ func BenchmarkTenMinutePage(b *testing.B) {
 // time to the end of a stage.
 func TestStagesAreStacked(t *testing.T) {
 	tl := run(2)
-	tl.Flows[0].StageUs = []timeline.StagePoint{{T: 0.5, Us: [4]float64{80_000, 5_000, 2, 40}}, {T: 1.5, Us: [4]float64{70_000, 5_000, 2, 40}}}
+	tl.Flows[0].StageUs = []timeline.StagePoint{{T: 0.5, Us: [6]float64{80_000, 5_000, 2, 40}}, {T: 1.5, Us: [6]float64{70_000, 5_000, 2, 40}}}
 	page := string(render(t, doctorPage(tl)))
-	for _, want := range []string{"stacked (tcp_stage)", "send queue", "+ qdisc", "+ driver", "+ ack"} {
+	for _, want := range []string{"where a sent byte", "stacked (tcp_stage)", "send queue", "+ qdisc", "+ driver", "+ ack"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "received byte") {
+		t.Error("a flow that timed no received byte gets their chart")
+	}
+	tl.Flows[0].StageUs = append(tl.Flows[0].StageUs, timeline.StagePoint{T: 1.5, Us: [6]float64{4: 30, 5: 9000}})
+	page = string(render(t, doctorPage(tl)))
+	for _, want := range []string{"where a received byte", "rx stack", "+ rx queue"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q", want)
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/event"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 // Integers are written as signed 64-bit columns whatever their kernel width:
@@ -255,20 +256,26 @@ type qdiscDelayRow struct {
 type tcpStageRow struct {
 	common
 	sockCols
-	BeginNs        int64         `parquet:"begin_ns"`
-	SendQueueCount int64         `parquet:"send_queue_count"`
-	SendQueueSumNs int64         `parquet:"send_queue_sum_ns"`
-	SendQueueHist  []int64       `parquet:"send_queue_hist,list"`
-	QdiscCount     int64         `parquet:"qdisc_count"`
-	QdiscSumNs     int64         `parquet:"qdisc_sum_ns"`
-	QdiscHist      []int64       `parquet:"qdisc_hist,list"`
-	DriverCount    int64         `parquet:"driver_count"`
-	DriverSumNs    int64         `parquet:"driver_sum_ns"`
-	DriverHist     []int64       `parquet:"driver_hist,list"`
-	AckCount       int64         `parquet:"ack_count"`
-	AckSumNs       int64         `parquet:"ack_sum_ns"`
-	AckHist        []int64       `parquet:"ack_hist,list"`
-	hist           [4][192]int64 // backs the histograms
+	BeginNs        int64                                                             `parquet:"begin_ns"`
+	SendQueueCount int64                                                             `parquet:"send_queue_count"`
+	SendQueueSumNs int64                                                             `parquet:"send_queue_sum_ns"`
+	SendQueueHist  []int64                                                           `parquet:"send_queue_hist,list"`
+	QdiscCount     int64                                                             `parquet:"qdisc_count"`
+	QdiscSumNs     int64                                                             `parquet:"qdisc_sum_ns"`
+	QdiscHist      []int64                                                           `parquet:"qdisc_hist,list"`
+	DriverCount    int64                                                             `parquet:"driver_count"`
+	DriverSumNs    int64                                                             `parquet:"driver_sum_ns"`
+	DriverHist     []int64                                                           `parquet:"driver_hist,list"`
+	AckCount       int64                                                             `parquet:"ack_count"`
+	AckSumNs       int64                                                             `parquet:"ack_sum_ns"`
+	AckHist        []int64                                                           `parquet:"ack_hist,list"`
+	RxStackCount   int64                                                             `parquet:"rx_stack_count"`
+	RxStackSumNs   int64                                                             `parquet:"rx_stack_sum_ns"`
+	RxStackHist    []int64                                                           `parquet:"rx_stack_hist,list"`
+	RxQueueCount   int64                                                             `parquet:"rx_queue_count"`
+	RxQueueSumNs   int64                                                             `parquet:"rx_queue_sum_ns"`
+	RxQueueHist    []int64                                                           `parquet:"rx_queue_hist,list"`
+	hist           [wire.TcpStageSTAGE_MAX][wire.HistogramBucketsSTAGE_BUCKETS]int64 // backs the histograms
 }
 
 // addRow appends ev to its family's table.
@@ -468,11 +475,12 @@ func (x *Exporter) addRow(ev *event.Event) error {
 		x.fillCommon(&r.common, ev)
 		x.fillSock(&r.sockCols, &ev.Socket)
 		r.BeginNs = ev.Begin
-		cols := [4]struct {
+		cols := [wire.TcpStageSTAGE_MAX]struct {
 			count, sum *int64
 			hist       *[]int64
 		}{{&r.SendQueueCount, &r.SendQueueSumNs, &r.SendQueueHist}, {&r.QdiscCount, &r.QdiscSumNs, &r.QdiscHist},
-			{&r.DriverCount, &r.DriverSumNs, &r.DriverHist}, {&r.AckCount, &r.AckSumNs, &r.AckHist}}
+			{&r.DriverCount, &r.DriverSumNs, &r.DriverHist}, {&r.AckCount, &r.AckSumNs, &r.AckHist},
+			{&r.RxStackCount, &r.RxStackSumNs, &r.RxStackHist}, {&r.RxQueueCount, &r.RxQueueSumNs, &r.RxQueueHist}}
 		for i, c := range cols {
 			h := &ev.Stage.Stage[i]
 			*c.count, *c.sum = int64(h.Count), int64(h.SumNs)

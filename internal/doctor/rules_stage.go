@@ -1,0 +1,334 @@
+package doctor
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/skbtrace/skbtrace/internal/finding"
+	"github.com/skbtrace/skbtrace/internal/units"
+)
+
+// Bars of the stage rules (tcp_stage): a stage convicts when it holds a
+// direction's bytes most of their way, long enough to matter to anyone.
+const (
+	// minStageSamples: fewer timed bytes say little of a stage's median. A
+	// socket times one byte at a time, so a stage that holds bytes half a
+	// second is timed twice a second: 8 times in the lab's 4 s run.
+	minStageSamples = 3
+	// dominantStage is the share of a direction's mean way a stage must hold.
+	dominantStage = 0.5
+	// longSendQueue: a byte waiting this long in the send queue, and
+	// sendQueueRTTs round trips, waits behind data the path cannot take
+	// yet, not for its turn in a window.
+	longSendQueue = 20 * time.Millisecond
+	sendQueueRTTs = 4
+	longQdisc     = 5 * time.Millisecond // a qdisc wait no scheduler hop needs
+	// deepShaperQueue: a shaper's standing backlog this long at its rate,
+	// which a flow's round trip shows, is a deep queue (tbf's "latency
+	// 20ms" keeps it at 20 ms).
+	deepShaperQueue = 50 * time.Millisecond
+	longReceiveQ    = 5 * time.Millisecond // bytes a reader leaves this long it reads late
+	longRxStack     = 1 * time.Millisecond // a softirq backlog, not GRO's few microseconds
+	defaultWmemMax  = 4 << 20              // tcp_wmem's default maximum
+	sharedCPUBusy   = SpareBusy            // a receive CPU this busy has other work
+	stageImpactCap  = 0.95                 // a stage never explains all of a way
+)
+
+// stageRule keeps stageFindings' findings of one id: each id is a rule.
+func stageRule(id string) func(*Evidence) []finding.Finding {
+	return func(ev *Evidence) []finding.Finding {
+		var out []finding.Finding
+		for _, f := range stageFindings(ev) {
+			if f.ID == id {
+				out = append(out, f)
+			}
+		}
+		if id == "qdisc-bloat" {
+			out = append(out, forwardingQueues(ev, out)...)
+		}
+		return out
+	}
+}
+
+// stageFindings names the stage that holds a flow's bytes most of their way
+// on this host: its send queue, its qdisc, the receiving CPU's backlog or
+// the receive queue its reader drains late.
+func stageFindings(ev *Evidence) []finding.Finding {
+	var out []finding.Finding
+	for i := range ev.Flows {
+		f := &ev.Flows[i]
+		if st, share := dominant(f, "send_queue", "qdisc", "driver", "ack"); st != nil {
+			switch st.Stage {
+			case "send_queue":
+				out = append(out, sendQueueBloat(ev, f, st, share)...)
+			case "qdisc":
+				out = append(out, qdiscBloat(ev, f, st, share)...)
+			}
+		}
+		if st, share := dominant(f, "rx_stack", "rx_queue"); st != nil {
+			switch st.Stage {
+			case "rx_queue":
+				out = append(out, readerLate(ev, f, st, share)...)
+			case "rx_stack":
+				out = append(out, rxBacklog(ev, f, st, share)...)
+			}
+		}
+	}
+	return out
+}
+
+// dominant is the stage of a direction (its stages, in order) that holds
+// at least dominantStage of the direction's mean way, with its share.
+func dominant(f *Flow, stages ...string) (*StageTime, float64) {
+	var total float64
+	var best *StageTime
+	for _, name := range stages {
+		st := f.Stage(name)
+		if st == nil {
+			continue
+		}
+		total += st.MeanUs
+		if best == nil || st.MeanUs > best.MeanUs {
+			best = st
+		}
+	}
+	if best == nil || total <= 0 || best.Samples < minStageSamples || best.MeanUs/total < dominantStage {
+		return nil, 0
+	}
+	return best, best.MeanUs / total
+}
+
+func us(v uint64) time.Duration { return time.Duration(v) * time.Microsecond }
+
+func stageLine(st *StageTime, share float64, way string) string {
+	return fmt.Sprintf("tcp_stage: %d bytes timed waited %s at the median (p99 %s) in %s, %s of their way %s",
+		st.Samples, us(st.P50Us).Round(time.Microsecond*10), us(st.P99Us).Round(time.Microsecond*10),
+		strings.ReplaceAll(st.Stage, "_", " "), pct(share), way)
+}
+
+func stageImpact(share float64) float64 { return min(share, stageImpactCap) }
+
+// sendQueueBloat: bytes wait in the socket far longer than the round trip:
+// the send buffer holds more than the path's bandwidth x RTT.
+func sendQueueBloat(ev *Evidence, f *Flow, st *StageTime, share float64) []finding.Finding {
+	wait := us(st.P50Us)
+	rtt := time.Duration(f.RTTus) * time.Microsecond
+	if wait < longSendQueue || rtt > 0 && wait < sendQueueRTTs*rtt {
+		return nil
+	}
+	evidence := []string{stageLine(st, share, "from the write to the ACK")}
+	if rtt > 0 {
+		evidence = append(evidence, fmt.Sprintf("srtt %s: a byte waits %.0f round trips before it is sent", rtt.Round(time.Microsecond*10), float64(wait)/float64(rtt)))
+	}
+	queued := f.SendBps() / 8 * wait.Seconds()
+	if queued > 0 {
+		evidence = append(evidence, fmt.Sprintf("at %s that is about %s waiting in the send queue", units.Bits(f.SendBps()), units.Bytes(uint64(queued))))
+	}
+	severity := finding.Info
+	explanation := "The socket accepts writes far ahead of what the path takes: written bytes wait in its send queue " +
+		"before TCP sends them, so whatever the application writes next reaches the peer that much later (bufferbloat " +
+		"in the socket). Throughput is the same with a send queue of about one bandwidth x RTT."
+	// More than the kernel's default limit can hold (its large skbs carry
+	// little overhead: about all of it is data): a limit was raised. An
+	// autotuned buffer behind a 200 Mbit/s shaper held 0.3 MB here, a
+	// forced 16 MB one 13 MB.
+	if queued > defaultWmemMax {
+		severity = finding.Warning
+		explanation += " Here the queue holds more than the kernel's default send buffer limit can: an SO_SNDBUF or a " +
+			"raised tcp_wmem lets it grow."
+		if wmem := ev.sysctl(f.Netns, "net.ipv4.tcp_wmem"); wmemMax(wmem) > defaultWmemMax {
+			evidence = append(evidence, fmt.Sprintf("net.ipv4.tcp_wmem = %s: beyond the kernel's default maximum of %s", wmem, units.Bytes(defaultWmemMax)))
+		}
+	} else {
+		explanation += " The kernel's autotuning grew the buffer (as it does behind a shaper): reported for the latency it adds, not as a limit on throughput."
+	}
+	return []finding.Finding{{ID: "send-queue-bloat", Severity: severity,
+		Title:       fmt.Sprintf("%s -> %s: written bytes wait %s in the send queue before they are sent", f.Local, f.Peer, wait.Round(time.Millisecond/10)),
+		Evidence:    evidence,
+		Explanation: explanation,
+		Remedy: []string{
+			nsPrefix(f.Netns) + "sysctl -w net.ipv4.tcp_notsent_lowat=131072   (or setsockopt TCP_NOTSENT_LOWAT in the application: writes wait until the unsent data is below it)",
+			"drop the application's SO_SNDBUF, or lower net.ipv4.tcp_wmem's maximum: a send buffer of about twice bandwidth x RTT is enough",
+		},
+		Scope: flowScope(f), Impact: stageImpact(share), ImpactText: "the share of each byte's way spent in the send queue",
+		Confidence: finding.Strong,
+		Confirm:    []string{nsPrefix(f.Netns) + fmt.Sprintf("ss -tmi dst %s: notsent bytes (unsent) of several round trips' worth", f.Peer.Addr())}}}
+}
+
+// wmemMax is tcp_wmem's third field, 0 when unknown.
+func wmemMax(v string) int {
+	fields := strings.Fields(v)
+	if len(fields) != 3 {
+		return 0
+	}
+	n, _ := strconv.Atoi(fields[2])
+	return n
+}
+
+// qdiscBloat: the flow's packets wait in a qdisc far longer than any
+// scheduler needs: a deep queue on this host.
+func qdiscBloat(ev *Evidence, f *Flow, st *StageTime, share float64) []finding.Finding {
+	wait := us(st.P50Us)
+	if wait < longQdisc {
+		return nil
+	}
+	evidence := []string{stageLine(st, share, "from the write to the ACK")}
+	remedy := []string{nsPrefix(f.Netns) + fmt.Sprintf("tc qdisc replace dev %s root fq_codel   (a fair queue with AQM: its own packets wait, not every flow's)", orNone(f.Dev))}
+	if d := ev.DeviceNamed(f.Netns, f.Dev); d != nil {
+		for _, q := range d.Qdiscs {
+			if q.Kind == "noqueue" || q.Kind == "" {
+				continue
+			}
+			line := fmt.Sprintf("%s %s on %s", q.Kind, q.Handle, d.Name)
+			if q.RateBps > 0 {
+				line += fmt.Sprintf(" shapes to %s", units.Bits(float64(q.RateBps)*8))
+				remedy = append(remedy, nsPrefix(f.Netns)+fmt.Sprintf("tc qdisc change dev %s %s %s ... limit LIMIT   (a limit of a few milliseconds at the rate: %s at 5 ms)",
+					d.Name, parentArg(q.Parent), q.Kind, units.Bytes(uint64(float64(q.RateBps)*0.005))))
+			}
+			evidence = append(evidence, line)
+		}
+		if d.QdiscBacklogMax > 0 {
+			evidence = append(evidence, fmt.Sprintf("backlog up to %s (qdisc events)", units.Bytes(uint64(d.QdiscBacklogMax))))
+		}
+	}
+	return []finding.Finding{{ID: "qdisc-bloat", Severity: finding.Warning,
+		Title:    fmt.Sprintf("%s -> %s: packets wait %s in a qdisc on %s", f.Local, f.Peer, wait.Round(time.Millisecond/10), orNone(f.Dev)),
+		Evidence: evidence,
+		Explanation: "A qdisc on this host holds the flow's packets longer than any scheduling needs: its queue is deep " +
+			"(local bufferbloat). Every flow through it waits behind the queue, and TCP sees a round trip that long.",
+		Remedy: remedy,
+		Scope:  fmt.Sprintf("device %s (netns %s)", orNone(f.Dev), f.Netns), Impact: stageImpact(share),
+		ImpactText: "the share of each byte's way spent in the qdisc", Confidence: finding.Strong,
+		Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("tc -s qdisc show dev %s: a standing backlog while the flow runs", orNone(f.Dev))}}}
+}
+
+// readerLate: received bytes wait in the socket until its reader copies
+// them: the application drains the receive queue late.
+func readerLate(ev *Evidence, f *Flow, st *StageTime, share float64) []finding.Finding {
+	wait := us(st.P50Us)
+	if wait < longReceiveQ {
+		return nil
+	}
+	evidence := []string{stageLine(st, share, "from the driver to the reader")}
+	reader := readerOf(ev, f.Netns)
+	if reader != "" {
+		evidence = append(evidence, "the reading process: "+reader+" (sock_io)")
+	} else {
+		reader = "the application reading " + f.Local.String()
+	}
+	return []finding.Finding{{ID: "reader-late", Severity: finding.Warning,
+		Title:    fmt.Sprintf("%s <- %s: received bytes wait %s for the reader", f.Local, f.Peer, wait.Round(time.Millisecond/10)),
+		Evidence: evidence,
+		Explanation: "Bytes reach the socket in time but its reader copies them out late: it sleeps, blocks on other " +
+			"work or reads too little at a time between its reads. Every byte waits in the receive queue for the next read; " +
+			"when the queue fills, the window closes and the sender waits too.",
+		Remedy: []string{
+			fmt.Sprintf("make %s read as soon as data arrives (poll/epoll, a thread that only reads) and in large reads", reader),
+			"move slow processing off the reading thread, so reads are never held behind it",
+		},
+		Scope: flowScope(f), Impact: stageImpact(share), ImpactText: "the share of each received byte's way spent in the receive queue",
+		Confidence: finding.Strong,
+		Confirm:    []string{nsPrefix(f.Netns) + fmt.Sprintf("ss -tm src %s: Recv-Q stays high while the flow runs", f.Local)}}}
+}
+
+// readerOf names the processes that received on sockets in netns, the most
+// bytes first (sock_io: it records no socket, so all receivers of the
+// observation).
+func readerOf(ev *Evidence, _ string) string {
+	var rs []SockIO
+	for _, s := range ev.SockIO {
+		if s.Dir == "recv" && s.Bytes > 0 {
+			rs = append(rs, s)
+		}
+	}
+	sort.Slice(rs, func(a, b int) bool { return rs[a].Bytes > rs[b].Bytes })
+	if len(rs) == 0 {
+		return ""
+	}
+	r := rs[0]
+	return fmt.Sprintf("%s (pid %d, %d reads of %s on average)", r.Comm, r.Pid, r.Calls, units.Bytes(r.Bytes/max(r.Calls, 1)))
+}
+
+// rxBacklog: packets the driver handed over wait long before TCP gets them:
+// the receiving CPU's backlog waits for a CPU busy with other work.
+func rxBacklog(ev *Evidence, f *Flow, st *StageTime, share float64) []finding.Finding {
+	wait := us(st.P50Us)
+	if wait < longRxStack {
+		return nil
+	}
+	evidence := []string{stageLine(st, share, "from the driver to the reader")}
+	if c := busiest(ev); c != nil && c.Busy() >= sharedCPUBusy {
+		evidence = append(evidence, fmt.Sprintf("CPU %d was %s busy (%s)", c.CPU, pct(c.Busy()), cpuSplit(c)))
+	}
+	dev := orNone(f.Dev)
+	return []finding.Finding{{ID: "rx-backlog", Severity: finding.Warning,
+		Title:    fmt.Sprintf("%s <- %s: received packets wait %s before TCP takes them", f.Local, f.Peer, wait.Round(time.Millisecond/10)),
+		Evidence: evidence,
+		Explanation: "The driver hands packets over in time, but the CPU that processes them (its softirq backlog, GRO, " +
+			"or the socket's backlog while the application holds it) gets to them late: that CPU is busy with other work.",
+		Remedy: []string{
+			nsPrefix(f.Netns) + fmt.Sprintf("echo MASK > /sys/class/net/%s/queues/rx-0/rps_cpus   (RPS: spread receive work to idle CPUs)", dev),
+			"move the other work off the receiving CPU (taskset, or the NIC's IRQ affinity to an idle CPU)",
+		},
+		Scope: flowScope(f), Impact: stageImpact(share), ImpactText: "the share of each received byte's way before TCP",
+		Confidence: finding.Likely,
+		Confirm:    []string{"mpstat -P ALL 1: the receiving CPU busy in softirq or with another task"}}}
+}
+
+// forwardingQueues finds shapers whose queue holds flows' packets long: a
+// backlog of deepShaperQueue or more at the shaper's rate, and a flow whose
+// round trip grew by at least half of it. A local flow's own bytes wait in
+// its socket instead (TCP small queues keep them out of the qdisc), so this
+// is a queue of forwarded traffic, or of many flows. Devices reported
+// already are skipped.
+func forwardingQueues(ev *Evidence, already []finding.Finding) []finding.Finding {
+	var out []finding.Finding
+	for ns, d := range ev.devices {
+		scope := fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name)
+		if slices.ContainsFunc(already, func(f finding.Finding) bool { return f.Scope == scope }) {
+			continue
+		}
+		for _, q := range d.Qdiscs {
+			if q.RateBps == 0 || d.QdiscBacklogMax == 0 {
+				continue
+			}
+			sojourn := time.Duration(float64(d.QdiscBacklogMax) / float64(q.RateBps) * float64(time.Second))
+			if sojourn < deepShaperQueue {
+				continue
+			}
+			var held *Flow
+			for _, f := range ev.senders() {
+				grown := time.Duration(f.RTTus-min(f.MinRTTus, f.RTTus)) * time.Microsecond
+				if grown >= sojourn/2 && (held == nil || f.SendBps() > held.SendBps()) {
+					held = f
+				}
+			}
+			if held == nil {
+				continue
+			}
+			rate := float64(q.RateBps) * 8
+			out = append(out, finding.Finding{ID: "qdisc-bloat", Severity: finding.Warning,
+				Title: fmt.Sprintf("a %s qdisc on %s queues %s of packets at its rate", q.Kind, d.Name, sojourn.Round(time.Millisecond)),
+				Evidence: []string{
+					fmt.Sprintf("%s %s on %s shapes to %s; its backlog reached %s (qdisc events): %s at that rate",
+						q.Kind, q.Handle, d.Name, units.Bits(rate), units.Bytes(uint64(d.QdiscBacklogMax)), sojourn.Round(time.Millisecond)),
+					fmt.Sprintf("%s -> %s: srtt %s against a minimum of %s (tcp_info)", held.Local, held.Peer,
+						time.Duration(held.RTTus)*time.Microsecond, time.Duration(held.MinRTTus)*time.Microsecond),
+				},
+				Explanation: "The shaper's queue is deep: packets wait in it far longer than any link needs to stay busy " +
+					"(bufferbloat). Every flow through it waits behind the queue, whatever its own rate; a short queue or an AQM keeps the rate and drops the wait.",
+				Remedy: []string{
+					nsPrefix(ns.Name) + fmt.Sprintf("tc qdisc change dev %s %s %s rate %.0fkbit burst 64kb latency 5ms   (a queue of 5 ms at the rate)", d.Name, parentArg(q.Parent), q.Kind, rate/1e3),
+					nsPrefix(ns.Name) + fmt.Sprintf("tc qdisc replace dev %s %s cake bandwidth %.0fkbit   (shaping with AQM and fair queues)", d.Name, parentArg(q.Parent), rate/1e3),
+				},
+				Scope: scope, Impact: stageImpact(1 - float64(held.MinRTTus)/float64(max(held.RTTus, 1))),
+				ImpactText: "the share of the flow's round trip spent in the queue", Confidence: finding.Likely,
+				Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("tc -s qdisc show dev %s during the transfer: a standing backlog", d.Name)}})
+		}
+	}
+	return out
+}
