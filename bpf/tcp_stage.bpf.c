@@ -143,12 +143,16 @@ static __always_inline void stage_accept(struct sock *sk)
 		s->accepted_ns = now; /* the write waited for memory: the byte is copied only now */
 		return;
 	}
-	if (s && s->point != POINT_NONE && now - s->accepted_ns < STAGE_ABANDON_NS)
+	/*
+	 * Under way until its ACK, or until the byte is acknowledged without
+	 * the ACK seen to cover it (a hook that missed its skb): the ACK's
+	 * tcp_probe runs before snd_una moves, and this runs under the
+	 * socket's lock.
+	 */
+	if (s && s->point != POINT_NONE && now - s->accepted_ns < STAGE_ABANDON_NS && (__s32)(tp->snd_una - s->seq) <= 0)
 		return;
 	if (tcp_stage_paused && s && now - s->accepted_ns < STAGE_PAUSED_GAP_NS)
 		return;
-	if (!s || s->point == POINT_NONE)
-		__sync_fetch_and_add(&tx_under_way, 1);
 	if (!s) {
 		struct sock_addrs a = {};
 
@@ -159,6 +163,8 @@ static __always_inline void stage_accept(struct sock *sk)
 			return;
 		s->addrs = a;
 	}
+	if (s->point == POINT_NONE)
+		__sync_fetch_and_add(&tx_under_way, 1);
 	s->seq = seq;
 	s->point = POINT_ACCEPTED;
 	s->accepted_ns = now;
@@ -348,7 +354,10 @@ static __always_inline void stage_receive(struct sock *sk, struct stage_sample *
 	struct rx_flow k = {};
 
 	if (s->rx_point == RX_TCP) {
-		if (now - s->rx_tcp_ns < STAGE_ABANDON_NS)
+		struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+
+		/* Read without the read seen (a path without tcp_rcv_space_adjust), or never: time another. */
+		if (now - s->rx_tcp_ns < STAGE_ABANDON_NS && tp && (__s32)(tp->copied_seq - s->rx_seq) <= 0)
 			return;
 		s->rx_point = RX_NONE;
 		__sync_fetch_and_add(&rx_under_way, -1);
@@ -375,7 +384,13 @@ static __always_inline void stage_receive(struct sock *sk, struct stage_sample *
 		bpf_map_delete_elem(&rx_wanted, &k);
 		return;
 	}
-	if (now - s->rx_armed_ns < STAGE_ABANDON_NS)
+	/*
+	 * Waiting, unless TCP got past the wanted byte without it being
+	 * stamped (a driver path the hooks miss) or past the stamped one
+	 * without it (lost, and retransmitted later), or long ago.
+	 */
+	if (now - s->rx_armed_ns < STAGE_ABANDON_NS &&
+	    (__s32)(w->arrived_ns ? seq - w->seq : seq + payload - w->seq) <= 0)
 		return;
 	if (w->arrived_ns) /* the driver's decrement is undone: the flow is wanted again */
 		__sync_fetch_and_add(&rx_armed, 1);

@@ -114,7 +114,7 @@ joins the evidence.`,
 	c.Flags().BoolVar(&asJSON, "json", false, "write the report as JSON (as --format json)")
 	c.Flags().StringVar(&format, "format", "", "report `FORMAT`: text, json or html (one self-contained page with charts; default: from the -o file's extension, else text)")
 	c.Flags().StringVarP(&output, "output", "o", "", "write the report to `FILE` (default standard output)")
-	c.Flags().BoolVar(&deep, "deep", false, "record the per-packet families (segments per skb, softirq time, socket call sizes) all the time rather than 5% of each second: exact counts, more cost")
+	c.Flags().BoolVar(&deep, "deep", false, "record the per-packet families (segments per skb, softirq time, socket call sizes, where bytes wait) all the time rather than 5% of each second: exact counts, more cost")
 	c.Flags().StringVar(&traceFile, "trace", "", "keep the kernel-event recording in `FILE` for parse and stat")
 	c.Flags().StringVar(&profOut, "profile", "", "profile the CPUs at 99 Hz too: the phase table joins the report (for compare) and the profile goes to `FILE` (pprof)")
 	c.Flags().StringSliceVar(&peers, "peer", nil, "join the evidence of the skbtrace agent at each `URL` (the other ends of the flows): receiver-side causes judged from the receiver's data")

@@ -32,7 +32,7 @@ case "$release" in
 	# enqueue tracepoint (qdisc and qdisc_delay skipped), fentry and fexit fallbacks, veth GRO only with XDP.
 	must="tcp_conn tcp_sendlim tcp_cong tcp_retrans tcp_rtt tcp_reset tcp_rcvbuf sk_limit skb_drop dev_xmit dev_recv napi_poll softirq sock_io tcp_stage"
 	scenarios="sndbuf-limited packet-loss"
-	tests="$common|TestSendlimSmallSendBufferIsMostlySndbuf|TestDevXmitShowsTSO|TestDevRecvShowsGRO|TestDevRecvGROInCountsThePacketsGROWasHanded|TestSockIOCountsEveryCall|TestStatThroughputMatchesSender|TestFullRingBufferIsCountedAsLoss|TestRecordPipedIntoParse|TestTCPStageMatchesSOTimestamping"
+	tests="$common|TestSendlimSmallSendBufferIsMostlySndbuf|TestDevXmitShowsTSO|TestDevRecvShowsGRO|TestDevRecvGROInCountsThePacketsGROWasHanded|TestSockIOCountsEveryCall|TestStatThroughputMatchesSender|TestFullRingBufferIsCountedAsLoss|TestRecordPipedIntoParse|TestTCPStageMatchesSOTimestamping|TestTCPStageReceiverMatchesSOTimestamping"
 	;;
 6.1.*)
 	# No bpf_rdonly_cast (probe reads), fexit socket calls, no reset reasons.
@@ -41,7 +41,7 @@ case "$release" in
 	# this kernel, across the doctor's 100 Mbit/s bar for judging GRO at all.
 	must=$all
 	scenarios="sndbuf-limited packet-loss"
-	tests="$common|TestSendlimSmallSendBufferIsMostlySndbuf|TestDevXmitShowsTSO|TestDevRecvShowsGRO|TestSockIOCountsEveryCall|TestQdiscDelayMatchesTheBacklogOverTheRate|TestTCPStageMatchesSOTimestamping"
+	tests="$common|TestSendlimSmallSendBufferIsMostlySndbuf|TestDevXmitShowsTSO|TestDevRecvShowsGRO|TestSockIOCountsEveryCall|TestQdiscDelayMatchesTheBacklogOverTheRate|TestTCPStageMatchesSOTimestamping|TestTCPStageReceiverMatchesSOTimestamping"
 	;;
 *)
 	# 6.12 attaches what this machine's 6.18 does but for tcp_rcvbuf
@@ -51,7 +51,7 @@ case "$release" in
 	# the lab's faults with the doctor.
 	must=$all
 	scenarios="sndbuf-limited packet-loss gro-blocked"
-	tests="$runs|TestEventsMatchesWhatRecordAttaches|TestLabRunAllReproducesEveryFaultAndTheDoctorNamesIt|TestQdiscDelayMatchesTheBacklogOverTheRate|TestTCPStageMatchesSOTimestamping"
+	tests="$runs|TestEventsMatchesWhatRecordAttaches|TestLabRunAllReproducesEveryFaultAndTheDoctorNamesIt|TestQdiscDelayMatchesTheBacklogOverTheRate|TestTCPStageMatchesSOTimestamping|TestTCPStageReceiverMatchesSOTimestamping"
 	;;
 esac
 

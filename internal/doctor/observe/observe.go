@@ -134,8 +134,9 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 	}
 	rec, notes := startRecording(opts, notes)
 	if rec != nil && !opts.Deep {
-		notes = append(notes, fmt.Sprintf("segments per skb, softirq time and socket calls (%s) were recorded %.0f%% of each second "+
-			"and scaled to the observation; --deep records them all the time, at a higher cost", strings.Join(DeepFamilies, ", "), collect.DefaultSample*100))
+		notes = append(notes, fmt.Sprintf("segments per skb, softirq time, socket calls and where bytes wait (%s) were recorded %.0f%% of each second "+
+			"and scaled to the observation (tcp_stage timed fewer bytes outside it); --deep records them all the time, at a higher cost",
+			strings.Join(DeepFamilies, ", "), collect.DefaultSample*100))
 	}
 	var traceBuf bytes.Buffer
 	var recDone chan error
