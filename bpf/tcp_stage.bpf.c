@@ -84,27 +84,42 @@ struct {
 } rx_wanted SEC(".maps");
 
 /*
- * How many flows wait for a packet at the driver: while none does, the
- * driver hooks return before they read a header (most packets of a bulk
- * flow pass while its byte is in flight). It can run high when an armed
- * socket closes or LRU evicts its entry: those packets are then looked up
- * for nothing, never wrongly timed.
- */
-__s32 rx_armed;
-
-/*
- * Sampling pauses the start of new bytes, not the hooks: a byte begun in a
- * window is followed to its end, and outside the windows a socket starts
- * one at most every STAGE_PAUSED_GAP_NS (a fast flow's bytes take
- * microseconds and would be timed back to back; one behind a deep queue
- * takes hundreds of milliseconds and a window would start one in a
- * second). The counts of bytes under way let the per-skb hooks return
- * before a socket lookup while none is; like rx_armed they can run high
- * when a socket closes with its byte under way.
+ * Sampled, bytes start only in the windows (tcp_stage_paused is set
+ * outside them), and the recorder leaves the hooks attached after a window
+ * until no byte is under way: each is followed to its end. A socket whose
+ * byte took STAGE_CHAIN_NS or more starts its next at that byte's end,
+ * window or not: a byte behind a deep queue takes hundreds of
+ * milliseconds, and a window would start one a second; such a flow is
+ * slow, and its hooks stay attached while it runs. The counts of bytes
+ * under way (tx_under_way sent, rx_under_way received and taken by TCP,
+ * rx_armed flows wanted at the driver or stamped there) let the hooks
+ * return before a header read or socket lookup while there is none, and
+ * the recorder detach them. A socket that leaves ESTABLISHED gives its
+ * bytes up.
  */
 __u32 tcp_stage_paused = 0;
-#define STAGE_PAUSED_GAP_NS 10000000ULL
-__s32 tx_under_way, rx_under_way;
+__s32 tx_under_way, rx_armed, rx_under_way;
+#define STAGE_CHAIN_NS 10000000ULL
+
+/*
+ * When a flow was last armed (bpf_ktime_get_ns, CLOCK_MONOTONIC): the
+ * driver hooks read packets only while one was lately, so a flow armed and
+ * then idle does not have every other packet looked up; its arming goes
+ * stale and is renewed when TCP next gets its data. The recorder reads it
+ * too, to keep the hooks while an arming is fresh.
+ */
+__u64 rx_armed_ns;
+#define STAGE_ARM_FRESH_NS 100000000ULL
+
+static __always_inline bool start_due(void)
+{
+	return !tcp_stage_paused;
+}
+
+static __always_inline bool armed_lately(void)
+{
+	return rx_armed > 0 && bpf_ktime_get_ns() - rx_armed_ns <= STAGE_ARM_FRESH_NS;
+}
 
 /* A new socket's values: too large for the stack. */
 const struct tcp_stage_stats tcp_stage_zero = {};
@@ -135,6 +150,8 @@ static __always_inline void stage_accept(struct sock *sk)
 	__u64 now = bpf_ktime_get_ns();
 	__u32 seq;
 
+	if (tx_under_way <= 0 && !start_due())
+		return;
 	if (!tp)
 		return;
 	seq = tp->write_seq;
@@ -149,9 +166,13 @@ static __always_inline void stage_accept(struct sock *sk)
 	 * tcp_probe runs before snd_una moves, and this runs under the
 	 * socket's lock.
 	 */
-	if (s && s->point != POINT_NONE && now - s->accepted_ns < STAGE_ABANDON_NS && (__s32)(tp->snd_una - s->seq) <= 0)
-		return;
-	if (tcp_stage_paused && s && now - s->accepted_ns < STAGE_PAUSED_GAP_NS)
+	if (s && s->point != POINT_NONE) {
+		if (now - s->accepted_ns < STAGE_ABANDON_NS && (__s32)(tp->snd_una - s->seq) <= 0)
+			return;
+		s->point = POINT_NONE;
+		__sync_fetch_and_add(&tx_under_way, -1);
+	}
+	if (!start_due())
 		return;
 	if (!s) {
 		struct sock_addrs a = {};
@@ -163,8 +184,7 @@ static __always_inline void stage_accept(struct sock *sk)
 			return;
 		s->addrs = a;
 	}
-	if (s->point == POINT_NONE)
-		__sync_fetch_and_add(&tx_under_way, 1);
+	__sync_fetch_and_add(&tx_under_way, 1);
 	s->seq = seq;
 	s->point = POINT_ACCEPTED;
 	s->accepted_ns = now;
@@ -281,7 +301,8 @@ static __always_inline struct tcp_stage_stats *stage_stats(const struct sock *sk
 }
 
 /* An incoming segment whose ACK covers the sent byte ends its timing. */
-static __always_inline void stage_ack(const struct sock *sk, struct stage_sample *s, const struct tcphdr_wire *th)
+static __always_inline void stage_ack(const struct sock *sk, const struct tcp_sock *tp, struct stage_sample *s,
+				      const struct tcphdr_wire *th)
 {
 	struct tcp_stage_stats *v;
 	__u64 now;
@@ -289,15 +310,26 @@ static __always_inline void stage_ack(const struct sock *sk, struct stage_sample
 	if (s->point != POINT_DRIVER || (__s32)(__builtin_bswap32(th->ack_seq) - s->seq) <= 0)
 		return;
 	now = bpf_ktime_get_ns();
+	v = stage_stats(sk, s);
+	if (v) {
+		stage_add(&v->stage[STAGE_SEND_QUEUE], s->queued_ns - s->accepted_ns);
+		stage_add(&v->stage[STAGE_QDISC], s->dequeued_ns - s->queued_ns);
+		stage_add(&v->stage[STAGE_DRIVER], s->driver_ns - s->dequeued_ns);
+		stage_add(&v->stage[STAGE_ACK], now - s->driver_ns);
+	}
+	if (!start_due() && now - s->accepted_ns >= STAGE_CHAIN_NS && tp) {
+		/*
+		 * The next byte a write copies, from now: a writer held by a
+		 * full buffer copies it as this ACK frees room, and a later
+		 * copy moves the time (stage_accept).
+		 */
+		s->seq = tp->write_seq;
+		s->point = POINT_ACCEPTED;
+		s->accepted_ns = now;
+		return;
+	}
 	s->point = POINT_NONE;
 	__sync_fetch_and_add(&tx_under_way, -1);
-	v = stage_stats(sk, s);
-	if (!v)
-		return;
-	stage_add(&v->stage[STAGE_SEND_QUEUE], s->queued_ns - s->accepted_ns);
-	stage_add(&v->stage[STAGE_QDISC], s->dequeued_ns - s->queued_ns);
-	stage_add(&v->stage[STAGE_DRIVER], s->driver_ns - s->dequeued_ns);
-	stage_add(&v->stage[STAGE_ACK], now - s->driver_ns);
 }
 
 /* An address as an IPv4 packet shows it: a dual-stack socket keeps it IPv4-mapped (::ffff:a.b.c.d). */
@@ -332,21 +364,35 @@ static __always_inline void rx_arm(struct stage_sample *s, __u32 seq, __u64 now)
 	rx_flow_of(s, &k);
 	if (bpf_map_update_elem(&rx_wanted, &k, &w, BPF_ANY))
 		return;
-	if (s->rx_point == RX_NONE)
-		__sync_fetch_and_add(&rx_under_way, 1);
 	if (s->rx_point != RX_ARMED)
 		__sync_fetch_and_add(&rx_armed, 1);
 	s->rx_point = RX_ARMED;
 	s->rx_armed_ns = now;
+	rx_armed_ns = now;
+}
+
+/* Gives up the socket's received byte, wherever it is. */
+static __always_inline void rx_give_up(struct stage_sample *s)
+{
+	struct rx_flow k = {};
+
+	if (s->rx_point == RX_ARMED) {
+		rx_flow_of(s, &k);
+		bpf_map_delete_elem(&rx_wanted, &k);
+		__sync_fetch_and_add(&rx_armed, -1);
+	} else if (s->rx_point == RX_TCP) {
+		__sync_fetch_and_add(&rx_under_way, -1);
+	}
+	s->rx_point = RX_NONE;
 }
 
 /*
  * A data segment TCP receives: it arms the socket for the next, or carries
- * the byte the driver stamped. A byte not received, or not read, within a
- * second (lost, or its reader gone) gives way to the next.
+ * the byte the driver stamped. A byte TCP got past unseen, or not read
+ * within STAGE_ABANDON_NS (its reader gone), gives way to the next.
  */
-static __always_inline void stage_receive(struct sock *sk, struct stage_sample *s, const struct sk_buff *skb,
-					  const struct tcphdr_wire *th, int payload)
+static __always_inline void stage_receive(struct sock *sk, struct stage_sample *s, const struct tcphdr_wire *th,
+					  int payload)
 {
 	__u32 seq = __builtin_bswap32(th->seq);
 	__u64 now = bpf_ktime_get_ns();
@@ -359,11 +405,10 @@ static __always_inline void stage_receive(struct sock *sk, struct stage_sample *
 		/* Read without the read seen (a path without tcp_rcv_space_adjust), or never: time another. */
 		if (now - s->rx_tcp_ns < STAGE_ABANDON_NS && tp && (__s32)(tp->copied_seq - s->rx_seq) <= 0)
 			return;
-		s->rx_point = RX_NONE;
-		__sync_fetch_and_add(&rx_under_way, -1);
+		rx_give_up(s);
 	}
 	if (s->rx_point == RX_NONE) {
-		if (!tcp_stage_paused || now - s->rx_armed_ns >= STAGE_PAUSED_GAP_NS)
+		if (start_due())
 			rx_arm(s, seq + payload, now);
 		return;
 	}
@@ -371,9 +416,9 @@ static __always_inline void stage_receive(struct sock *sk, struct stage_sample *
 	w = bpf_map_lookup_elem(&rx_wanted, &k);
 	if (!w) { /* evicted */
 		__sync_fetch_and_add(&rx_armed, -1);
-		__sync_fetch_and_add(&rx_under_way, -1);
 		s->rx_point = RX_NONE;
-		rx_arm(s, seq + payload, now);
+		if (start_due())
+			rx_arm(s, seq + payload, now);
 		return;
 	}
 	if (w->arrived_ns && w->seq - seq < (__u32)payload) {
@@ -382,21 +427,27 @@ static __always_inline void stage_receive(struct sock *sk, struct stage_sample *
 		s->rx_tcp_ns = now;
 		s->rx_point = RX_TCP;
 		bpf_map_delete_elem(&rx_wanted, &k);
+		__sync_fetch_and_add(&rx_armed, -1);
+		__sync_fetch_and_add(&rx_under_way, 1);
 		return;
 	}
 	/*
 	 * Waiting, unless TCP got past the wanted byte without it being
-	 * stamped (a driver path the hooks miss) or past the stamped one
-	 * without it (lost, and retransmitted later), or long ago.
+	 * stamped (a driver path the hooks miss, an arming gone stale) or past
+	 * the stamped one without it (lost, and retransmitted later), or long
+	 * ago: then the flow is armed anew, when a start is due.
 	 */
 	if (now - s->rx_armed_ns < STAGE_ABANDON_NS &&
 	    (__s32)(w->arrived_ns ? seq - w->seq : seq + payload - w->seq) <= 0)
 		return;
-	if (w->arrived_ns) /* the driver's decrement is undone: the flow is wanted again */
-		__sync_fetch_and_add(&rx_armed, 1);
+	if (!start_due()) {
+		rx_give_up(s);
+		return;
+	}
 	w->arrived_ns = 0;
 	w->seq = seq + payload;
 	s->rx_armed_ns = now;
+	rx_armed_ns = now;
 }
 
 /*
@@ -411,6 +462,8 @@ int BPF_PROG(stage_tcp_receive, struct sock *sk, const struct sk_buff *skb)
 	struct tcphdr_wire th;
 	int payload;
 
+	if (tx_under_way <= 0 && rx_under_way <= 0 && !armed_lately() && !start_due())
+		return 0; /* nothing to end, and nothing may start */
 	if (bpf_probe_read_kernel(&th, sizeof(th), head + skb->transport_header))
 		return 0;
 	payload = skb->len - (skb->transport_header - (skb->data - head)) - (th.doff_res >> 4) * 4;
@@ -427,9 +480,9 @@ int BPF_PROG(stage_tcp_receive, struct sock *sk, const struct sk_buff *skb)
 	}
 	if (!s)
 		return 0;
-	stage_ack(sk, s, &th);
+	stage_ack(sk, bpf_skc_to_tcp_sock(sk), s, &th);
 	if (payload > 0)
-		stage_receive(sk, s, skb, &th, payload);
+		stage_receive(sk, s, &th, payload);
 	return 0;
 }
 
@@ -447,7 +500,7 @@ static __always_inline void stage_arrive(const struct sk_buff *skb)
 	int payload, thoff;
 	__u32 seq;
 
-	if (rx_armed <= 0)
+	if (!armed_lately())
 		return;
 	if (proto == ETH_P_IP) {
 		struct iphdr_wire ip;
@@ -489,7 +542,6 @@ static __always_inline void stage_arrive(const struct sk_buff *skb)
 		seq = w->seq;
 	w->seq = seq;
 	w->arrived_ns = bpf_ktime_get_ns();
-	__sync_fetch_and_add(&rx_armed, -1);
 }
 
 /* Drivers without NAPI, veth's default path, and packets a tunnel decapsulates. */
@@ -531,12 +583,39 @@ int BPF_PROG(stage_read, struct sock *sk)
 	if (!s || s->rx_point != RX_TCP || !tp || (__s32)(tp->copied_seq - s->rx_seq) <= 0)
 		return 0;
 	now = bpf_ktime_get_ns();
+	v = stage_stats(sk, s);
+	if (v) {
+		stage_add(&v->stage[STAGE_RX_STACK], s->rx_tcp_ns - s->rx_arrived_ns);
+		stage_add(&v->stage[STAGE_RX_QUEUE], now - s->rx_tcp_ns);
+	}
 	s->rx_point = RX_NONE;
 	__sync_fetch_and_add(&rx_under_way, -1);
-	v = stage_stats(sk, s);
-	if (!v)
+	if (!start_due() && now - s->rx_arrived_ns >= STAGE_CHAIN_NS)
+		rx_arm(s, tp->rcv_nxt, now); /* the next packet TCP has not yet had */
+	return 0;
+}
+
+/*
+ * A socket that leaves ESTABLISHED (or CLOSE_WAIT) gives its bytes up:
+ * tcp_probe no longer runs for it, so their ACK or read would never be
+ * seen, and the counts of bytes under way would stay up.
+ */
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(stage_close, const struct sock *sk, int oldstate, int newstate)
+{
+	struct stage_sample *s;
+
+	if ((oldstate != TCP_ESTABLISHED && oldstate != TCP_CLOSE_WAIT) || newstate == TCP_CLOSE_WAIT)
 		return 0;
-	stage_add(&v->stage[STAGE_RX_STACK], s->rx_tcp_ns - s->rx_arrived_ns);
-	stage_add(&v->stage[STAGE_RX_QUEUE], now - s->rx_tcp_ns);
+	if (tx_under_way <= 0 && rx_under_way <= 0 && rx_armed <= 0)
+		return 0;
+	s = stage_samples_get((struct sock *)sk, false);
+	if (!s)
+		return 0;
+	if (s->point != POINT_NONE) {
+		s->point = POINT_NONE;
+		__sync_fetch_and_add(&tx_under_way, -1);
+	}
+	rx_give_up(s);
 	return 0;
 }

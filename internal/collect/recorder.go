@@ -69,6 +69,8 @@ type Recording struct {
 	sampledFamilies []string
 	// paused are the variables that pause sampled families' parts of shared programs.
 	paused []string
+	// lingerers are the sampled families that follow what they began to its end.
+	lingerers []*lingerer
 	// Running are the families attached, with the hook chosen for each
 	// attach point; Skipped those this kernel cannot run, and why.
 	Running []Running
@@ -280,6 +282,7 @@ func (r *Recording) Run(w *trace.Writer, stop <-chan struct{}) (Totals, error) {
 		sampled:         r.sampled,
 		sampledFamilies: r.sampledFamilies,
 		paused:          r.paused,
+		lingerers:       r.lingerers,
 		host:            r.host,
 		flushes:         r.flushes,
 	}
@@ -333,6 +336,7 @@ type recorderState struct {
 	sampled         []event.Hook
 	sampledFamilies []string
 	paused          []string
+	lingerers       []*lingerer
 	detached        bool
 	nextFlip        time.Time
 	flushes         <-chan chan error
@@ -462,6 +466,9 @@ func (st *recorderState) loop(stop <-chan struct{}) error {
 			if st.sampledFamilies != nil && st.nextFlip.Before(wake) {
 				wake = st.nextFlip
 			}
+			if poll := time.Now().Add(lingerPoll); st.lingering() && poll.Before(wake) {
+				wake = poll
+			}
 			st.sess.SetDeadline(wake)
 		default:
 			return fmt.Errorf("reading events: %w", err)
@@ -487,6 +494,9 @@ func (st *recorderState) flush(now time.Time) error {
 
 func (st *recorderState) periodic(now time.Time) error {
 	if err := st.sample(now); err != nil {
+		return err
+	}
+	if err := st.linger(); err != nil {
 		return err
 	}
 	if now.Sub(st.lastDrain) >= st.opts.Interval {

@@ -52,15 +52,18 @@ func TestSamplingPausesWhatItSharesWithAnAlwaysOnFamily(t *testing.T) {
 	}
 }
 
-// tcp_stage is sampled by pausing the bytes it starts: its hooks stay on,
-// so a byte begun in a window is followed to its end.
-func TestSamplingOnlyPausesTCPStage(t *testing.T) {
+// tcp_stage is paused at a window's end and its hooks linger until the
+// bytes it began have ended: they are not among those the flip detaches.
+func TestSamplingLetsTCPStageLinger(t *testing.T) {
 	r := &Recording{Running: runningAsListed(t, "tcp_stage", "dev_xmit")}
 	r.planSampling()
 	for _, h := range r.Running[0].Hooks {
 		if slices.Contains(r.sampled, h) {
-			t.Errorf("sampling detaches tcp_stage's %s", h)
+			t.Errorf("the flip detaches tcp_stage's %s", h)
 		}
+	}
+	if len(r.lingerers) != 1 || len(r.lingerers[0].hooks) != len(r.Running[0].Hooks) || !r.lingerers[0].attached {
+		t.Fatalf("lingerers %+v, want tcp_stage's %d hooks, attached", r.lingerers, len(r.Running[0].Hooks))
 	}
 	if !slices.Equal(r.paused, []string{wire.VarTcpStagePaused}) || !slices.Equal(r.sampledFamilies, []string{"tcp_stage", "dev_xmit"}) {
 		t.Fatalf("paused %v, sampled families %v", r.paused, r.sampledFamilies)

@@ -27,7 +27,8 @@ func (r *Recording) Sampled() (families []string, share float64) {
 // planSampling picks the hooks sampling detaches: the per-packet families'
 // own. A hook a family that always runs shares (sock_send_length, with
 // tcp_sendlim) stays attached, and the family's part of it is paused
-// instead; so are a family's that only pauses (Family.PausesOnly).
+// instead. A family that follows things to their end (Family.UnderWay)
+// lingers: paused at a window's end, detached once nothing is under way.
 func (r *Recording) planSampling() {
 	alwaysOn := map[event.Hook]bool{}
 	for _, run := range r.Running {
@@ -39,11 +40,6 @@ func (r *Recording) planSampling() {
 	}
 	for _, run := range r.Running {
 		if !run.Family.PerPacket || !reattachable(run.Hooks) {
-			continue
-		}
-		if run.Family.PausesOnly {
-			r.paused = append(r.paused, run.Family.Paused)
-			r.sampledFamilies = append(r.sampledFamilies, run.Family.Name)
 			continue
 		}
 		var own []event.Hook
@@ -58,10 +54,14 @@ func (r *Recording) planSampling() {
 		if shared && run.Family.Paused == "" {
 			continue // it cannot stop, so it counts exactly
 		}
-		if shared {
+		if shared || len(run.Family.UnderWay) > 0 {
 			r.paused = append(r.paused, run.Family.Paused)
 		}
-		r.sampled = append(r.sampled, own...)
+		if f := run.Family; len(f.UnderWay) > 0 {
+			r.lingerers = append(r.lingerers, &lingerer{hooks: own, underWay: f.UnderWay, fresh: f.Fresh, freshFor: f.FreshFor, attached: true})
+		} else {
+			r.sampled = append(r.sampled, own...)
+		}
 		r.sampledFamilies = append(r.sampledFamilies, run.Family.Name)
 	}
 }
@@ -126,6 +126,12 @@ func (st *recorderState) sample(now time.Time) error {
 		if err := st.sess.Attach(st.sampled); err != nil {
 			return err
 		}
+		for _, l := range st.lingerers {
+			if err := st.sess.Attach(l.hooks); err != nil {
+				return err
+			}
+			l.attached = true
+		}
 		if err := st.sess.SetPaused(st.paused, false); err != nil {
 			return err
 		}
@@ -147,5 +153,48 @@ func (st *recorderState) sample(now time.Time) error {
 		st.detached, st.nextFlip = true, now.Add(time.Duration(float64(st.opts.Interval)*(1-st.opts.Sample)))
 	}
 	st.lastDrain = now
+	return nil
+}
+
+// lingerer is a sampled family that follows what it began in a window to
+// its end (Family.UnderWay): its hooks stay attached after the window,
+// paused, until its counts of what is under way read zero and its last
+// beginning is stale.
+type lingerer struct {
+	hooks    []event.Hook
+	underWay []string
+	fresh    string
+	freshFor time.Duration
+	attached bool
+}
+
+// lingerPoll is how often a lingering family's counts are read: its hooks
+// stay that much past the end of what they follow.
+const lingerPoll = 10 * time.Millisecond
+
+// lingering says whether a family's hooks linger past their window.
+func (st *recorderState) lingering() bool {
+	return st.detached && slices.ContainsFunc(st.lingerers, func(l *lingerer) bool { return l.attached })
+}
+
+// linger detaches, between windows, the lingering families whose
+// followed things have all ended.
+func (st *recorderState) linger() error {
+	if !st.detached {
+		return nil
+	}
+	for _, l := range st.lingerers {
+		if !l.attached {
+			continue
+		}
+		busy, err := st.sess.UnderWay(l.underWay, l.fresh, l.freshFor)
+		if err != nil {
+			return err
+		}
+		if !busy {
+			st.sess.DetachHooks(l.hooks)
+			l.attached = false
+		}
+	}
 	return nil
 }

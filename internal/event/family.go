@@ -2,6 +2,7 @@ package event
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/skbtrace/skbtrace/internal/trace"
 )
@@ -37,11 +38,19 @@ type Family struct {
 	// it shares with a family that runs all the time: sampling sets it
 	// rather than detaching that program.
 	Paused string
-	// PausesOnly: sampling sets Paused and leaves the family's hooks
-	// attached, so what began in a window is followed to its end (a byte's
-	// way behind a deep queue outlasts a 50 ms window: detached, only the
-	// short ways would be timed).
-	PausesOnly bool
+	// UnderWay, where set, names the family's counts of what its hooks
+	// follow to an end (bytes on their way): sampling sets Paused at a
+	// window's end, so nothing new begins, and detaches the family's hooks
+	// only once these read zero and Fresh is older than FreshFor, so what
+	// began is followed to its end (a byte's way behind a deep queue
+	// outlasts a 50 ms window: detached with it, only the short ways would
+	// be timed).
+	UnderWay []string
+	// Fresh names a variable holding when (CLOCK_MONOTONIC ns) the family
+	// last began to wait for something; FreshFor is how long that keeps
+	// its hooks attached.
+	Fresh    string
+	FreshFor time.Duration
 	// Events are the event types the family writes.
 	Events []EventKind
 }

@@ -1,6 +1,8 @@
 package event
 
 import (
+	"time"
+
 	"github.com/skbtrace/skbtrace/internal/trace"
 	"github.com/skbtrace/skbtrace/internal/wire"
 )
@@ -34,16 +36,21 @@ var tcpStage = Family{
 		{BTFHook(wire.ProgStageArriveGro, "napi_gro_receive_entry")},
 		{BTFHook(wire.ProgStageArriveSkb, "netif_receive_skb_entry")},
 		{BTFHook(wire.ProgStageRead, "tcp_rcv_space_adjust")},
+		{BTFHook(wire.ProgStageClose, "inet_sock_set_state")},
 	},
 	Optional: []OptionalSlot{{Hooks: []Hook{BTFHook(wire.ProgStageDequeue, "qdisc_dequeue")},
 		Without: "no qdisc stage: a byte's wait in the qdisc is counted in the driver stage"}},
 	// Its device hooks run for every skb, its receive hooks for every
-	// packet. Sampled, it starts bytes only in the windows and follows them
-	// to their end; with none under way its hooks return at once.
-	PerPacket:  true,
-	Paused:     wire.VarTcpStagePaused,
-	PausesOnly: true,
-	Events:     []EventKind{{Type: TypeTCPStage, Action: "tcp_stage", decode: decodeTCPStage, Fields: fieldsTCPStage}},
+	// packet. Sampled, it starts bytes in the windows and follows each to
+	// its end (bpf/tcp_stage.bpf.c says how long ways go on being timed).
+	PerPacket: true,
+	Paused:    wire.VarTcpStagePaused,
+	UnderWay:  []string{wire.VarTxUnderWay, wire.VarRxUnderWay},
+	// A busy flow's next packet comes within milliseconds of its arming
+	// (a slow one's is chained only after a long way).
+	Fresh:    wire.VarRxArmedNs,
+	FreshFor: 20 * time.Millisecond,
+	Events:   []EventKind{{Type: TypeTCPStage, Action: "tcp_stage", decode: decodeTCPStage, Fields: fieldsTCPStage}},
 }
 
 // decodeTCPStage decodes into a value of the event's own: its histograms

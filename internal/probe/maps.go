@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/skbtrace/skbtrace/internal/wire"
+	"golang.org/x/sys/unix"
 )
 
 // Lost returns, per family, the events each CPU could not queue because the
@@ -133,6 +135,33 @@ func (s *Session) NextDrainGeneration(gen uint64) error {
 		return fmt.Errorf("starting drain generation %d: %w", gen, err)
 	}
 	return nil
+}
+
+// UnderWay says whether a family follows something to its end: one of the
+// counts (int32 variables) is above zero, or the variable fresh holds a
+// CLOCK_MONOTONIC time within freshFor of now.
+func (s *Session) UnderWay(counts []string, fresh string, freshFor time.Duration) (bool, error) {
+	for _, name := range counts {
+		var n int32
+		if err := s.coll.Variables[name].Get(&n); err != nil {
+			return false, fmt.Errorf("reading %s: %w", name, err)
+		}
+		if n > 0 {
+			return true, nil
+		}
+	}
+	if fresh == "" {
+		return false, nil
+	}
+	var at uint64
+	if err := s.coll.Variables[fresh].Get(&at); err != nil {
+		return false, fmt.Errorf("reading %s: %w", fresh, err)
+	}
+	var now unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
+		return false, err
+	}
+	return at != 0 && uint64(now.Nano())-at < uint64(freshFor), nil
 }
 
 // SetPaused sets the variables that pause a family's part of a program

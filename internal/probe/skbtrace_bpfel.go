@@ -76,6 +76,7 @@ const (
 	SkbtraceProgStageArriveGro       = "stage_arrive_gro"
 	SkbtraceProgStageArriveRx        = "stage_arrive_rx"
 	SkbtraceProgStageArriveSkb       = "stage_arrive_skb"
+	SkbtraceProgStageClose           = "stage_close"
 	SkbtraceProgStageDequeue         = "stage_dequeue"
 	SkbtraceProgStageDriver          = "stage_driver"
 	SkbtraceProgStageQueue           = "stage_queue"
@@ -149,6 +150,7 @@ const (
 	SkbtraceVarRetransHasErr         = "retrans_has_err"
 	SkbtraceVarRttIntervalJiffies    = "rtt_interval_jiffies"
 	SkbtraceVarRxArmed               = "rx_armed"
+	SkbtraceVarRxArmedNs             = "rx_armed_ns"
 	SkbtraceVarRxUnderWay            = "rx_under_way"
 	SkbtraceVarSeqCounter            = "seq_counter"
 	SkbtraceVarSockIoSendPaused      = "sock_io_send_paused"
@@ -235,6 +237,7 @@ type SkbtraceProgramSpecs struct {
 	StageArriveGro       *ebpf.ProgramSpec `ebpf:"stage_arrive_gro"`
 	StageArriveRx        *ebpf.ProgramSpec `ebpf:"stage_arrive_rx"`
 	StageArriveSkb       *ebpf.ProgramSpec `ebpf:"stage_arrive_skb"`
+	StageClose           *ebpf.ProgramSpec `ebpf:"stage_close"`
 	StageDequeue         *ebpf.ProgramSpec `ebpf:"stage_dequeue"`
 	StageDriver          *ebpf.ProgramSpec `ebpf:"stage_driver"`
 	StageQueue           *ebpf.ProgramSpec `ebpf:"stage_queue"`
@@ -347,6 +350,7 @@ type SkbtraceVariableSpecs struct {
 	RetransHasErr       *ebpf.VariableSpec `ebpf:"retrans_has_err"`
 	RttIntervalJiffies  *ebpf.VariableSpec `ebpf:"rtt_interval_jiffies"`
 	RxArmed             *ebpf.VariableSpec `ebpf:"rx_armed"`
+	RxArmedNs           *ebpf.VariableSpec `ebpf:"rx_armed_ns"`
 	RxUnderWay          *ebpf.VariableSpec `ebpf:"rx_under_way"`
 	SeqCounter          *ebpf.VariableSpec `ebpf:"seq_counter"`
 	SockIoSendPaused    *ebpf.VariableSpec `ebpf:"sock_io_send_paused"`
@@ -497,6 +501,7 @@ type SkbtraceVariables struct {
 	RetransHasErr       *ebpf.Variable `ebpf:"retrans_has_err"`
 	RttIntervalJiffies  *ebpf.Variable `ebpf:"rtt_interval_jiffies"`
 	RxArmed             *ebpf.Variable `ebpf:"rx_armed"`
+	RxArmedNs           *ebpf.Variable `ebpf:"rx_armed_ns"`
 	RxUnderWay          *ebpf.Variable `ebpf:"rx_under_way"`
 	SeqCounter          *ebpf.Variable `ebpf:"seq_counter"`
 	SockIoSendPaused    *ebpf.Variable `ebpf:"sock_io_send_paused"`
@@ -545,6 +550,7 @@ type SkbtracePrograms struct {
 	StageArriveGro       *ebpf.Program `ebpf:"stage_arrive_gro"`
 	StageArriveRx        *ebpf.Program `ebpf:"stage_arrive_rx"`
 	StageArriveSkb       *ebpf.Program `ebpf:"stage_arrive_skb"`
+	StageClose           *ebpf.Program `ebpf:"stage_close"`
 	StageDequeue         *ebpf.Program `ebpf:"stage_dequeue"`
 	StageDriver          *ebpf.Program `ebpf:"stage_driver"`
 	StageQueue           *ebpf.Program `ebpf:"stage_queue"`
@@ -601,6 +607,7 @@ func (p *SkbtracePrograms) Close() error {
 		p.StageArriveGro,
 		p.StageArriveRx,
 		p.StageArriveSkb,
+		p.StageClose,
 		p.StageDequeue,
 		p.StageDriver,
 		p.StageQueue,
