@@ -108,6 +108,10 @@ func rwndLimited(ev *Evidence) []finding.Finding {
 			if !p.FromRecording {
 				evidence = append(evidence, fmt.Sprintf("the receiver (%s in netns %s) sized its buffer to %d bytes (tcp_info rcv_space)", p.Local, p.Netns, p.RcvSpace))
 			}
+			if st := p.Stage("rx_queue"); st != nil && st.Samples >= minStageSamples {
+				evidence = append(evidence, fmt.Sprintf("received bytes waited %s at the median (p99 %s) for its reader (tcp_stage rx_queue, %d timed)",
+					us(st.P50Us).Round(time.Microsecond*10), us(st.P99Us).Round(time.Microsecond*10), st.Samples))
+			}
 		}
 		rmem := ev.sysctl(rmemNs, "net.ipv4.tcp_rmem")
 		if rmemNs != "" && rmem != "" {

@@ -220,12 +220,21 @@ func readerLate(ev *Evidence, f *Flow, st *StageTime, share float64) []finding.F
 	} else {
 		reader = "the application reading " + f.Local.String()
 	}
-	return []finding.Finding{{ID: "reader-late", Severity: finding.Warning,
-		Title:    fmt.Sprintf("%s <- %s: received bytes wait %s for the reader", f.Local, f.Peer, wait.Round(time.Millisecond/10)),
-		Evidence: evidence,
-		Explanation: "Bytes reach the socket in time but its reader copies them out late: it sleeps, blocks on other " +
-			"work or reads too little at a time between its reads. Every byte waits in the receive queue for the next read; " +
-			"when the queue fills, the window closes and the sender waits too.",
+	severity := finding.Warning
+	explanation := "Bytes reach the socket in time but its reader copies them out late: it sleeps, blocks on other " +
+		"work or reads too little at a time between its reads. Every byte waits in the receive queue for the next read; " +
+		"when the queue fills, the window closes and the sender waits too."
+	// A reader without a CPU reads late too: what takes the CPU is the
+	// finding (a saturated receive path, offloads off), not the reader.
+	if c := busiest(ev); c != nil && c.Busy() >= readerCPUBusy {
+		severity = finding.Info
+		evidence = append(evidence, fmt.Sprintf("but CPU %d was %s busy (%s): the reader waits for a CPU", c.CPU, pct(c.Busy()), cpuSplit(c)))
+		explanation += " Here a CPU was busy enough that the reader waits for it: what keeps it busy comes first."
+	}
+	return []finding.Finding{{ID: "reader-late", Severity: severity,
+		Title:       fmt.Sprintf("%s <- %s: received bytes wait %s for the reader", f.Local, f.Peer, wait.Round(time.Millisecond/10)),
+		Evidence:    evidence,
+		Explanation: explanation,
 		Remedy: []string{
 			fmt.Sprintf("make %s read as soon as data arrives (poll/epoll, a thread that only reads) and in large reads", reader),
 			"move slow processing off the reading thread, so reads are never held behind it",

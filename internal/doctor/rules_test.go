@@ -149,7 +149,7 @@ func TestEveryRuleFiresAndStaysQuiet(t *testing.T) {
 		"qdisc-bloat": {{"lab/qdisc-bloat.json", nil, true}, {"lab/send-queue-bloat.json", localQdiscQueue, true}, {"lab/send-queue-bloat.json", nil, false},
 			{"lab/rate-shaped.json", nil, false}, {"lab/baseline.json", nil, false}},
 		"reader-late": {{"lab/reader-late.json", nil, true}, {"lab/send-queue-bloat.json", nil, false}, {"lab/baseline.json", nil, false},
-			{"lab/reader-late.json", stageWait("rx_queue", 3000), false}},
+			{"lab/reader-late.json", stageWait("rx_queue", 3000), false}, {"lab/reader-late.json", busyCPU, false}},
 		"rx-backlog": {{"lab/reader-late.json", stageWait("rx_stack", 400_000), true}, {"lab/reader-late.json", nil, false}, {"lab/baseline.json", nil, false}},
 	}
 	for _, r := range Rules {
@@ -500,5 +500,13 @@ func localQdiscQueue(ev *Evidence) *Evidence {
 			sq.MeanUs, qd.MeanUs = qd.MeanUs, sq.MeanUs
 		}
 	}
+	return ev
+}
+
+// busyCPU makes the first CPU 99 % busy in system time and softirq: a
+// reader there waits for the CPU (offload-disabled-sg-off, --deep, read
+// 8.9 ms so).
+func busyCPU(ev *Evidence) *Evidence {
+	ev.CPUs[0].System, ev.CPUs[0].Softirq, ev.CPUs[0].User, ev.CPUs[0].Idle = 0.64, 0.35, 0, 0.01
 	return ev
 }

