@@ -240,6 +240,9 @@ type StageTime struct {
 	P50Us   uint64  `json:"p50_us"`
 	P99Us   uint64  `json:"p99_us"`
 	MeanUs  float64 `json:"mean_us"`
+	// TimeWeightedUs is the wait of a byte taken at a random moment
+	// (event.TimeWeightedUs): what the rules judge.
+	TimeWeightedUs float64 `json:"time_weighted_us"`
 }
 
 // Stage is the flow's timing of stage, nil when it has none.

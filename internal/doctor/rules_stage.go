@@ -104,9 +104,22 @@ func dominant(f *Flow, stages ...string) (*StageTime, float64) {
 
 func us(v uint64) time.Duration { return time.Duration(v) * time.Microsecond }
 
+// waitOf is what the stage rules judge: the stage's wait for a byte taken
+// at a random moment. tcp_stage times one byte per way, so a run of short
+// ways (a queue still filling as a connection starts) is timed many times
+// for each long one, and the median of a few flips between them
+// (send-queue-bloat in CI: 4 of 6 bytes timed in the first window, 13 us,
+// the other two 557 ms). Evidence from before this field: the mean.
+func waitOf(st *StageTime) time.Duration {
+	if st.TimeWeightedUs == 0 {
+		return time.Duration(st.MeanUs * float64(time.Microsecond))
+	}
+	return time.Duration(st.TimeWeightedUs * float64(time.Microsecond))
+}
+
 func stageLine(st *StageTime, share float64, way string) string {
-	return fmt.Sprintf("tcp_stage: %d bytes timed waited %s at the median (p99 %s) in %s, %s of their way %s",
-		st.Samples, us(st.P50Us).Round(time.Microsecond*10), us(st.P99Us).Round(time.Microsecond*10),
+	return fmt.Sprintf("tcp_stage: %d bytes timed; a byte waited %s (weighted by time; median %s, p99 %s) in %s, %s of their way %s",
+		st.Samples, waitOf(st).Round(time.Microsecond*10), us(st.P50Us).Round(time.Microsecond*10), us(st.P99Us).Round(time.Microsecond*10),
 		strings.ReplaceAll(st.Stage, "_", " "), pct(share), way)
 }
 
@@ -115,7 +128,7 @@ func stageImpact(share float64) float64 { return min(share, stageImpactCap) }
 // sendQueueBloat: bytes wait in the socket far longer than the round trip:
 // the send buffer holds more than the path's bandwidth x RTT.
 func sendQueueBloat(ev *Evidence, f *Flow, st *StageTime, share float64) []finding.Finding {
-	wait := us(st.P50Us)
+	wait := waitOf(st)
 	rtt := time.Duration(f.RTTus) * time.Microsecond
 	if wait < longSendQueue || rtt > 0 && wait < sendQueueRTTs*rtt {
 		return nil
@@ -124,9 +137,10 @@ func sendQueueBloat(ev *Evidence, f *Flow, st *StageTime, share float64) []findi
 	if rtt > 0 {
 		evidence = append(evidence, fmt.Sprintf("srtt %s: a byte waits %.0f round trips before it is sent", rtt.Round(time.Microsecond*10), float64(wait)/float64(rtt)))
 	}
-	queued := f.SendBps() / 8 * wait.Seconds()
+	// What the queue holds at its fullest: the longest waits at the rate.
+	queued := f.SendBps() / 8 * us(st.P99Us).Seconds()
 	if queued > 0 {
-		evidence = append(evidence, fmt.Sprintf("at %s that is about %s waiting in the send queue", units.Bits(f.SendBps()), units.Bytes(uint64(queued))))
+		evidence = append(evidence, fmt.Sprintf("at %s its longest waits are about %s waiting in the send queue", units.Bits(f.SendBps()), units.Bytes(uint64(queued))))
 	}
 	severity := finding.Info
 	explanation := "The socket accepts writes far ahead of what the path takes: written bytes wait in its send queue " +
@@ -134,8 +148,8 @@ func sendQueueBloat(ev *Evidence, f *Flow, st *StageTime, share float64) []findi
 		"in the socket). Throughput is the same with a send queue of about one bandwidth x RTT."
 	// More than the kernel's default limit can hold (its large skbs carry
 	// little overhead: about all of it is data): a limit was raised. An
-	// autotuned buffer behind a 200 Mbit/s shaper held 0.3 MB here, a
-	// forced 16 MB one 13 MB.
+	// autotuned buffer behind a 200 Mbit/s shaper held up to 1.8 MB here,
+	// a forced 16 MB one 14 MB.
 	if queued > defaultWmemMax {
 		severity = finding.Warning
 		explanation += " Here the queue holds more than the kernel's default send buffer limit can: an SO_SNDBUF or a " +
@@ -172,7 +186,7 @@ func wmemMax(v string) int {
 // qdiscBloat: the flow's packets wait in a qdisc far longer than any
 // scheduler needs: a deep queue on this host.
 func qdiscBloat(ev *Evidence, f *Flow, st *StageTime, share float64) []finding.Finding {
-	wait := us(st.P50Us)
+	wait := waitOf(st)
 	if wait < longQdisc {
 		return nil
 	}
@@ -209,7 +223,7 @@ func qdiscBloat(ev *Evidence, f *Flow, st *StageTime, share float64) []finding.F
 // readerLate: received bytes wait in the socket until its reader copies
 // them: the application drains the receive queue late.
 func readerLate(ev *Evidence, f *Flow, st *StageTime, share float64) []finding.Finding {
-	wait := us(st.P50Us)
+	wait := waitOf(st)
 	if wait < longReceiveQ {
 		return nil
 	}
@@ -265,7 +279,7 @@ func readerOf(ev *Evidence, _ string) string {
 // rxBacklog: packets the driver handed over wait long before TCP gets them:
 // the receiving CPU's backlog waits for a CPU busy with other work.
 func rxBacklog(ev *Evidence, f *Flow, st *StageTime, share float64) []finding.Finding {
-	wait := us(st.P50Us)
+	wait := waitOf(st)
 	if wait < longRxStack {
 		return nil
 	}

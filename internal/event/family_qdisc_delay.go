@@ -62,6 +62,28 @@ func BucketUs(idx, bits int) (lo, hi uint64) {
 	return lo, lo + width
 }
 
+// TimeWeightedUs is a delay histogram's mean weighted by the delay itself,
+// from its buckets' midpoints: the wait of a byte taken at a random moment
+// rather than of a way taken at random. A sampler that times one byte per
+// way times a run of short ways many times for each long one; this mean
+// does not tilt with how many of each it caught.
+func TimeWeightedUs(hist []uint64, bits int) float64 {
+	var sum, sumSq float64
+	for k, n := range hist {
+		if n == 0 {
+			continue
+		}
+		lo, hi := BucketUs(k, bits)
+		mid := float64(lo+hi) / 2
+		sum += float64(n) * mid
+		sumSq += float64(n) * mid * mid
+	}
+	if sum == 0 {
+		return 0
+	}
+	return sumSq / sum
+}
+
 // QuantileUs estimates a quantile from a delay histogram of 2^bits
 // buckets a power of two, interpolating within the bucket it falls in.
 func QuantileUs(hist []uint64, bits int, q float64) uint64 {

@@ -43,3 +43,25 @@ func TestDelayQuantileInterpolatesInItsBucket(t *testing.T) {
 		t.Fatalf("p50 of nothing %d", got)
 	}
 }
+
+// Four short ways timed for two long ones (a queue still filling): the
+// median is the short ways', the time-weighted wait the long ones'.
+func TestTimeWeightedWaitIsTheLongWays(t *testing.T) {
+	var hist [192]uint64
+	short, long := 13, 0
+	for k := range hist {
+		if lo, hi := BucketUs(k, 3); lo <= 557_000 && 557_000 < hi {
+			long = k
+		}
+	}
+	hist[short], hist[long] = 4, 2
+	if p50 := QuantileUs(hist[:], 3, 0.5); p50 > 20 {
+		t.Fatalf("median %d us, want the short ways'", p50)
+	}
+	if w := TimeWeightedUs(hist[:], 3); w < 520_000 || w > 600_000 {
+		t.Errorf("time-weighted wait %.0f us, want about 557000", w)
+	}
+	if w := TimeWeightedUs(make([]uint64, 192), 3); w != 0 {
+		t.Errorf("an empty histogram's wait %.0f, want 0", w)
+	}
+}

@@ -87,19 +87,21 @@ func shaped(s *Scenario) *Scenario {
 	return s
 }
 
-// stageVerdict: the fault run's bytes waited in stage at least least at
-// the median, ten times the control's, on the connection in ns to peer.
+// stageVerdict: the fault run's bytes waited in stage at least least,
+// five times the control's, on the connection in ns to peer: the wait
+// weighted by time, as the doctor judges (a connection's first bytes,
+// before its queue fills, are timed many times for each long way).
 func stageVerdict(c, f *Measurement, ns *host.Netns, peer netip.Addr, stage wire.TcpStage, least time.Duration) (string, bool) {
 	name := event.StageNames[stage]
-	fs, fn := f.stageP50(ns, peer, stage)
-	cs, _ := c.stageP50(ns, peer, stage)
-	return fmt.Sprintf("tcp_stage %s p50 %v over %d bytes (control %v); throughput %s", name, fs, fn, cs, change(c, f)),
-		fn > 0 && fs >= least && fs >= 10*cs
+	fs, fn := f.stageWait(ns, peer, stage)
+	cs, _ := c.stageWait(ns, peer, stage)
+	return fmt.Sprintf("tcp_stage %s %v weighted by time over %d bytes (control %v); throughput %s", name, fs.Round(time.Microsecond), fn, cs.Round(time.Microsecond), change(c, f)),
+		fn > 0 && fs >= least && fs >= 5*cs
 }
 
-// stageP50 is the median wait in stage of the connection in ns to peer
-// that timed the most bytes through it, and how many it timed.
-func (m *Measurement) stageP50(ns *host.Netns, peer netip.Addr, stage wire.TcpStage) (time.Duration, uint64) {
+// stageWait is the time-weighted wait in stage of the connection in ns to
+// peer that timed the most bytes through it, and how many it timed.
+func (m *Measurement) stageWait(ns *host.Netns, peer netip.Addr, stage wire.TcpStage) (time.Duration, uint64) {
 	ino, err := ns.Inode()
 	if err != nil {
 		return 0, 0
@@ -117,7 +119,7 @@ func (m *Measurement) stageP50(ns *host.Netns, peer netip.Addr, stage wire.TcpSt
 	if best == nil || best.Count == 0 {
 		return 0, 0
 	}
-	return time.Duration(event.QuantileUs(best.Hist[:], event.StageBits, 0.5)) * time.Microsecond, best.Count
+	return time.Duration(event.TimeWeightedUs(best.Hist[:], event.StageBits) * float64(time.Microsecond)), best.Count
 }
 
 // routerShaper shapes the router's link to the receiver with a queue of limit.
