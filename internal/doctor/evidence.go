@@ -238,6 +238,7 @@ type StageTime struct {
 	Stage   string  `json:"stage"`
 	Samples uint64  `json:"samples"`
 	P50Us   uint64  `json:"p50_us"`
+	P75Us   uint64  `json:"p75_us"`
 	P99Us   uint64  `json:"p99_us"`
 	MeanUs  float64 `json:"mean_us"`
 	// TimeWeightedUs is the wait of a byte taken at a random moment

@@ -104,12 +104,12 @@ func dominant(f *Flow, stages ...string) (*StageTime, float64) {
 
 func us(v uint64) time.Duration { return time.Duration(v) * time.Microsecond }
 
-// waitOf is what the stage rules judge: the stage's wait for a byte taken
-// at a random moment. tcp_stage times one byte per way, so a run of short
-// ways (a queue still filling as a connection starts) is timed many times
-// for each long one, and the median of a few flips between them
-// (send-queue-bloat in CI: 4 of 6 bytes timed in the first window, 13 us,
-// the other two 557 ms). Evidence from before this field: the mean.
+// waitOf is the stage's wait the rules report: that of a byte taken at a
+// random moment. tcp_stage times one byte per way, so a run of short ways
+// (a queue still filling as a connection starts) is timed many times for
+// each long one, and the median of a few flips between them
+// (send-queue-bloat in CI: 416 us with two of six bytes at 557 ms).
+// Evidence from before this field: the mean.
 func waitOf(st *StageTime) time.Duration {
 	if st.TimeWeightedUs == 0 {
 		return time.Duration(st.MeanUs * float64(time.Microsecond))
@@ -117,9 +117,23 @@ func waitOf(st *StageTime) time.Duration {
 	return time.Duration(st.TimeWeightedUs * float64(time.Microsecond))
 }
 
+// waitsLong says whether the stage held bytes at least bar: weighted by
+// time, and for at least a quarter of the bytes timed (p75), since one
+// stalled byte (a loss's timeout, a connection's last bytes) weighs as
+// much as hundreds of short ways: packet-loss-router-forward's send queue
+// read 136 ms weighted, its p99 10 ms. Evidence from before these fields:
+// the median.
+func waitsLong(st *StageTime, bar time.Duration) bool {
+	if st.TimeWeightedUs == 0 && st.P75Us == 0 {
+		return us(st.P50Us) >= bar
+	}
+	return waitOf(st) >= bar && us(st.P75Us) >= bar
+}
+
 func stageLine(st *StageTime, share float64, way string) string {
-	return fmt.Sprintf("tcp_stage: %d bytes timed; a byte waited %s (weighted by time; median %s, p99 %s) in %s, %s of their way %s",
-		st.Samples, waitOf(st).Round(time.Microsecond*10), us(st.P50Us).Round(time.Microsecond*10), us(st.P99Us).Round(time.Microsecond*10),
+	return fmt.Sprintf("tcp_stage: %d bytes timed; a byte waited %s (weighted by time; median %s, p75 %s, p99 %s) in %s, %s of their way %s",
+		st.Samples, waitOf(st).Round(time.Microsecond*10), us(st.P50Us).Round(time.Microsecond*10), us(st.P75Us).Round(time.Microsecond*10),
+		us(st.P99Us).Round(time.Microsecond*10),
 		strings.ReplaceAll(st.Stage, "_", " "), pct(share), way)
 }
 
@@ -130,7 +144,7 @@ func stageImpact(share float64) float64 { return min(share, stageImpactCap) }
 func sendQueueBloat(ev *Evidence, f *Flow, st *StageTime, share float64) []finding.Finding {
 	wait := waitOf(st)
 	rtt := time.Duration(f.RTTus) * time.Microsecond
-	if wait < longSendQueue || rtt > 0 && wait < sendQueueRTTs*rtt {
+	if !waitsLong(st, max(longSendQueue, sendQueueRTTs*rtt)) {
 		return nil
 	}
 	evidence := []string{stageLine(st, share, "from the write to the ACK")}
@@ -187,7 +201,7 @@ func wmemMax(v string) int {
 // scheduler needs: a deep queue on this host.
 func qdiscBloat(ev *Evidence, f *Flow, st *StageTime, share float64) []finding.Finding {
 	wait := waitOf(st)
-	if wait < longQdisc {
+	if !waitsLong(st, longQdisc) {
 		return nil
 	}
 	evidence := []string{stageLine(st, share, "from the write to the ACK")}
@@ -224,7 +238,7 @@ func qdiscBloat(ev *Evidence, f *Flow, st *StageTime, share float64) []finding.F
 // them: the application drains the receive queue late.
 func readerLate(ev *Evidence, f *Flow, st *StageTime, share float64) []finding.Finding {
 	wait := waitOf(st)
-	if wait < longReceiveQ {
+	if !waitsLong(st, longReceiveQ) {
 		return nil
 	}
 	evidence := []string{stageLine(st, share, "from the driver to the reader")}
@@ -280,13 +294,14 @@ func readerOf(ev *Evidence, _ string) string {
 // the receiving CPU's backlog waits for a CPU busy with other work.
 func rxBacklog(ev *Evidence, f *Flow, st *StageTime, share float64) []finding.Finding {
 	wait := waitOf(st)
-	if wait < longRxStack {
+	// The cause it names is a busy CPU: without one, the wait is elsewhere
+	// on the way in (an ingress shaper through an ifb held 3.5 ms).
+	c := busiest(ev)
+	if !waitsLong(st, longRxStack) || c == nil || c.Busy() < sharedCPUBusy {
 		return nil
 	}
-	evidence := []string{stageLine(st, share, "from the driver to the reader")}
-	if c := busiest(ev); c != nil && c.Busy() >= sharedCPUBusy {
-		evidence = append(evidence, fmt.Sprintf("CPU %d was %s busy (%s)", c.CPU, pct(c.Busy()), cpuSplit(c)))
-	}
+	evidence := []string{stageLine(st, share, "from the driver to the reader"),
+		fmt.Sprintf("CPU %d was %s busy (%s)", c.CPU, pct(c.Busy()), cpuSplit(c))}
 	dev := orNone(f.Dev)
 	return []finding.Finding{{ID: "rx-backlog", Severity: finding.Warning,
 		Title:    fmt.Sprintf("%s <- %s: received packets wait %s before TCP takes them", f.Local, f.Peer, wait.Round(time.Millisecond/10)),

@@ -148,9 +148,10 @@ func TestEveryRuleFiresAndStaysQuiet(t *testing.T) {
 		"send-queue-bloat":   {{"lab/send-queue-bloat.json", nil, true}, {"lab/send-queue-bloat.json", autotunedQueue, false}, {"lab/reader-late.json", nil, false}, {"lab/baseline.json", nil, false}},
 		"qdisc-bloat": {{"lab/qdisc-bloat.json", nil, true}, {"lab/send-queue-bloat.json", localQdiscQueue, true}, {"lab/send-queue-bloat.json", nil, false},
 			{"lab/rate-shaped.json", nil, false}, {"lab/baseline.json", nil, false}},
-		"reader-late": {{"lab/reader-late.json", nil, true}, {"lab/send-queue-bloat.json", nil, false}, {"lab/baseline.json", nil, false},
+		"reader-late": {{"lab/reader-late.json", nil, true}, {"lab/reader-late.json", loneStall("rx_queue"), false}, {"lab/send-queue-bloat.json", nil, false}, {"lab/baseline.json", nil, false},
 			{"lab/reader-late.json", stageWait("rx_queue", 3000), false}, {"lab/reader-late.json", busyCPU, false}},
-		"rx-backlog": {{"lab/reader-late.json", stageWait("rx_stack", 400_000), true}, {"lab/reader-late.json", nil, false}, {"lab/baseline.json", nil, false}},
+		"rx-backlog": {{"lab/reader-late.json", busyWith(stageWait("rx_stack", 400_000)), true}, {"lab/reader-late.json", stageWait("rx_stack", 400_000), false},
+			{"lab/reader-late.json", nil, false}, {"lab/baseline.json", nil, false}},
 	}
 	for _, r := range Rules {
 		tcs := cases[r.ID]
@@ -509,4 +510,23 @@ func localQdiscQueue(ev *Evidence) *Evidence {
 func busyCPU(ev *Evidence) *Evidence {
 	ev.CPUs[0].System, ev.CPUs[0].Softirq, ev.CPUs[0].User, ev.CPUs[0].Idle = 0.64, 0.35, 0, 0.01
 	return ev
+}
+
+// busyWith applies adjust, then busyCPU.
+func busyWith(adjust func(*Evidence) *Evidence) func(*Evidence) *Evidence {
+	return func(ev *Evidence) *Evidence { return busyCPU(adjust(ev)) }
+}
+
+// loneStall gives stage one stalled byte among many short ones: a wait
+// weighted by time of 178 ms, a p75 of 40 us (packet-loss-router-forward's
+// reader in CI).
+func loneStall(stage string) func(*Evidence) *Evidence {
+	return func(ev *Evidence) *Evidence {
+		for i := range ev.Flows {
+			if st := ev.Flows[i].Stage(stage); st != nil {
+				st.P50Us, st.P75Us, st.P99Us, st.MeanUs, st.TimeWeightedUs = 20, 40, 120, 400, 178_000
+			}
+		}
+		return ev
+	}
 }

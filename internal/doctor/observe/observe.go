@@ -684,6 +684,7 @@ func stageTimes(stages *[wire.TcpStageSTAGE_MAX]wire.StageHist) []doctor.StageTi
 		}
 		out = append(out, doctor.StageTime{Stage: event.StageNames[i], Samples: h.Count,
 			P50Us:          event.QuantileUs(h.Hist[:], event.StageBits, 0.5),
+			P75Us:          event.QuantileUs(h.Hist[:], event.StageBits, 0.75),
 			P99Us:          event.QuantileUs(h.Hist[:], event.StageBits, 0.99),
 			MeanUs:         float64(h.SumNs) / float64(h.Count) / 1e3,
 			TimeWeightedUs: event.TimeWeightedUs(h.Hist[:], event.StageBits)})
