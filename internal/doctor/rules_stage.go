@@ -26,7 +26,11 @@ const (
 	// yet, not for its turn in a window.
 	longSendQueue = 20 * time.Millisecond
 	sendQueueRTTs = 4
-	longQdisc     = 5 * time.Millisecond // a qdisc wait no scheduler hop needs
+	// longQdisc: a local flow's wait in a qdisc this long is a deep queue,
+	// the bar forwarded traffic's shaper queue is judged by too
+	// (deepShaperQueue); an htb's default queue behind 300 Mbit/s held an
+	// iperf3 flow's bytes 5.4 ms, a shaper doing its job.
+	longQdisc = 50 * time.Millisecond
 	// deepShaperQueue: a shaper's standing backlog this long at its rate,
 	// which a flow's round trip shows, is a deep queue (tbf's "latency
 	// 20ms" keeps it at 20 ms).
