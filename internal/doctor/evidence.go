@@ -205,8 +205,11 @@ type Flow struct {
 	PMTU     uint32 `json:"pmtu"`
 	SndWnd   uint32 `json:"snd_wnd"`
 	// MaxSndWnd is the largest peer window of the readings (0: not kept).
-	MaxSndWnd    uint32 `json:"max_snd_wnd,omitempty"`
-	RcvSpace     uint32 `json:"rcv_space"`
+	MaxSndWnd uint32 `json:"max_snd_wnd,omitempty"`
+	RcvSpace  uint32 `json:"rcv_space"`
+	// MaxNotSent is the most written bytes of the readings that TCP had not
+	// sent yet (tcp_info notsent): how full the send queue ran.
+	MaxNotSent   uint32 `json:"max_notsent,omitempty"`
 	DeliveryRate uint64 `json:"delivery_rate"` // bytes per second
 	// Changes over the observation.
 	SegsOut         uint32 `json:"segs_out"`

@@ -28,7 +28,7 @@ type poller struct {
 	first   map[sockKey]host.TCPSocket
 	last    map[sockKey]host.TCPSocket
 	opened  map[sockKey]bool
-	maxWnd  map[sockKey]uint32 // the largest peer window read: a closing socket's last reading is small
+	peaks   map[sockKey]peaks
 	seen    map[sockKey][2]time.Time
 	errs    map[string]error
 }
@@ -43,7 +43,7 @@ type sockKey struct {
 
 func newPoller(spaces []*watched, every time.Duration, series *timeline.Builder) *poller {
 	p := &poller{series: series, spaces: spaces, every: every, initial: true, first: map[sockKey]host.TCPSocket{},
-		last: map[sockKey]host.TCPSocket{}, opened: map[sockKey]bool{}, maxWnd: map[sockKey]uint32{}, seen: map[sockKey][2]time.Time{}, errs: map[string]error{}}
+		last: map[sockKey]host.TCPSocket{}, opened: map[sockKey]bool{}, peaks: map[sockKey]peaks{}, seen: map[sockKey][2]time.Time{}, errs: map[string]error{}}
 	p.poll() // sockets alive at the start count from here; later ones from zero
 	p.initial = false
 	return p
@@ -95,7 +95,7 @@ func (p *poller) poll() {
 				p.seen[k] = [2]time.Time{now, now}
 			}
 			p.last[k] = s
-			p.maxWnd[k] = max(p.maxWnd[k], s.SndWnd)
+			p.peaks[k] = p.peaks[k].add(s)
 			p.seen[k] = [2]time.Time{p.seen[k][0], now}
 		}
 		p.mu.Unlock()
@@ -129,7 +129,7 @@ func (p *poller) flows(seconds float64, ev *doctor.Evidence, notes *[]string) []
 			// last reading, plus up to a poll interval before the first.
 			span = min(seconds, p.seen[k][1].Sub(p.seen[k][0]).Seconds()+p.every.Seconds())
 		}
-		if f, moved := socketFlow(k.netns, p.first[k], s, span, p.maxWnd[k]); moved {
+		if f, moved := socketFlow(k.netns, p.first[k], s, span, p.peaks[k]); moved {
 			f.Dev = ev.DeviceWithAddr(k.netns, s.Local)
 			out = append(out, f)
 		}
@@ -137,14 +137,27 @@ func (p *poller) flows(seconds float64, ev *doctor.Evidence, notes *[]string) []
 	return busiestFlows(out, notes)
 }
 
+// peaks are a socket's largest readings: a closing socket's last reading
+// shows a small window and an empty send queue.
+type peaks struct {
+	sndWnd  uint32 // the peer's window
+	notSent uint32 // written bytes TCP had not sent yet
+}
+
+func (p peaks) add(s host.TCPSocket) peaks {
+	return peaks{sndWnd: max(p.sndWnd, s.SndWnd), notSent: max(p.notSent, s.NotSent)}
+}
+
 // socketFlow is a socket's flow between two readings (first is zero for a
-// socket opened since); moved says whether it carried anything.
-func socketFlow(netns string, b, s host.TCPSocket, span float64, maxWnd uint32) (doctor.Flow, bool) {
+// socket opened since) with its peaks over all readings; moved says whether
+// it carried anything.
+func socketFlow(netns string, b, s host.TCPSocket, span float64, pk peaks) (doctor.Flow, bool) {
+	pk = pk.add(s)
 	f := doctor.Flow{Netns: netns, Local: s.Local, Peer: s.Peer, Seconds: span,
 		BytesAcked: s.BytesAcked - b.BytesAcked, BytesReceived: s.BytesReceived - b.BytesReceived,
 		RTTus: s.RTTus, MinRTTus: s.MinRTTus, Cwnd: s.SndCwnd, SndMSS: s.SndMSS, AdvMSS: s.AdvMSS, PMTU: s.PMTU,
-		SndWnd: s.SndWnd, MaxSndWnd: max(maxWnd, s.SndWnd), RcvSpace: s.RcvSpace, DeliveryRate: s.DeliveryRate,
-		SegsOut: s.SegsOut - b.SegsOut, Retrans: s.TotalRetrans - b.TotalRetrans,
+		SndWnd: s.SndWnd, MaxSndWnd: pk.sndWnd, RcvSpace: s.RcvSpace, DeliveryRate: s.DeliveryRate,
+		MaxNotSent: pk.notSent, SegsOut: s.SegsOut - b.SegsOut, Retrans: s.TotalRetrans - b.TotalRetrans,
 		BusyUs: s.BusyUs - b.BusyUs, RwndLimitedUs: s.RwndLimitedUs - b.RwndLimitedUs, SndbufLimitedUs: s.SndbufLimitedUs - b.SndbufLimitedUs}
 	return f, f.BytesAcked != 0 || f.BytesReceived != 0 || f.Retrans != 0
 }

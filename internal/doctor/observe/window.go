@@ -143,12 +143,12 @@ func (w *Watch) Evidence(span []*Sample, recording io.Reader) *doctor.Evidence {
 		sock  [2]string
 	}
 	last := map[key]host.TCPSocket{}
-	maxWnd := map[key]uint32{}
+	peak := map[key]peaks{}
 	for _, s := range span[1:] {
 		for name, ns := range s.Namespaces {
 			for k, sock := range ns.Sockets {
 				last[key{name, k}] = sock
-				maxWnd[key{name, k}] = max(maxWnd[key{name, k}], sock.SndWnd)
+				peak[key{name, k}] = peak[key{name, k}].add(sock)
 			}
 		}
 	}
@@ -160,7 +160,7 @@ func (w *Watch) Evidence(span []*Sample, recording io.Reader) *doctor.Evidence {
 		if b := before.Namespaces[k.netns]; b != nil {
 			first = b.Sockets[k.sock]
 		}
-		if f, moved := socketFlow(k.netns, first, s, seconds, maxWnd[k]); moved {
+		if f, moved := socketFlow(k.netns, first, s, seconds, peak[k]); moved {
 			f.Dev = ev.DeviceWithAddr(k.netns, s.Local)
 			flows = append(flows, f)
 		}
