@@ -31,12 +31,11 @@ import (
 var Families = []string{"tcp_conn", "tcp_sendlim", "tcp_cong", "tcp_retrans", "tcp_reset", "skb_drop", "qdisc"}
 
 // DeepFamilies are the per-packet families the doctor records: segments per
-// skb, softirq time and socket call sizes. tcp_stage (where bytes wait)
-// joins only as a scenario's or caller's Extra: its rules misjudged
-// emulated guests' autotuned buffers and slow readers (kernel matrix). They run collect.DefaultSample of
-// each second (record's default set does too) and
-// all the time with Options.Deep (exact counts, at about four times the cost).
-var DeepFamilies = []string{"dev_xmit", "dev_recv", "softirq", "sock_io"}
+// skb, softirq time, socket call sizes and where bytes wait (tcp_stage).
+// They run collect.DefaultSample of each second (record's default set does
+// too) and all the time with Options.Deep (exact counts, at about four
+// times the cost).
+var DeepFamilies = []string{"dev_xmit", "dev_recv", "softirq", "sock_io", "tcp_stage"}
 
 // Options say what to observe and for how long.
 type Options struct {
