@@ -109,25 +109,13 @@ func perCPU[K comparable, V any](m *ebpf.Map, fn func(K, []V) error) error {
 	return nil
 }
 
-// entries iterates a map of one value per key.
+// entries calls fn with each key and value of a map of one value per key
+// (none for a family not loaded).
 func entries[K comparable, V any](m *ebpf.Map, fn func(K, V) error) error {
 	if m == nil {
 		return nil
 	}
-	var (
-		key   K
-		value V
-	)
-	it := m.Iterate()
-	for it.Next(&key, &value) {
-		if err := fn(key, value); err != nil {
-			return err
-		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("reading map %s: %w", m, err)
-	}
-	return nil
+	return probe.EachEntry(m, fn)
 }
 
 func drainDevXmit(d *drainer) error {

@@ -63,18 +63,13 @@ func (s *Session) OpenRetransRuns() ([]wire.TcpRetransRun, error) {
 // socket storage for tracing), with the iterators' selection.
 func dumpHash[T any](s *Session, mapName string, keep func(*T) bool) ([]T, error) {
 	var out []T
-	var key uint64
-	var v T
-	it := s.coll.Maps[mapName].Iterate()
-	for it.Next(&key, &v) {
+	err := EachEntry(s.coll.Maps[mapName], func(_ uint64, v T) error {
 		if keep(&v) {
 			out = append(out, v)
 		}
-	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", mapName, err)
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 // dumpStorage runs an iterator over a socket-storage map; the iterator
