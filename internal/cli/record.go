@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -402,12 +401,10 @@ func (j *recordJob) run(out io.Writer, stderr io.Writer) error {
 		printFlight(stderr, flight.Stats(), j.flight)
 	}
 	if cmdErr != nil {
-		var exit *exec.ExitError
-		if errors.As(cmdErr, &exit) {
-			fmt.Fprintf(stderr, "skbtrace: %s exited with status %d\n", j.command[0], exit.ExitCode())
-		} else {
-			return fmt.Errorf("waiting for %s: %w", j.command[0], cmdErr)
+		if err := wrappedStatus(j.command[0], cmdErr); err != cmdErr {
+			return err
 		}
+		return fmt.Errorf("waiting for %s: %w", j.command[0], cmdErr)
 	}
 	return nil
 }

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os/exec"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -25,6 +27,38 @@ func (e usageError) Unwrap() error { return e.err }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
+// commandStatus is the failure of the COMMAND a command wrapped (record,
+// live, doctor, profile): skbtrace exits with its status, as time(1) does,
+// after its own outputs are written.
+type commandStatus struct {
+	name string
+	code int // 128+N for a command ended by signal N
+}
+
+func (e commandStatus) Error() string {
+	if e.code > 128 {
+		return fmt.Sprintf("%s was ended by signal %d (exit status %d)", e.name, e.code-128, e.code)
+	}
+	return fmt.Sprintf("%s exited with status %d", e.name, e.code)
+}
+
+// wrappedStatus turns a wrapped command's wait error into a commandStatus,
+// nil when it succeeded; other errors (it could not be waited for) stay.
+func wrappedStatus(name string, err error) error {
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		return err
+	}
+	code := exit.ExitCode()
+	if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		code = 128 + int(ws.Signal())
+	}
+	if code == 0 {
+		return nil
+	}
+	return commandStatus{name: name, code: code}
+}
+
 // env is what a command may touch besides the kernel.
 type env struct {
 	stdin          io.Reader
@@ -38,6 +72,12 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c, err := root.ExecuteC()
 	if err == nil {
 		return 0
+	}
+	var status commandStatus
+	if errors.As(err, &status) {
+		// Said once, like time(1): the wrapped command's status is ours.
+		fmt.Fprintf(stderr, "skbtrace: %v\n", err)
+		return status.code
 	}
 	fmt.Fprintf(stderr, "skbtrace: %v\n", err)
 	var ue usageError
