@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 
@@ -73,14 +74,7 @@ tracefs alone, which cannot see what the verifier would reject.`,
 				fmt.Fprintf(e.stdout, "kernel %s, judged from BTF and tracefs alone (loading needs root or CAP_BPF+CAP_PERFMON)\n\n", kernel)
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "FAMILY\tSTATUS\tHOOKS\tDESCRIPTION")
-			for _, fs := range out {
-				status := "ok"
-				if !fs.Runs {
-					status = "skipped"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", fs.Family, status, strings.Join(fs.Hooks, ","), fs.Description)
-			}
+			writeFamilyTable(tw, out)
 			if err := tw.Flush(); err != nil {
 				return err
 			}
@@ -97,4 +91,60 @@ tracefs alone, which cannot see what the verifier would reject.`,
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "one JSON object per family")
 	return c
+}
+
+// The table fits a terminal: each family's hooks, up to ten of them, go on
+// lines of their own below it, and the description wraps, rather than
+// padding every row to the longest hook list.
+const (
+	descriptionWidth = 60
+	hooksWidth       = 78
+)
+
+func writeFamilyTable(w io.Writer, families []familyStatus) {
+	fmt.Fprintln(w, "FAMILY\tSTATUS\tDESCRIPTION")
+	for _, fs := range families {
+		status := "ok"
+		if !fs.Runs {
+			status = "skipped"
+		}
+		for i, line := range wrapWords(fs.Description, " ", descriptionWidth) {
+			if i == 0 {
+				fmt.Fprintf(w, "%s\t%s\t%s\n", fs.Family, status, line)
+			} else {
+				fmt.Fprintf(w, "\t\t%s\n", line)
+			}
+		}
+		for i, line := range wrapWords(strings.Join(fs.Hooks, " "), " ", hooksWidth-len("hooks: ")) {
+			label := "hooks: "
+			if i > 0 {
+				label = "       "
+			}
+			fmt.Fprintf(w, "\t\t%s%s\n", label, line)
+		}
+	}
+}
+
+// wrapWords joins the words of s (split at sep) into lines of at most width
+// characters; a longer word gets a line of its own.
+func wrapWords(s, sep string, width int) []string {
+	var lines []string
+	var line strings.Builder
+	for _, word := range strings.Split(s, sep) {
+		if word == "" {
+			continue
+		}
+		if line.Len() > 0 && line.Len()+1+len(word) > width {
+			lines = append(lines, line.String())
+			line.Reset()
+		}
+		if line.Len() > 0 {
+			line.WriteByte(' ')
+		}
+		line.WriteString(word)
+	}
+	if line.Len() > 0 {
+		lines = append(lines, line.String())
+	}
+	return lines
 }
