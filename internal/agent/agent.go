@@ -73,7 +73,8 @@ type Agent struct {
 	samples []held
 	taken   int // samples taken, for the sockets' grid
 	notes   []string
-	busy    chan struct{} // bounds concurrent evidence and trace requests
+	logged  map[string]time.Time // when each note was last seen
+	busy    chan struct{}        // bounds concurrent evidence and trace requests
 }
 
 // sampleEvery is how often the host is read. Sockets are kept in every sample of
@@ -201,9 +202,10 @@ func (a *Agent) sample() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := a.watch.Sample(true)
-	for _, n := range s.Notes {
-		fmt.Fprintln(a.opts.Log, "skbtrace agent: "+n)
+	if a.logged == nil {
+		a.logged = map[string]time.Time{}
 	}
+	logNew(a.opts.Log, s.Notes, s.Time, a.logged)
 	a.totals.readSockets(s)
 	a.totals.forget(s.Time)
 	a.taken++
@@ -504,3 +506,23 @@ func (a *Agent) trace(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(a.opts.Log, "skbtrace agent: serving the trace: "+err.Error())
 	}
 }
+
+// logNew logs the notes not seen within noteQuiet before now and marks
+// them seen: a namespace the agent may not enter is said once, not at every
+// sample, and again only after it was fine for a while. (Such a namespace
+// alternates: opened, then dropped when it cannot be entered.)
+func logNew(w io.Writer, notes []string, now time.Time, seen map[string]time.Time) {
+	for _, n := range notes {
+		if last, ok := seen[n]; !ok || now.Sub(last) > noteQuiet {
+			fmt.Fprintln(w, "skbtrace agent: "+n)
+		}
+		seen[n] = now
+	}
+	for n, last := range seen {
+		if now.Sub(last) > noteQuiet {
+			delete(seen, n)
+		}
+	}
+}
+
+const noteQuiet = time.Minute

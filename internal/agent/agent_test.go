@@ -444,3 +444,25 @@ func TestScrapesWhileRecording(t *testing.T) {
 		}
 	}
 }
+
+// A namespace a non-root agent may not enter is said once, not every two
+// seconds, and again when it comes back after a quiet minute.
+func TestANoteIsLoggedOnceWhileItLasts(t *testing.T) {
+	var log bytes.Buffer
+	denied := "netns blue: entering network namespace blue: operation not permitted"
+	seen := map[string]time.Time{}
+	start := time.Now()
+	at := func(s int) time.Time { return start.Add(time.Duration(s) * time.Second) }
+	for _, step := range []struct {
+		s     int
+		notes []string
+	}{{0, []string{denied}}, {2, nil}, {4, []string{denied}}, {6, []string{denied, "netns red appeared"}}, {8, nil}, {200, []string{denied}}} {
+		logNew(&log, step.notes, at(step.s), seen)
+	}
+	if got := strings.Count(log.String(), denied); got != 2 {
+		t.Errorf("the denied namespace was logged %d times, want 2 (once, and once after a quiet minute):\n%s", got, log.String())
+	}
+	if got := strings.Count(log.String(), "red appeared"); got != 1 {
+		t.Errorf("the other note was logged %d times, want 1", got)
+	}
+}
