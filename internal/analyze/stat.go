@@ -32,12 +32,25 @@ type Stat struct {
 
 	sockIO map[sockIOKey]*SockIOStat
 	conns  map[uint64]*ConnStat // by socket: its current connection
+	// past holds a socket's earlier connections, by socket and peer: the
+	// kernel reuses a freed socket's memory (iperf3's server re-listens in
+	// the accepted socket's), and an event of the earlier life read after
+	// the new one began (tcp_stage's flush) still belongs to it.
+	past   map[lifeKey]*ConnStat
 	devs   map[devKey]*DevStat
 	cpus   map[uint32]*CPUStat
 	drops  map[dropKey]*DropStat
 	qdiscs map[qdiscKey]*QdiscStat
 	resets map[resetKey]*ResetStat
 }
+
+type lifeKey struct {
+	sock uint64
+	peer netip.AddrPort
+}
+
+// tcpClose is TCP_CLOSE: a state change from it starts a socket's life.
+const tcpClose event.TCPState = 7
 
 type devKey struct {
 	name  string
@@ -330,7 +343,7 @@ func resetOwner(sock uint64, state event.TCPState) string {
 
 // NewStat returns an empty summary.
 func NewStat() *Stat {
-	return &Stat{conns: map[uint64]*ConnStat{}, devs: map[devKey]*DevStat{}, cpus: map[uint32]*CPUStat{},
+	return &Stat{conns: map[uint64]*ConnStat{}, past: map[lifeKey]*ConnStat{}, devs: map[devKey]*DevStat{}, cpus: map[uint32]*CPUStat{},
 		drops: map[dropKey]*DropStat{}, qdiscs: map[qdiscKey]*QdiscStat{}, sockIO: map[sockIOKey]*SockIOStat{},
 		resets: map[resetKey]*ResetStat{}}
 }
@@ -353,6 +366,11 @@ func (s *Stat) Add(ev *event.Event) {
 	s.Events++
 	switch ev.Type {
 	case event.TypeTCPConn:
+		if o := ev.Conn.Old; o == tcpClose || o == event.TCPListen && ev.Conn.New != tcpClose {
+			// A socket begins (listens, connects, or is accepted): whatever
+			// its address held before was another socket, freed.
+			s.retire(ev.Conn.Sock)
+		}
 		c := s.conn(&ev.Conn.Socket, ev.Time)
 		c.States = append(c.States, ev.Conn.New.String())
 		c.established = c.established || ev.Conn.New == event.TCPEstablished && c.runs() == 0
@@ -510,9 +528,15 @@ func (s *Stat) conn(sock *event.Socket, t int64) *ConnStat {
 	c := s.conns[sock.Sock]
 	peerKnown := sock.Peer.Port() != 0
 	// The addresses are compared as values and formatted only when they
-	// change: this runs for every event of a trace.
-	if c != nil && peerKnown && c.peerKnown && c.peerAddr != sock.Peer {
-		c = nil
+	// change: this runs for every event of a trace. A listener has no peer:
+	// an event with one is of another socket at the same address.
+	if c != nil && peerKnown && (c.peerKnown && c.peerAddr != sock.Peer || c.listener) {
+		if old := s.past[lifeKey{sock.Sock, sock.Peer}]; old != nil {
+			c = old
+		} else {
+			s.retire(sock.Sock)
+			c = nil
+		}
 	}
 	if c == nil {
 		c = &ConnStat{Sock: sock.Sock, Peer: sock.Peer.String(), peerAddr: sock.Peer, Netns: sock.Netns, First: t,
@@ -537,6 +561,19 @@ func (s *Stat) conn(sock *event.Socket, t int64) *ConnStat {
 	}
 	c.Last = t
 	return c
+}
+
+// retire ends the socket's current connection: events of the socket go to
+// a new one, unless they name the old one's peer.
+func (s *Stat) retire(sock uint64) {
+	c := s.conns[sock]
+	if c == nil {
+		return
+	}
+	if c.peerKnown {
+		s.past[lifeKey{sock, c.peerAddr}] = c
+	}
+	delete(s.conns, sock)
 }
 
 // runs counts the send-limit runs of every reason.

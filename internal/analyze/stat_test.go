@@ -2,10 +2,13 @@ package analyze_test
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/event"
+	"github.com/skbtrace/skbtrace/internal/trace"
 )
 
 var (
@@ -116,5 +119,76 @@ func TestStatKernelTotalsBaseline(t *testing.T) {
 	st.Add(sendlimEvent(5, 3, 0xc, local, peer, event.SendlimApp, 900, 700))
 	if c := active(st)[0]; c.KernelBusyUs != 500 || c.KernelRwndUs != 400 {
 		t.Fatalf("mid-connection: busy %d rwnd %d, want 500 and 400", c.KernelBusyUs, c.KernelRwndUs)
+	}
+}
+
+// statTrace summarizes a trace file of testdata.
+func statTrace(t *testing.T, name string) *analyze.Stat {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := trace.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := analyze.NewStat()
+	sum := analyze.NewSummary()
+	sum.OnWindow = st.Gap
+	if err := analyze.Replay(r, &event.Filter{}, sum, func(ev *event.Event) error { st.Add(ev); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	st.Sort()
+	return st
+}
+
+// A loopback iperf3 run (record -e tcp_conn,tcp_rtt,tcp_stage,tcp_sendlim,
+// dev_xmit,dev_recv --filter-port 42201 around `iperf3 -s -p 42201` and
+// `iperf3 -c 127.0.0.1 -p 42201 -t 1`): after the test the server listens
+// again in the memory of the socket that received the stream. The receiver
+// is a connection with its bytes and receive stages, not a listener.
+func TestStatReceiverSurvivesARelistenInItsSocket(t *testing.T) {
+	st := statTrace(t, "iperf3-relisten.trace")
+	var recv *analyze.ConnStat
+	for _, c := range st.Connections {
+		if c.Local == "[::ffff:127.0.0.1]:42201" && c.Peer == "[::ffff:127.0.0.1]:59318" {
+			recv = c
+		}
+	}
+	if recv == nil || !recv.Active() {
+		t.Fatalf("the receiver of 127.0.0.1:59318's stream is %+v, want an active connection", recv)
+	}
+	if recv.BytesReceived < 2<<30 || recv.Samples < 50 || recv.Stages == nil {
+		t.Errorf("receiver: %d bytes received, %d rtt samples, stages %v; want the 2.67 GB stream's", recv.BytesReceived, recv.Samples, recv.Stages != nil)
+	}
+	// The listener that took the socket's memory is no connection.
+	var listeners int
+	for _, c := range st.Connections {
+		if c.Local == "[::]:42201" {
+			listeners++
+			if c.Active() {
+				t.Errorf("listener %+v counted as a connection", c)
+			}
+		}
+	}
+	if listeners != 2 {
+		t.Errorf("%d listeners on [::]:42201, want the two iperf3 opened", listeners)
+	}
+}
+
+// An event of a socket's earlier connection read after the socket's memory
+// began a new life (a listener's) still counts for the earlier one.
+func TestStatLateEventOfAnEarlierLife(t *testing.T) {
+	st := analyze.NewStat()
+	st.Add(connEvent(1, 0xa, local, peer, event.TCPEstablished))
+	listen := connEvent(2, 0xa, netip.MustParseAddrPort("0.0.0.0:5201"), netip.MustParseAddrPort("0.0.0.0:0"), event.TCPListen)
+	listen.Conn.Old = 7 // CLOSE
+	st.Add(listen)
+	st.Add(&event.Event{Type: event.TypeTCPRTT, Time: 3, Socket: event.Socket{Sock: 0xa, Local: local, Peer: peer}})
+	conns := active(st)
+	if len(conns) != 1 || conns[0].Peer != peer.String() || conns[0].Samples != 1 || len(st.Connections) != 2 {
+		t.Fatalf("connections %+v, want the listener and the earlier connection with its sample", st.Connections)
 	}
 }
