@@ -32,7 +32,7 @@ func TestDoctorReportsNameDropsAndRetransmits(t *testing.T) {
 	if m, ok := r.Metric("retransmits"); !ok || m.B <= m.A {
 		t.Errorf("retransmits did not rise: %+v", m)
 	}
-	if m, ok := r.Metric("tcp goodput"); !ok || m.Change > -0.1 {
+	if m, ok := r.Metric("TCP goodput"); !ok || m.Change > -0.1 {
 		t.Errorf("goodput did not fall: %+v", m)
 	}
 	if !strings.Contains(r.Headline, "TCP goodput -") {

@@ -19,20 +19,35 @@ func WriteCompareText(w io.Writer, r *compare.Result) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "A: %s (%s, %.1f s)\nB: %s (%s, %.1f s)\n\n%s\n\n", r.A.Name, r.A.Kind, r.A.Seconds, r.B.Name, r.B.Kind, r.B.Seconds, r.Headline)
 	if len(r.Metrics) > 0 {
+		// A rate of bits carries its unit in its value ("8.70 Gbit/s").
+		label := func(m compare.Metric) string {
+			if m.Unit == "bit/s" {
+				return m.Name
+			}
+			return m.Name + " (" + m.Unit + ")"
+		}
 		width := len("measure")
 		for _, m := range r.Metrics {
-			width = max(width, len(m.Name)+len(m.Unit)+3)
+			width = max(width, len(label(m)))
 		}
-		fmt.Fprintf(&b, "%-*s %12s %12s %9s\n", width, "measure", "A", "B", "change")
+		fmt.Fprintf(&b, "%-*s %13s %13s %9s\n", width, "measure", "A", "B", "change")
+		var sampled []string
 		for _, m := range r.Metrics {
-			fmt.Fprintf(&b, "%-*s %12s %12s %9s\n", width, m.Name+" ("+m.Unit+")", units.Short(m.A), units.Short(m.B), changeText(m.Change))
+			fmt.Fprintf(&b, "%-*s %13s %13s %9s\n", width, label(m), m.Value(m.A), m.Value(m.B), changeText(m.Change))
+			if m.Sampled {
+				sampled = append(sampled, m.Name)
+			}
+		}
+		if len(sampled) > 0 {
+			fmt.Fprintf(&b, "(%s: estimates from the device counters' sampled windows, %s of each interval)\n",
+				strings.Join(sampled, ", "), sampleShares(r.A.TrafficShare, r.B.TrafficShare))
 		}
 		b.WriteString("\n")
 	}
 	if len(r.Phases) > 0 {
 		fmt.Fprintf(&b, "%-22s %12s %12s %9s %16s\n", "phase (ns per "+r.Unit+")", "A", "B", "change", "share of change")
 		for _, p := range r.Phases {
-			fmt.Fprintf(&b, "%-22s %12s %12s %9s %15.0f%%\n", p.Phase, units.Short(p.A), units.Short(p.B), changeText(relChange(p.A, p.B)), 100*p.Share)
+			fmt.Fprintf(&b, "%-22s %12s %12s %9s %14.0f %%\n", p.Phase, units.Short(p.A), units.Short(p.B), changeText(relChange(p.A, p.B)), 100*p.Share)
 		}
 		b.WriteString("\n")
 	}
@@ -48,6 +63,21 @@ func WriteCompareText(w io.Writer, r *compare.Result) error {
 	return err
 }
 
+// sampleShares names the share of each interval a run's counters ran:
+// "5 %", or "A 5 %, B 100 %" when the runs differ.
+func sampleShares(a, b float64) string {
+	share := func(v float64) string {
+		if v == 0 {
+			v = 1 // not sampled: every interval whole
+		}
+		return fmt.Sprintf("%.4g %%", 100*v)
+	}
+	if a == b {
+		return share(a)
+	}
+	return "A " + share(a) + ", B " + share(b)
+}
+
 func relChange(a, b float64) float64 {
 	if a == 0 {
 		return math.Inf(1)
@@ -59,7 +89,7 @@ func changeText(c float64) string {
 	if math.IsInf(c, 0) {
 		return "new"
 	}
-	return fmt.Sprintf("%+.0f%%", 100*c)
+	return fmt.Sprintf("%+.0f %%", 100*c)
 }
 
 // CompareJSON is compare's JSON output (docs/schema/compare.schema.json).

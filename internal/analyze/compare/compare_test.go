@@ -2,6 +2,7 @@ package compare
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"math"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/event"
+	"github.com/skbtrace/skbtrace/internal/finding"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/profile"
 )
@@ -275,5 +277,62 @@ func TestTraceLimitsAreTheSenders(t *testing.T) {
 	r := FromTrace("t", st, analyze.NewSummary())
 	if got := r.Limits["sndbuf"]; math.Abs(got-0.96) > 0.001 {
 		t.Errorf("sndbuf share %.3f, want the sender's 0.96: %v", got, r.Limits)
+	}
+}
+
+// iperf3Run is what testdata/record-iperf3.sh measured beside a recording.
+type iperf3Run struct {
+	RecordWall  float64 `json:"record_wall_s"`
+	CommandWall float64 `json:"command_wall_s"`
+	SentBps     float64 `json:"iperf3_sent_bps"`
+	ReceivedBps float64 `json:"iperf3_received_bps"`
+}
+
+// A trace's duration is the recording's, not its sampled windows' (0.1 s
+// of a 2.2 s recording), and its TCP goodput is iperf3's: two fresh
+// default-family recordings of 2 s loopback iperf3 streams at 400 and
+// 800 Mbit/s (testdata/record-iperf3.sh).
+func TestTraceRatesAreTheRecordingsAndIperf3s(t *testing.T) {
+	var runs [2]*Run
+	for i, name := range []string{"iperf3-400m", "iperf3-800m"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want iperf3Run
+		if err := json.Unmarshal(b, &want); err != nil {
+			t.Fatal(err)
+		}
+		r := loadFile(t, filepath.Join("testdata", name+".trace"))
+		runs[i] = r
+		// The recording holds the command and runs a little longer (it
+		// attaches before it and drains after): within the record
+		// process's own wall time.
+		if r.Seconds < want.CommandWall || r.Seconds > want.RecordWall {
+			t.Errorf("%s: %.2f s, want between the command's %.2f s and the record's %.2f s", name, r.Seconds, want.CommandWall, want.RecordWall)
+		}
+		if got := r.Goodput(); math.Abs(got/want.ReceivedBps-1) > 0.03 {
+			t.Errorf("%s: TCP goodput %.4g bit/s, iperf3 received %.4g", name, got, want.ReceivedBps)
+		}
+		if r.TrafficShare != 0.05 {
+			t.Errorf("%s: device counters sampled %v of each interval, want the default 0.05", name, r.TrafficShare)
+		}
+	}
+	res, err := Compare(runs[0], runs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, ok := res.Metric("TCP goodput")
+	if !ok || math.Abs(g.Change-1) > 0.05 {
+		t.Errorf("goodput change %+v, want +100 %%", g)
+	}
+	if !strings.HasPrefix(res.Headline, "TCP goodput +") || strings.Contains(res.Headline, "throughput") {
+		t.Errorf("headline %q: want the counted goodput, not the sampled windows' estimate", res.Headline)
+	}
+	if len(res.Findings) != 0 && res.Findings[0].Severity == finding.Warning {
+		t.Errorf("doubled goodput warned of a regression: %s", res.Findings[0].Title)
+	}
+	if tp, _ := res.Metric("throughput"); !tp.Sampled {
+		t.Errorf("throughput from sampled device counters not marked sampled: %+v", tp)
 	}
 }

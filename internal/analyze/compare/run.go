@@ -3,11 +3,13 @@ package compare
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -30,9 +32,25 @@ const (
 
 // Run is one side of a comparison: what compare measures of a file, whatever its kind.
 type Run struct {
-	Kind    Kind
-	Name    string
+	Kind Kind
+	Name string
+	// Seconds is the run's span: a profile's window, a report's observation,
+	// a trace's first to last event (leaving out a flight recorder's gaps).
+	// Counts without a span of their own (retransmits, drops) are per
+	// second of it.
 	Seconds float64
+	// TrafficSeconds, when set, is the part of Seconds the traffic counts
+	// cover: a trace's device counters run only in its sampled windows
+	// (record --sample), and their totals stand for that time alone.
+	TrafficSeconds float64
+	// TrafficShare, when set, is the part of each interval the device
+	// counters ran (record --sample): Packets and Bytes are then an
+	// estimate from a few windows, good for a long steady run only.
+	TrafficShare float64
+	// TCPSeconds, when set, is the time the TCP flows moved their bytes in,
+	// as iperf3 times its stream: a recording also holds the setup before
+	// and the teardown after.
+	TCPSeconds float64
 	// Traffic: packets and bytes on the wire in the window (HasTraffic when counted).
 	HasTraffic     bool
 	Packets, Bytes uint64
@@ -57,12 +75,30 @@ type Run struct {
 	Workload []string
 }
 
-// Rate is a per-second rate of the window, 0 without a window.
-func (r *Run) Rate(n float64) float64 {
-	if r.Seconds <= 0 {
+// Rate is a per-second rate of the run's span, 0 without one.
+func (r *Run) Rate(n float64) float64 { return per(n, r.Seconds) }
+
+// TrafficRate is a per-second rate of the traffic counts (Packets, Bytes).
+func (r *Run) TrafficRate(n float64) float64 {
+	if r.TrafficSeconds > 0 {
+		return per(n, r.TrafficSeconds)
+	}
+	return r.Rate(n)
+}
+
+// Goodput is TCPBytes in bits per second of the time the flows moved them.
+func (r *Run) Goodput() float64 {
+	if r.TCPSeconds > 0 {
+		return per(8*float64(r.TCPBytes), r.TCPSeconds)
+	}
+	return r.Rate(8 * float64(r.TCPBytes))
+}
+
+func per(n, seconds float64) float64 {
+	if seconds <= 0 {
 		return 0
 	}
-	return n / r.Seconds
+	return n / seconds
 }
 
 // ReportReader reads a doctor report (JSON) as a run. The doctor provides it
@@ -157,16 +193,12 @@ func loadTrace(name string, in io.Reader) (*Run, error) {
 
 // FromTrace measures a trace's statistics.
 func FromTrace(name string, st *analyze.Stat, sum *analyze.Summary) *Run {
-	r := &Run{Kind: KindTrace, Name: name, Limits: map[string]float64{}, Drops: map[string]uint64{}, Settings: sum.Settings}
-	var first, last int64
+	r := &Run{Kind: KindTrace, Name: name, Limits: map[string]float64{}, Drops: map[string]uint64{}, Settings: sum.Settings,
+		Seconds: st.Seconds()}
 	limitNs := map[string]float64{}
 	var totalNs float64
 	ports := map[string]bool{}
 	for _, c := range st.Connections {
-		if first == 0 || c.First < first {
-			first = c.First
-		}
-		last = max(last, c.Last)
 		r.TCPBytes += c.BytesAcked
 		r.Retrans += c.RetransSegs
 		if sends(c) {
@@ -181,6 +213,7 @@ func FromTrace(name string, st *analyze.Stat, sum *analyze.Summary) *Run {
 			}
 		}
 	}
+	r.TCPSeconds = min(flowSeconds(st.Connections, r.TCPBytes), r.Seconds)
 	for k, v := range limitNs {
 		r.Limits[k] = v / totalNs
 	}
@@ -192,17 +225,17 @@ func FromTrace(name string, st *analyze.Stat, sum *analyze.Summary) *Run {
 		rxBytes += d.Recv.Bytes
 		txSkbs += d.Xmit.Skbs
 		rxSkbs += d.Recv.Skbs
-		r.Seconds = max(r.Seconds, d.Xmit.Seconds, d.Recv.Seconds)
+		r.TrafficSeconds = max(r.TrafficSeconds, d.Xmit.Seconds, d.Recv.Seconds)
 	}
 	if tx+rx > 0 {
 		r.HasTraffic = true
+		if s := sum.Sample; s != nil && (slices.Contains(s.Families, "dev_xmit") || slices.Contains(s.Families, "dev_recv")) {
+			r.TrafficShare = s.Share
+		}
 		r.Packets, r.Bytes, r.Skbs = tx, txBytes, txSkbs
 		if rx > tx {
 			r.Packets, r.Bytes, r.Skbs = rx, rxBytes, rxSkbs
 		}
-	}
-	if r.Seconds == 0 && last > first {
-		r.Seconds = float64(last-first) / 1e9
 	}
 	for _, d := range st.Drops {
 		reason := sum.Names.DropReason(d.Reason)
@@ -219,6 +252,43 @@ func FromTrace(name string, st *analyze.Stat, sum *analyze.Summary) *Run {
 	}
 	sort.Strings(r.Workload)
 	return r
+}
+
+// flowSeconds is the time in which the connections that carried 99 % of
+// the acknowledged bytes lived, their spans joined where they overlap:
+// parallel streams count their common time once, and a control connection
+// open around them (iperf3's, a few hundred bytes) does not stretch it.
+func flowSeconds(conns []*analyze.ConnStat, total uint64) float64 {
+	if total == 0 {
+		return 0
+	}
+	byBytes := slices.Clone(conns)
+	slices.SortStableFunc(byBytes, func(a, b *analyze.ConnStat) int { return cmp.Compare(b.BytesAcked, a.BytesAcked) })
+	type span struct{ from, to int64 }
+	var spans []span
+	var covered uint64
+	for _, c := range byBytes {
+		if c.BytesAcked == 0 || 100*covered >= 99*total {
+			break
+		}
+		covered += c.BytesAcked
+		// Duration leaves out a flight recorder's gaps: the span ends at
+		// the connection's last event and is as long as the windows held it.
+		spans = append(spans, span{c.Last - int64(c.Duration()*1e9), c.Last})
+	}
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.from, b.from) })
+	var ns, end int64
+	for i, s := range spans {
+		if i == 0 || s.from > end {
+			ns += s.to - s.from
+		} else if s.to > end {
+			ns += s.to - end
+		}
+		if i == 0 || s.to > end {
+			end = s.to
+		}
+	}
+	return float64(ns) / 1e9
 }
 
 // sends says whether a connection sent data: its send limits are a
