@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"sort"
 
+	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/wire"
 )
@@ -585,17 +586,15 @@ func (b *Builder) buildFlow(k flowKey, acc *flowAcc, center func(int) float64) *
 		f.Limits = append(f.Limits, Span{from, to, reason})
 		open = &f.Limits[len(f.Limits)-1]
 	}
-	var runsNs int64
-	for _, ns := range acc.runNs {
-		runsNs += ns
-	}
-	if runsNs > 0 {
-		f.LimitShare = map[string]float64{}
-		for r, ns := range acc.runNs {
-			if ns > 0 {
-				f.LimitShare[event.SendlimReason(r).String()] = float64(ns) / float64(runsNs)
-			}
+	// The shares stat's tables give, from the same runs.
+	runNs := map[string]int64{}
+	for r, ns := range acc.runNs {
+		if ns > 0 {
+			runNs[event.SendlimReason(r).String()] = ns
 		}
+	}
+	if len(runNs) > 0 {
+		f.LimitShare = analyze.LimitShares(runNs)
 	}
 	return f
 }

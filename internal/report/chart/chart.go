@@ -244,8 +244,11 @@ func (c *Chart) drawLayers(b *strings.Builder, f frame) {
 // Band draws spans as one coloured strip over [x0, x1]: each pixel column
 // takes the colour of the key that held most of its time, so a band stays
 // a few hundred rectangles however many spans a run has. Keys without a
-// colour are drawn grey. Each rectangle carries its key (data-key).
-func Band(title string, x0, x1 float64, spans []Span, colors map[string]string, order []string) string {
+// colour are drawn grey. Each rectangle carries its key (data-key). The
+// legend gives each key's share from shares when given (what the caller's
+// tables say), else from the spans' time: a span of a pixel's dominant key
+// overstates it.
+func Band(title string, x0, x1 float64, spans []Span, colors map[string]string, order []string, shares map[string]float64) string {
 	if !(x1 > x0) {
 		x1 = x0 + 1
 	}
@@ -299,11 +302,17 @@ func Band(title string, x0, x1 float64, spans []Span, colors map[string]string, 
 	}
 	flush(cols)
 	fmt.Fprintf(&b, `<rect x="%d" y="%.0f" width="%d" height="%d" fill="none" stroke="#999"/>`+"\n", padL, top, cols, bandHeight)
+	if shares == nil {
+		shares = map[string]float64{}
+		for k, v := range total {
+			shares[k] = v / sum(total)
+		}
+	}
 	var items []LegendItem
 	for _, k := range order {
-		if total[k] > 0 {
-			share := fmt.Sprintf("%.0f%%", 100*total[k]/sum(total))
-			if total[k]/sum(total) < 0.005 {
+		if shares[k] > 0 {
+			share := fmt.Sprintf("%.0f%%", 100*shares[k])
+			if shares[k] < 0.005 {
 				share = "<1%"
 			}
 			items = append(items, LegendItem{k + " " + share, colors[k]})

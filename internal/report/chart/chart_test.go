@@ -36,7 +36,7 @@ func TestBandTakesEachColumnsLongestReason(t *testing.T) {
 		// Short blips of cwnd inside the sndbuf stretch do not win a column.
 		spans = append(spans, Span{i, i + 0.0001, "cwnd"})
 	}
-	svg := Band("why", 0, 10, spans, map[string]string{"sndbuf": "#e53935", "ok": "#a5d6a7"}, []string{"ok", "sndbuf", "cwnd"})
+	svg := Band("why", 0, 10, spans, map[string]string{"sndbuf": "#e53935", "ok": "#a5d6a7"}, []string{"ok", "sndbuf", "cwnd"}, nil)
 	widths := map[string]int{}
 	for _, m := range regexp.MustCompile(`data-key="(\w+)" x="\d+" y="\d+" width="(\d+)"`).FindAllStringSubmatch(svg, -1) {
 		w, _ := strconv.Atoi(m[2])

@@ -162,7 +162,7 @@ func writeFlows(b *strings.Builder, tl *timeline.Timeline) {
 			for j, s := range f.Limits {
 				spans[j] = chart.Span{From: s.From, To: s.To, Key: s.Reason}
 			}
-			fmt.Fprintf(b, "<div class=\"sendlim\">%s</div>", chart.Band("why the sender was not sending more (tcp_sendlim)", 0, tl.Seconds, spans, ReasonColors, ReasonOrder))
+			fmt.Fprintf(b, "<div class=\"sendlim\">%s</div>", chart.Band("why the sender was not sending more (tcp_sendlim)", 0, tl.Seconds, spans, ReasonColors, ReasonOrder, f.LimitShare))
 		} else {
 			b.WriteString("<p class=\"muted\">No send-limit decisions were recorded for this flow (tcp_sendlim needs kernel events).</p>\n")
 		}
