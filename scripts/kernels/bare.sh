@@ -111,7 +111,7 @@ amd64) qemu=(qemu-system-x86_64 -machine q35 -cpu max -vga none "${common[@]}") 
 arm64) qemu=(qemu-system-aarch64 -machine virt -cpu "max,pauth-impdef=on" "${common[@]}") ;;
 esac
 
-echo "bare: $arch $KERNEL_RELEASE, $(basename "$tarball"), $(LC_ALL=C grep -a -o -m1 'BusyBox v[0-9.]*' "$busybox" || echo busybox)" >&2
+echo "bare: $arch $KERNEL_RELEASE ($KERNEL_DEB_VERSION), $(basename "$tarball"), $(LC_ALL=C grep -a -o -m1 'BusyBox v[0-9.]*' "$busybox" || echo busybox)" >&2
 start=$SECONDS
 : >"$tmp/console"
 "${qemu[@]}" </dev/null &
@@ -129,7 +129,7 @@ if kill -0 "$qpid" 2>/dev/null; then
 	qpid=''
 	wait "$rpid" 2>/dev/null || true
 	rpid=''
-	echo "bare: the $arch $ver guest ($KERNEL_RELEASE) did not finish within ${timeout}s; killed it (SKBTRACE_VM_TIMEOUT)" >&2
+	echo "bare: the $arch $ver guest ($KERNEL_RELEASE, $KERNEL_DEB_VERSION) did not finish within ${timeout}s; killed it (SKBTRACE_VM_TIMEOUT)" >&2
 	exit 124
 fi
 qrc=0
@@ -144,11 +144,11 @@ secs=$((SECONDS - start))
 
 status=$(tr -d '\r' <"$tmp/console" | sed -n 's/^skbtrace-bare-status=\([0-9][0-9]*\)$/\1/p' | tail -n1)
 if [ -z "$status" ]; then
-	echo "bare: the $arch $ver guest ($KERNEL_RELEASE) ended without a status (qemu exit $qrc, ${secs}s)" >&2
+	echo "bare: the $arch $ver guest ($KERNEL_RELEASE, $KERNEL_DEB_VERSION) ended without a status (qemu exit $qrc, ${secs}s)" >&2
 	exit 125
 fi
 if [ "$status" != 0 ]; then
-	echo "bare: $arch $ver ($KERNEL_RELEASE): $status step(s) failed, ${secs}s" >&2
+	echo "bare: $arch $ver ($KERNEL_RELEASE, $KERNEL_DEB_VERSION): $status step(s) failed, ${secs}s" >&2
 	exit 1
 fi
-echo "bare: $arch $ver ($KERNEL_RELEASE): every step passed, ${secs}s" >&2
+echo "bare: $arch $ver ($KERNEL_RELEASE, $KERNEL_DEB_VERSION): every step passed, ${secs}s" >&2

@@ -15,6 +15,10 @@
 #   KERNEL_IMAGE=.../boot/vmlinuz-6.1.0-40-amd64
 #   KERNEL_MODULES=.../lib/modules/6.1.0-40-amd64
 #   KERNEL_VMLINUX=.../boot/vmlinux-6.1.0-40-amd64   (empty if not extracted)
+#   KERNEL_DEB_VERSION=6.1.153-1   (the package's version: the point release)
+# The release names Debian's ABI, which spans point releases (5.10.0-46 was
+# 5.10.262-1 once and another point release before it): the package's
+# version says which one ran.
 # vmlinux is the uncompressed ELF kernel: QEMU boots it through its PVH entry
 # without the bzImage's self-decompression, which takes 8 s of emulated CPU
 # for Debian's xz-compressed 5.10 and 6.1 images under TCG.
@@ -121,9 +125,26 @@ uncompressed() {
 	esac
 }
 
+# deb_version: the version of the package unpacked into $dir, kept in
+# $dir/deb-version when unpacked; a cache unpacked before that file was
+# kept gets it from the package's own changelog, whose first entry is the
+# version it was built as.
+deb_version() {
+	if [ ! -f "$dir/deb-version" ]; then
+		local log
+		log=$(ls "$dir"/usr/share/doc/linux-image-*/changelog.Debian.gz 2>/dev/null | head -n1)
+		[ -n "$log" ] || { echo "fetch: $dir has no deb-version and no changelog to read it from" >&2; exit 1; }
+		zcat "$log" | sed -n '1s/^[^ ]* (\([^)]*\)).*/\1/p' >"$dir/deb-version.tmp.$$"
+		[ -s "$dir/deb-version.tmp.$$" ] || { echo "fetch: no version in the first line of $log" >&2; exit 1; }
+		mv "$dir/deb-version.tmp.$$" "$dir/deb-version"
+	fi
+	cat "$dir/deb-version"
+}
+
 report() {
-	local rel vmlinux
+	local rel vmlinux debv
 	rel=$(cat "$dir/release")
+	debv=$(deb_version)
 	vmlinux=$(uncompressed "$rel")
 	[ -f "$vmlinux" ] || vmlinux=
 	[ "$arch" = amd64 ] || echo "KERNEL_ARCH=$arch"
@@ -133,6 +154,7 @@ report() {
 	echo "KERNEL_IMAGE=$dir/boot/vmlinuz-$rel"
 	echo "KERNEL_MODULES=$dir/lib/modules/$rel"
 	echo "KERNEL_VMLINUX=$vmlinux"
+	echo "KERNEL_DEB_VERSION=$debv"
 }
 
 # Tools this needs; installed only when missing (CI starts from a fresh machine).
@@ -201,6 +223,7 @@ rel=$(ls "$tmp/lib/modules" | head -n1)
 }
 # The package ships no modules.dep (the maintainer script makes it).
 depmod -b "$tmp" "$rel"
+echo "$bestv" >"$tmp/deb-version"
 echo "$rel" >"$tmp/release"
 rm -rf "$dir"
 mv "$tmp" "$dir"

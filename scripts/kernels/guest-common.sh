@@ -14,6 +14,10 @@ cp "${E2E:-bin/e2e.test}" "$bins/e2e.test"
 SKBTRACE=$bins/skbtrace
 E2E=$bins/e2e.test
 
+# The kernel that booted: Debian builds its package's version, the point
+# release, into uname -v ("#1 SMP Debian 5.10.262-1 (2026-07-15)").
+uname -rv | tee "$OUT/uname.txt" | sed 's/^/guest: kernel /'
+
 failed=()
 # step NAME COMMAND...: runs COMMAND, records NAME if it fails.
 step() {

@@ -5,8 +5,11 @@
 # on the prebuilt bin/skbtrace. SKBTRACE_MATRIX_JOBS guests run at once
 # (default 1; each is one TCG thread, and the machine has two cores; side
 # by side their logs follow when all have ended). Output of each goes to
-# out/kernels/<VERSION>/ (guest.log plus what guest.sh writes). Prints a
-# summary; fails if any kernel failed.
+# out/kernels/<VERSION>/ (guest.log plus what guest.sh writes; kernel.env,
+# fetch.sh's report, names the release and the package's version, the
+# point release). Prints a summary naming both; fails if any kernel failed.
+# SKBTRACE_GUEST_RUN, a go test -run pattern, runs those e2e tests in
+# place of each kernel's list (to rerun one that failed).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,11 +34,11 @@ guest() {
 	# The 5.10 guest ran out of 900 s at its last tests once, with host work beside it.
 	if [ "$jobs" = 1 ]; then
 		SKBTRACE_VM_TIMEOUT=${SKBTRACE_VM_TIMEOUT:-1800} \
-			"$here/run.sh" "$ver" -e SKBTRACE=bin/skbtrace -e E2E=bin/e2e.test -e OUT="$out" -- bash scripts/kernels/guest.sh 2>&1 |
+			"$here/run.sh" "$ver" -e SKBTRACE=bin/skbtrace -e E2E=bin/e2e.test -e OUT="$out" -e RUN="${SKBTRACE_GUEST_RUN:-}" -- bash scripts/kernels/guest.sh 2>&1 |
 			tee "$out/guest.log" || rc=${PIPESTATUS[0]}
 	else
 		SKBTRACE_VM_TIMEOUT=${SKBTRACE_VM_TIMEOUT:-1800} \
-			"$here/run.sh" "$ver" -e SKBTRACE=bin/skbtrace -e E2E=bin/e2e.test -e OUT="$out" -- bash scripts/kernels/guest.sh \
+			"$here/run.sh" "$ver" -e SKBTRACE=bin/skbtrace -e E2E=bin/e2e.test -e OUT="$out" -e RUN="${SKBTRACE_GUEST_RUN:-}" -- bash scripts/kernels/guest.sh \
 			>"$out/guest.log" 2>&1 || rc=$?
 	fi
 	echo "$rc $((SECONDS - start))" >"$out/result"
@@ -66,10 +69,12 @@ for ver in "$@"; do
 	out=out/kernels/$ver
 	read -r rc secs <"$out/result" || rc=missing
 	rel=$(sed -n 's/^KERNEL_RELEASE=//p' "$out/kernel.env" 2>/dev/null)
+	debv=$(sed -n 's/^KERNEL_DEB_VERSION=//p' "$out/kernel.env" 2>/dev/null)
+	[ -z "$rel" ] || rel="$rel ($debv)"
 	case "$rc" in
-	0) summary+=("$(printf '%-5s %-22s ok, %ss' "$ver" "$rel" "$secs")") ;;
-	fetch) summary+=("$(printf '%-5s %-22s %s' "$ver" - "FAILED (fetch)")") bad=1 ;;
-	*) summary+=("$(printf '%-5s %-22s FAILED (exit %s), %ss, see %s' "$ver" "$rel" "$rc" "$secs" "$out/guest.log")") bad=1 ;;
+	0) summary+=("$(printf '%-5s %-36s ok, %ss' "$ver" "$rel" "$secs")") ;;
+	fetch) summary+=("$(printf '%-5s %-36s %s' "$ver" - "FAILED (fetch)")") bad=1 ;;
+	*) summary+=("$(printf '%-5s %-36s FAILED (exit %s), %ss, see %s' "$ver" "$rel" "$rc" "$secs" "$out/guest.log")") bad=1 ;;
 	esac
 done
 

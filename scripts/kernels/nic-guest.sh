@@ -13,6 +13,9 @@
 #   SKBTRACE  the skbtrace binary (default bin/skbtrace)
 #   E2E       the e2e test binary (default bin/e2e.test, from go test -c)
 #   OUT       directory for result files
+#   RUN       the e2e tests to run, a go test -run pattern (default
+#             ^TestNICWire; nics.sh passes SKBTRACE_GUEST_RUN, to rerun one,
+#             or none with a pattern no test matches)
 set -euo pipefail
 
 source "$(dirname "$0")/guest-common.sh"
@@ -67,7 +70,7 @@ e2e() {
 	cd "$(dirname "$0")/../../test/e2e"
 	rm -f "$OUT/families.tsv" "$OUT/figures.tsv" "$OUT/runs.tsv"
 	SKBTRACE_BIN=$SKBTRACE SKBTRACE_NIC_WIRE=$snd,$rcv SKBTRACE_NIC_OUT=$OUT CI=true \
-		"$E2E" -test.v -test.count=1 -test.timeout 30m -test.run '^TestNICWire' 2>&1 | tee "$OUT/test.log"
+		"$E2E" -test.v -test.count=1 -test.timeout 30m -test.run "${RUN:-^TestNICWire}" 2>&1 | tee "$OUT/test.log"
 	return "${PIPESTATUS[0]}"
 }
 

@@ -10,8 +10,11 @@
 # one guest at a time (the machine has two cores), each allowed 30 minutes
 # (SKBTRACE_VM_TIMEOUT; a guest takes 6-10 here). Output of each goes to
 # out/nics/<KERNEL>-<MODEL>-<BACKEND>/ (guest.log plus what nic-guest.sh
-# writes). Prints a summary, what each family recorded on each driver and
-# the counter comparisons; fails if any configuration failed.
+# writes; kernel.env names the kernel's release and package version, the
+# point release). Prints a summary naming both, what each family recorded
+# on each driver and the counter comparisons; fails if any configuration
+# failed. SKBTRACE_GUEST_RUN, a go test -run pattern, runs those e2e tests
+# in place of the TestNICWire ones.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,18 +41,18 @@ for cfg in "$@"; do
 	echo "== $ver $model $backend" >&2
 	start=$SECONDS rc=0
 	if ! "$here/fetch.sh" "$ver" >"$out/kernel.env"; then
-		summary+=("$(printf '%-5s %-15s %-4s %-22s %s' "$ver" "$model" "$backend" - "FAILED (fetch)")")
+		summary+=("$(printf '%-5s %-15s %-4s %-36s %s' "$ver" "$model" "$backend" - "FAILED (fetch)")")
 		bad=1
 		continue
 	fi
 	SKBTRACE_VM_NIC=$model SKBTRACE_VM_NIC_BACKEND=$backend SKBTRACE_VM_TIMEOUT=${SKBTRACE_VM_TIMEOUT:-1800} \
-		"$here/run.sh" "$ver" -e SKBTRACE=bin/skbtrace -e E2E=bin/e2e.test -e OUT="$out" -e NIC_LAB="$lab" -- bash scripts/kernels/nic-guest.sh 2>&1 |
+		"$here/run.sh" "$ver" -e SKBTRACE=bin/skbtrace -e E2E=bin/e2e.test -e OUT="$out" -e NIC_LAB="$lab" -e RUN="${SKBTRACE_GUEST_RUN:-}" -- bash scripts/kernels/nic-guest.sh 2>&1 |
 		tee "$out/guest.log" || rc=${PIPESTATUS[0]}
-	rel=$(sed -n 's/^KERNEL_RELEASE=//p' "$out/kernel.env")
+	rel="$(sed -n 's/^KERNEL_RELEASE=//p' "$out/kernel.env") ($(sed -n 's/^KERNEL_DEB_VERSION=//p' "$out/kernel.env"))"
 	if [ "$rc" = 0 ]; then
-		summary+=("$(printf '%-5s %-15s %-4s %-22s ok, %ss' "$ver" "$model" "$backend" "$rel" $((SECONDS - start)))")
+		summary+=("$(printf '%-5s %-15s %-4s %-36s ok, %ss' "$ver" "$model" "$backend" "$rel" $((SECONDS - start)))")
 	else
-		summary+=("$(printf '%-5s %-15s %-4s %-22s FAILED (exit %s), %ss, see %s' "$ver" "$model" "$backend" "$rel" "$rc" $((SECONDS - start)) "$out/guest.log")")
+		summary+=("$(printf '%-5s %-15s %-4s %-36s FAILED (exit %s), %ss, see %s' "$ver" "$model" "$backend" "$rel" "$rc" $((SECONDS - start)) "$out/guest.log")")
 		bad=1
 	fi
 done
