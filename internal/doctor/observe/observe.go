@@ -169,6 +169,9 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 	pollDone := make(chan struct{})
 	go func() { poller.run(pollCtx); close(pollDone) }()
 
+	// Whose time each CPU spent is sampled where this process may (root or
+	// CAP_PERFMON); else it is read from the threads' times.
+	sampler, sampleErr := startCPUSampler()
 	if opts.Ready != nil {
 		opts.Ready(rec != nil)
 	}
@@ -176,20 +179,35 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 	// the BPF programs would dilute a saturated CPU's share.
 	cpuBefore, err := host.ReadCPUTimes()
 	if err != nil {
+		if sampler != nil {
+			sampler.close()
+		}
 		stopPoll()
 		<-pollDone
 		stopRecording(rec, stopRec, recDone)
 		return nil, err
 	}
 	softBefore, _ := host.ReadSoftnet()
-	threadsBefore, threadsErr := host.ReadThreadTimes()
+	var threadsBefore, threadsAfter map[int]host.ThreadTimes
+	var threadsErr error
+	if sampler != nil {
+		sampler.enable()
+	} else {
+		threadsBefore, threadsErr = host.ReadThreadTimes()
+	}
 	workStart := time.Now()
 	workErr := opts.Workload(ctx)
+	var samples *CPUSamples
+	if sampler != nil {
+		samples, sampleErr = sampler.disable()
+	}
 	cpuAfter, cpuErr := host.ReadCPUTimes()
 	softAfter, _ := host.ReadSoftnet()
 	workSeconds := time.Since(workStart).Seconds()
-	threadsAfter, err := host.ReadThreadTimes()
-	threadsErr = cmp.Or(threadsErr, err)
+	if sampler == nil {
+		threadsAfter, err = host.ReadThreadTimes()
+		threadsErr = cmp.Or(threadsErr, err)
+	}
 
 	stopPoll()
 	<-pollDone
@@ -203,10 +221,21 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 	}
 
 	ev := hostEvidence(seconds, rec != nil, cpuBefore, cpuAfter, softBefore, softAfter)
-	if threadsErr != nil {
+	switch {
+	case samples != nil:
+		ev.Processes, ev.ObserverPID = SampledShares(samples, ev.CPUs), os.Getpid()
+		if sampleErr != nil {
+			notes = append(notes, sampleErr.Error()+": the processes' CPU shares may miss some samples")
+		}
+		if samples.Lost > 0 {
+			notes = append(notes, fmt.Sprintf("%d CPU samples were lost: the processes' CPU shares are lower bounds", samples.Lost))
+		}
+	case threadsErr != nil:
 		notes = append(notes, threadsErr.Error()+": user time on a busy CPU is judged without knowing whose it is")
-	} else {
-		ev.Processes, ev.ObserverPID = ProcessShares(threadsBefore, threadsAfter, workSeconds), os.Getpid()
+	default:
+		ev.Processes, ev.ObserverPID = ProcessShares(threadsBefore, threadsAfter, workSeconds, ev.CPUs), os.Getpid()
+		notes = append(notes, "the processes' CPU time is charged to the CPU each thread last ran on (/proc/PID/task/*/stat): "+
+			"the CPUs could not be sampled ("+sampleErr.Error()+"), so a process that moved between CPUs or ended during the observation is charged approximately or not at all")
 	}
 	for _, w := range spaces {
 		b := before[w.name]
@@ -415,8 +444,11 @@ func cpuUse(cpu int, t host.CPUTimes) doctor.CPUUse {
 const maxProcesses = 16
 
 // ProcessShares is each process's CPU time per CPU between two readings of
-// the threads, over seconds; a thread started since counts from zero.
-func ProcessShares(before, after map[int]host.ThreadTimes, seconds float64) []doctor.ProcessCPU {
+// the threads, over seconds, fitted to the CPUs' own time (fitToCPUs); a
+// thread started since counts from zero. Each thread counts on the CPU it
+// last ran on: exact for a pinned thread only, so it stands in for the
+// samples (SampledShares) only where the CPUs cannot be sampled.
+func ProcessShares(before, after map[int]host.ThreadTimes, seconds float64, cpus []doctor.CPUUse) []doctor.ProcessCPU {
 	if seconds <= 0 {
 		return nil
 	}
@@ -442,15 +474,94 @@ func ProcessShares(before, after map[int]host.ThreadTimes, seconds float64) []do
 	var out []doctor.ProcessCPU
 	for _, p := range ticks {
 		p.User, p.System = p.User/userHZ/seconds, p.System/userHZ/seconds
+		out = append(out, *p)
+	}
+	return busiestProcesses(fitToCPUs(out, cpus))
+}
+
+// SampledShares is each process's share of each CPU from the CPU samples:
+// the samples that found it running there over all of that CPU's samples,
+// fitted to the CPUs' own time (fitToCPUs). A process that has exited is
+// named by its exec'd name, else by its pid.
+func SampledShares(s *CPUSamples, cpus []doctor.CPUUse) []doctor.ProcessCPU {
+	type key struct{ pid, cpu int }
+	shares := map[key]*doctor.ProcessCPU{}
+	for k, n := range s.Counts {
+		total := s.Total[k.CPU]
+		if total == 0 {
+			continue
+		}
+		p := shares[key{k.PID, k.CPU}]
+		if p == nil {
+			comm := s.Comms[k.PID]
+			if comm == "" {
+				comm = fmt.Sprintf("pid %d", k.PID)
+			}
+			p = &doctor.ProcessCPU{PID: k.PID, CPU: k.CPU, Comm: comm}
+			shares[key{k.PID, k.CPU}] = p
+		}
+		if k.User {
+			p.User += float64(n) / float64(total)
+		} else {
+			p.System += float64(n) / float64(total)
+		}
+	}
+	out := make([]doctor.ProcessCPU, 0, len(shares))
+	for _, p := range shares {
+		out = append(out, *p)
+	}
+	return busiestProcesses(fitToCPUs(out, cpus))
+}
+
+// fitToCPUs makes the processes' shares of each CPU add up to no more than
+// that CPU's own user time, and kernel time (system, softirq and irq), of
+// /proc/stat: the processes' user shares of a CPU are scaled down together
+// where they exceed it, as are the kernel ones. A CPU /proc/stat did not
+// measure charges nobody.
+func fitToCPUs(procs []doctor.ProcessCPU, cpus []doctor.CPUUse) []doctor.ProcessCPU {
+	byCPU := map[int]*doctor.CPUUse{}
+	for i := range cpus {
+		byCPU[cpus[i].CPU] = &cpus[i]
+	}
+	user, kernel := map[int]float64{}, map[int]float64{}
+	for _, p := range procs {
+		user[p.CPU] += p.User
+		kernel[p.CPU] += p.System
+	}
+	out := procs[:0]
+	for _, p := range procs {
+		c := byCPU[p.CPU]
+		if c == nil {
+			continue
+		}
+		if u := user[p.CPU]; u > c.User {
+			p.User *= c.User / u
+		}
+		if k, budget := kernel[p.CPU], c.System+c.Softirq+c.IRQ; k > budget {
+			p.System *= budget / k
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// busiestProcesses keeps the maxProcesses busiest of those with at least
+// 1 % of a CPU, busiest first.
+func busiestProcesses(procs []doctor.ProcessCPU) []doctor.ProcessCPU {
+	var out []doctor.ProcessCPU
+	for _, p := range procs {
 		if p.User+p.System >= 0.01 {
-			out = append(out, *p)
+			out = append(out, p)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if ti, tj := out[i].User+out[i].System, out[j].User+out[j].System; ti != tj {
 			return ti > tj
 		}
-		return out[i].PID < out[j].PID
+		if out[i].PID != out[j].PID {
+			return out[i].PID < out[j].PID
+		}
+		return out[i].CPU < out[j].CPU
 	})
 	return out[:min(len(out), maxProcesses)]
 }

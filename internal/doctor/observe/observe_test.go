@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 	"net/netip"
@@ -13,6 +14,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/wire"
+	"golang.org/x/sys/unix"
 )
 
 func TestProcessSharesSumThreadsByTheCPUTheyLastRanOn(t *testing.T) {
@@ -34,7 +36,8 @@ func TestProcessSharesSumThreadsByTheCPUTheyLastRanOn(t *testing.T) {
 		30: th(31, 30, "new", 40, 0, 1),         // another process's thread: counted from zero
 		40: th(40, 40, "idle", 7, 7, 0),         // no time: left out
 	}
-	got := ProcessShares(before, after, 2)
+	busy := []doctor.CPUUse{{CPU: 0, User: 0.5, System: 0.5}, {CPU: 1, User: 0.9, System: 0.1}}
+	got := ProcessShares(before, after, 2, busy)
 	want := []doctor.ProcessCPU{
 		{PID: 10, Comm: "hog", CPU: 1, User: 0.5},
 		{PID: 20, Comm: "srv", CPU: 0, User: 0.2, System: 0.2},
@@ -51,8 +54,95 @@ func TestProcessSharesSumThreadsByTheCPUTheyLastRanOn(t *testing.T) {
 			t.Errorf("%d: got %+v, want %+v", i, g, w)
 		}
 	}
-	if ProcessShares(before, after, 0) != nil {
+	if ProcessShares(before, after, 0, busy) != nil {
 		t.Error("no time, yet shares")
+	}
+}
+
+// A thread that ran on both CPUs counts, read from its times, on the one
+// it last ran on: never for more of that CPU than /proc/stat says it had
+// (issue 43: "CPU 1 user 17 %" beside "qemu-system-x86 ran 60 % of CPU 1").
+func TestProcessSharesNeverExceedTheirCPU(t *testing.T) {
+	before := map[int]host.ThreadTimes{7: {PID: 7, TID: 7, Comm: "qemu-system-x86", User: 100, CPU: 0}}
+	after := map[int]host.ThreadTimes{7: {PID: 7, TID: 7, Comm: "qemu-system-x86", User: 160, CPU: 1}}
+	cpus := []doctor.CPUUse{{CPU: 0, User: 0.45, Idle: 0.55}, {CPU: 1, User: 0.17, System: 0.03, Idle: 0.8}}
+	got := ProcessShares(before, after, 1, cpus)
+	if len(got) != 1 || got[0].CPU != 1 || math.Abs(got[0].User-0.17) > 1e-9 {
+		t.Fatalf("got %+v, want qemu-system-x86 at CPU 1's 17 %% user", got)
+	}
+}
+
+// perfRecord encodes one record as the kernel writes it to a sample ring.
+func perfRecord(typ uint32, misc uint16, body ...uint32) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, typ)
+	b = binary.LittleEndian.AppendUint16(b, misc)
+	b = binary.LittleEndian.AppendUint16(b, uint16(8+4*len(body)))
+	for _, v := range body {
+		b = binary.LittleEndian.AppendUint32(b, v)
+	}
+	return b
+}
+
+// The samples charge a process on each CPU for the time it ran there: a
+// busy loop that moved from CPU 0 to CPU 1 halfway, and a compiler that
+// started and ended within the observation (issue 43: "CPU 0 60 % user"
+// beside only skbtrace at 2 %).
+func TestSampledSharesChargeEachCPUItsOwnSamples(t *testing.T) {
+	const user, kernel = unix.PERF_RECORD_MISC_USER, unix.PERF_RECORD_MISC_KERNEL
+	sample := func(misc uint16, pid, cpu uint32) []byte {
+		return perfRecord(unix.PERF_RECORD_SAMPLE, misc, pid, pid, cpu, 0)
+	}
+	var ring []byte
+	comm := perfRecord(unix.PERF_RECORD_COMM, 0, 77, 77)
+	comm = append(comm, []byte("cc1\x00\x00\x00\x00\x00")...)
+	binary.LittleEndian.PutUint16(comm[6:], uint16(len(comm)))
+	ring = append(ring, comm...)
+	for i := range 100 {
+		switch {
+		case i < 50:
+			ring = append(ring, sample(user, 10, 0)...) // the loop on CPU 0
+		default:
+			ring = append(ring, sample(user, 10, 1)...) // then on CPU 1
+		}
+		switch {
+		case i < 30:
+			ring = append(ring, sample(user, 77, 1)...) // cc1 on CPU 1, 30 %
+		case i < 40:
+			ring = append(ring, sample(kernel, 77, 1)...)
+		case i < 50:
+			ring = append(ring, sample(kernel, 0, 1)...) // idle task
+		default:
+			ring = append(ring, sample(kernel, 0, 0)...)
+		}
+	}
+	ring = append(ring, perfRecord(unix.PERF_RECORD_LOST, 0, 1, 0, 3, 0)...)
+	s := newCPUSamples()
+	s.Comms[10] = "loop"
+	if err := s.ParsePerfRecords(ring); err != nil {
+		t.Fatal(err)
+	}
+	if s.Lost != 3 || s.Total[0] != 100 || s.Total[1] != 100 {
+		t.Fatalf("lost %d, totals %v", s.Lost, s.Total)
+	}
+	cpus := []doctor.CPUUse{{CPU: 0, User: 0.5, Idle: 0.5}, {CPU: 1, User: 0.8, System: 0.1, Idle: 0.1}}
+	got := SampledShares(s, cpus)
+	want := []doctor.ProcessCPU{
+		{PID: 10, Comm: "loop", CPU: 0, User: 0.5},
+		{PID: 10, Comm: "loop", CPU: 1, User: 0.5},
+		{PID: 77, Comm: "cc1", CPU: 1, User: 0.3, System: 0.1},
+	}
+	sort.Slice(got, func(i, j int) bool { return got[i].PID*10+got[i].CPU < got[j].PID*10+got[j].CPU })
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.PID != w.PID || g.Comm != w.Comm || g.CPU != w.CPU || math.Abs(g.User-w.User) > 1e-9 || math.Abs(g.System-w.System) > 1e-9 {
+			t.Errorf("%d: got %+v, want %+v", i, g, w)
+		}
+	}
+	if err := s.ParsePerfRecords(perfRecord(unix.PERF_RECORD_SAMPLE, user, 1)); err == nil {
+		t.Error("a cut sample read without error")
 	}
 }
 
