@@ -42,7 +42,7 @@ type Profiler struct {
 	links  []link.Link
 	Clock  ProfileClock
 	// TrafficErr says why packets are not counted (nil: they are);
-	// TrafficNotes which receive hooks this kernel lacks.
+	// TrafficNotes why received packets are not (the receive hook failed).
 	TrafficErr   error
 	TrafficNotes []string
 }
@@ -75,10 +75,9 @@ func OpenProfiler(cfg ProfilerConfig) (*Profiler, error) {
 		p.Close()
 		return nil, err
 	}
-	// Transmit counts every device's packets; the receive hooks add what a
-	// driver hands the stack (a receiving host's packets). A kernel without
-	// one of those loses only what passes there.
-	for i, prog := range []*ebpf.Program{p.objs.ProfileXmit, p.objs.ProfileGroRecv, p.objs.ProfileRecv, p.objs.ProfileRecvList} {
+	// Transmit and receive count every device's packets; a kernel that
+	// refuses the receive hook loses only the received ones.
+	for i, prog := range []*ebpf.Program{p.objs.ProfileXmit, p.objs.ProfileRecv} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: prog})
 		if err != nil {
 			err = fmt.Errorf("attaching %s: %w", prog, err)

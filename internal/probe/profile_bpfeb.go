@@ -36,15 +36,13 @@ type ProfileProfileTraffic struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	ProfileMapDropped          = "dropped"
-	ProfileMapSamples          = "samples"
-	ProfileMapStacks           = "stacks"
-	ProfileMapTraffic          = "traffic"
-	ProfileProgProfileGroRecv  = "profile_gro_recv"
-	ProfileProgProfileRecv     = "profile_recv"
-	ProfileProgProfileRecvList = "profile_recv_list"
-	ProfileProgProfileSample   = "profile_sample"
-	ProfileProgProfileXmit     = "profile_xmit"
+	ProfileMapDropped        = "dropped"
+	ProfileMapSamples        = "samples"
+	ProfileMapStacks         = "stacks"
+	ProfileMapTraffic        = "traffic"
+	ProfileProgProfileRecv   = "profile_recv"
+	ProfileProgProfileSample = "profile_sample"
+	ProfileProgProfileXmit   = "profile_xmit"
 )
 
 // LoadProfile returns the embedded CollectionSpec for Profile.
@@ -89,11 +87,9 @@ type ProfileSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ProfileProgramSpecs struct {
-	ProfileGroRecv  *ebpf.ProgramSpec `ebpf:"profile_gro_recv"`
-	ProfileRecv     *ebpf.ProgramSpec `ebpf:"profile_recv"`
-	ProfileRecvList *ebpf.ProgramSpec `ebpf:"profile_recv_list"`
-	ProfileSample   *ebpf.ProgramSpec `ebpf:"profile_sample"`
-	ProfileXmit     *ebpf.ProgramSpec `ebpf:"profile_xmit"`
+	ProfileRecv   *ebpf.ProgramSpec `ebpf:"profile_recv"`
+	ProfileSample *ebpf.ProgramSpec `ebpf:"profile_sample"`
+	ProfileXmit   *ebpf.ProgramSpec `ebpf:"profile_xmit"`
 }
 
 // ProfileMapSpecs contains maps before they are loaded into the kernel.
@@ -157,18 +153,14 @@ type ProfileVariables struct {
 //
 // It can be passed to LoadProfileObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ProfilePrograms struct {
-	ProfileGroRecv  *ebpf.Program `ebpf:"profile_gro_recv"`
-	ProfileRecv     *ebpf.Program `ebpf:"profile_recv"`
-	ProfileRecvList *ebpf.Program `ebpf:"profile_recv_list"`
-	ProfileSample   *ebpf.Program `ebpf:"profile_sample"`
-	ProfileXmit     *ebpf.Program `ebpf:"profile_xmit"`
+	ProfileRecv   *ebpf.Program `ebpf:"profile_recv"`
+	ProfileSample *ebpf.Program `ebpf:"profile_sample"`
+	ProfileXmit   *ebpf.Program `ebpf:"profile_xmit"`
 }
 
 func (p *ProfilePrograms) Close() error {
 	return _ProfileClose(
-		p.ProfileGroRecv,
 		p.ProfileRecv,
-		p.ProfileRecvList,
 		p.ProfileSample,
 		p.ProfileXmit,
 	)

@@ -74,7 +74,7 @@ func Collect(ctx context.Context, opts Options) (*profile.Profile, error) {
 		p.Meta.Notes = append(p.Meta.Notes, "packets not counted: "+prof.TrafficErr.Error())
 	}
 	for _, n := range prof.TrafficNotes {
-		p.Meta.Notes = append(p.Meta.Notes, "received packets partly counted: "+n)
+		p.Meta.Notes = append(p.Meta.Notes, "received packets not counted: "+n)
 	}
 
 	if opts.Ready != nil {
