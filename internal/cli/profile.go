@@ -50,7 +50,7 @@ file name (.pb.gz, .folded, .html) unless --format says.`,
 				return usagef("give a duration (-d 10) or a command to profile (-- CMD)")
 			}
 			if hz < 1 || hz > 10000 {
-				return usagef("-F %d: the sampling rate must be between 1 and 10000 Hz", hz)
+				return usagef("--frequency %d: the sampling rate must be between 1 and 10000 Hz", hz)
 			}
 			if format, err = profileFormat(format, output); err != nil {
 				return err
