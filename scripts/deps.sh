@@ -20,6 +20,7 @@ command -v chromium >/dev/null || need+=(chromium)
 command -v ping >/dev/null || need+=(iputils-ping)
 command -v python3 >/dev/null || need+=(python3)
 command -v prometheus >/dev/null || need+=(prometheus) # the agent test scrapes with the real server
+command -v lintian >/dev/null || need+=(lintian)       # make release's .debs must pass it (scripts/deb-check.sh)
 
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then

@@ -3,8 +3,11 @@
 #
 # Builds static skbtrace binaries for linux/amd64 and linux/arm64 and packs
 # each into dist/: skbtrace_VERSION_linux_ARCH.tar.gz (binary, man pages,
-# bash/zsh/fish completions, README.md, LICENSE) and skbtrace_VERSION_ARCH.deb,
-# with SHA256SUMS over them. Every date is the commit's (SOURCE_DATE_EPOCH
+# bash/zsh/fish completions, README.md, docs/*.md, LICENSE and copyright)
+# and skbtrace_VERSION_ARCH.deb, with SHA256SUMS over them. copyright says
+# which files carry which licence, the Go modules compiled in included
+# (scripts/deb-copyright.sh); the .deb installs it as Debian policy wants,
+# and the docs the man pages cite under /usr/share/doc/skbtrace. Every date is the commit's (SOURCE_DATE_EPOCH
 # overrides it) and every owner, mode and order is fixed, so two runs on one
 # commit write byte-identical files.
 #
@@ -53,13 +56,7 @@ fi
 [[ $version =~ ^[0-9][A-Za-z0-9.+~]*$ ]] || die "version $version is not a valid Debian version (tags look like v1.2.3)"
 maintainer=${MAINTAINER:-$(git log -1 --format='%an <%ae>')}
 
-# A missing LICENSE is reported, not made up.
-license=
-if [ -f LICENSE ]; then
-	license=LICENSE
-else
-	echo "release: there is no LICENSE: the tarballs and .debs carry none (add one before publishing)" >&2
-fi
+[ -f LICENSE ] || die "there is no LICENSE: a release without one may not be redistributed"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -103,10 +100,12 @@ for arch in "${ARCHES[@]}"; do
 
 	name=skbtrace_${version}_linux_$arch
 	t=$work/tar/$name
-	mkdir -p "$t/man" "$t/completions"
-	cp "$bin" README.md ${license:+"$license"} "$t/"
+	mkdir -p "$t/man" "$t/completions" "$t/docs"
+	cp "$bin" README.md LICENSE "$t/"
+	scripts/deb-copyright.sh "$bin" >"$t/copyright"
 	cp "$work"/man/*.8 "$t/man/"
 	cp "$work"/completions/* "$t/completions/"
+	cp docs/*.md "$t/docs/"
 	fix "$work/tar" "$t/skbtrace"
 	tar --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner --format=gnu \
 		-C "$work/tar" -cf - "$name" | gzip -n -9 >"$out/$name.tar.gz"
@@ -124,14 +123,19 @@ for arch in "${ARCHES[@]}"; do
 	cp "$work/completions/skbtrace.bash" "$d/usr/share/bash-completion/completions/skbtrace"
 	cp "$work/completions/_skbtrace" "$d/usr/share/zsh/vendor-completions/_skbtrace"
 	cp "$work/completions/skbtrace.fish" "$d/usr/share/fish/vendor_completions.d/skbtrace.fish"
-	gzip -n -9 <README.md >"$doc/README.md.gz" # Debian compresses documentation over 4 kB
-	[ -z "$license" ] || cp "$license" "$doc/copyright"
+	# Debian compresses documentation over 4 kB; the man pages cite the
+	# docs by these paths (gendocs).
+	for f in README.md docs/*.md; do
+		gzip -n -9 <"$f" >"$doc/$(basename "$f").gz"
+	done
+	scripts/deb-copyright.sh "$bin" >"$doc/copyright"
 	# Debian policy 12.7: a native package's changelog; dated with the
-	# commit, so it stays reproducible.
+	# commit, so it stays reproducible. Lines within 80 columns (lintian).
 	{
 		echo "skbtrace ($version) unstable; urgency=medium"
 		echo
-		echo "  * Release $version, built from commit $commit."
+		echo "  * Release $version,"
+		echo "    built from commit $commit."
 		echo
 		echo " -- $maintainer  $(LC_ALL=C date -u -R -d "@$SOURCE_DATE_EPOCH")"
 	} | gzip -n -9 >"$doc/changelog.gz"
@@ -141,6 +145,8 @@ for arch in "${ARCHES[@]}"; do
 	(cd "$d" && find usr -type f | LC_ALL=C sort | xargs md5sum) >"$d/DEBIAN/md5sums"
 	# Installed-Size as dpkg counts it: KiB per file, rounded up.
 	installed=$(find "$d/usr" -type f -printf '%s\n' | awk '{k += int(($1 + 1023) / 1024)} END {print k}')
+	# Recommends: bash-completion, which the bash script's functions come
+	# from (without it the script completes nothing but says nothing).
 	# Suggests: what `skbtrace lab` runs (ip, tc, ss, ethtool, nft, iperf3,
 	# python3, ping; sysctl, taskset, sh and cat are on every Debian); the rest of skbtrace
 	# runs no program but the user's.
@@ -150,6 +156,7 @@ for arch in "${ARCHES[@]}"; do
 		Architecture: $arch
 		Maintainer: $maintainer
 		Installed-Size: $installed
+		Recommends: bash-completion
 		Suggests: iproute2, ethtool, iperf3, nftables, python3, iputils-ping
 		Section: net
 		Priority: optional

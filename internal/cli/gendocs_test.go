@@ -95,6 +95,91 @@ func checkManPage(t *testing.T, c *cobra.Command, page string) {
 	}
 	c.LocalFlags().VisitAll(check)
 	c.InheritedFlags().VisitAll(check)
+	if !strings.Contains(text, `\fB-h\fP, \fB--help\fP`) {
+		t.Errorf("%s: the page lacks -h, --help", c.CommandPath())
+	}
+	// Go's zero values, as cobra's generator printed them.
+	for _, noise := range []string{"=[]", "[=false]", `=""`, "=0\n"} {
+		if strings.Contains(text, noise) {
+			t.Errorf("%s: the page prints an option's zero value %q", c.CommandPath(), noise)
+		}
+	}
+	sections := []string{".SH NAME", ".SH SYNOPSIS", ".SH DESCRIPTION", ".SH OPTIONS", ".SH EXIT STATUS", ".SH SEE ALSO"}
+	if c.Example != "" {
+		sections = append(sections, ".SH EXAMPLES")
+	}
+	if c.HasAvailableSubCommands() {
+		sections = append(sections, ".SH COMMANDS")
+	}
+	for _, s := range sections {
+		if !strings.Contains(page, "\n"+s+"\n") {
+			t.Errorf("%s: the page has no %s section", c.CommandPath(), s)
+		}
+	}
+	if !strings.Contains(text, ".TP\n2\na usage error") {
+		t.Errorf("%s: EXIT STATUS lacks 2 for a usage error", c.CommandPath())
+	}
+	if wraps := strings.Contains(c.Use, "[-- "); wraps != strings.Contains(text, "With a \\fICOMMAND\\fP, skbtrace exits with its status") {
+		t.Errorf("%s: runs a COMMAND: %v, but the page says otherwise about passing its status through", c.CommandPath(), wraps)
+	}
+	// The docs cited are where the .deb installs them, not in a source tree.
+	if strings.Contains(text, "docs/") {
+		t.Errorf("%s: the page cites docs/ of the source tree", c.CommandPath())
+	}
+}
+
+// TestManPageCommandList: skbtrace(8) lists every command, nested ones too,
+// with its summary and its page, and names each page in SEE ALSO.
+func TestManPageCommandList(t *testing.T) {
+	setVersion(t, "1.2.3", "bd031d922d7d7f4b01c5f100ca39eea6f19d4054", "2026-11-26T16:29:49Z")
+	dir := t.TempDir()
+	gendocs(t, "--man", dir)
+	b, err := os.ReadFile(filepath.Join(dir, "skbtrace.8"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := strings.ReplaceAll(string(b), `\-`, "-")
+	_, commands, ok1 := strings.Cut(page, ".SH COMMANDS\n")
+	commands, _, ok2 := strings.Cut(commands, ".SH ")
+	_, see, ok3 := strings.Cut(page, ".SH SEE ALSO\n")
+	if !ok1 || !ok2 || !ok3 {
+		t.Fatalf("skbtrace(8) lacks COMMANDS or SEE ALSO:\n%s", page)
+	}
+	n := 0
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			if !sub.IsAvailableCommand() {
+				continue
+			}
+			n++
+			name := strings.TrimPrefix(sub.CommandPath(), "skbtrace ")
+			ref := `\fB` + strings.ReplaceAll(sub.CommandPath(), " ", "-") + `\fP(8)`
+			if !strings.Contains(commands, ".TP\n\\fB"+name+"\\fP\n"+sub.Short+"; see "+ref) {
+				t.Errorf("COMMANDS lacks %s with its summary and page", name)
+			}
+			if !strings.Contains(see, ref) {
+				t.Errorf("SEE ALSO lacks %s", ref)
+			}
+			walk(sub)
+		}
+	}
+	walk(newRoot(&env{}))
+	if n < 19 {
+		t.Errorf("only %d commands walked", n)
+	}
+	if !strings.Contains(page, "as \\fBtime\\fP(1) does") {
+		t.Errorf("skbtrace(8)'s EXIT STATUS does not say that the wrapped command's status is passed through")
+	}
+
+	// doctor cites docs/findings.md; the .deb installs it there.
+	b, err = os.ReadFile(filepath.Join(dir, "skbtrace-doctor.8"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doctor := strings.ReplaceAll(string(b), `\-`, "-"); !strings.Contains(doctor, "/usr/share/doc/skbtrace/findings.md.gz") {
+		t.Errorf("skbtrace-doctor(8) does not cite /usr/share/doc/skbtrace/findings.md.gz")
+	}
 }
 
 func TestGendocsNeedsADate(t *testing.T) {
