@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -90,7 +91,9 @@ func Write(w io.Writer, p *Page) error {
 		b.WriteString("</ul></section>\n")
 	}
 	if p.Appendix != "" {
-		fmt.Fprintf(&b, "<section id=\"summary\"><h2>Summary</h2><pre>%s</pre></section>\n", esc(p.Appendix))
+		b.WriteString("<section id=\"summary\"><h2>Summary</h2>\n")
+		writeSummary(&b, p.Appendix)
+		b.WriteString("</section>\n")
 	}
 	fmt.Fprintf(&b, "<footer>%s</footer>\n<script>\n%s</script>\n</body></html>\n", esc(p.Generator), pageJS)
 	_, err := io.WriteString(w, b.String())
@@ -425,4 +428,102 @@ func column(ns host.NetnsSettings, dev string) settingsColumn {
 		}
 	}
 	return c
+}
+
+// writeSummary lays out a text summary (stat's) for a window of any width:
+// its aligned tables (text/tabwriter's, cells left-aligned two spaces
+// apart) become HTML tables whose cells wrap, its other lines paragraphs.
+// As one <pre> its 200-column rows ran off the right edge, the scroll bar
+// a screen below.
+func writeSummary(b *strings.Builder, text string) {
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	for i := 0; i < len(lines); {
+		if starts := columnStarts(lines[i]); len(starts) >= 2 {
+			j := i + 1
+			for j < len(lines) && aligned(lines[j], starts) {
+				j++
+			}
+			if j > i+1 {
+				writeTable(b, lines[i], lines[i+1:j], starts)
+				i = j
+				continue
+			}
+		}
+		switch line := lines[i]; {
+		case strings.TrimSpace(line) == "":
+		case heading(line):
+			fmt.Fprintf(b, "<h3 class=\"summary-title\">%s</h3>\n", esc(line))
+		default:
+			fmt.Fprintf(b, "<p class=\"summary-line\">%s</p>\n", esc(line))
+		}
+		i++
+	}
+}
+
+// columnStarts are where a table row's cells begin: at its start and after
+// each run of two or more spaces; nil for an indented line.
+func columnStarts(line string) []int {
+	if line == "" || line[0] == ' ' {
+		return nil
+	}
+	starts := []int{0}
+	for k := 2; k < len(line); k++ {
+		if line[k] != ' ' && line[k-1] == ' ' && line[k-2] == ' ' {
+			starts = append(starts, k)
+		}
+	}
+	return starts
+}
+
+// aligned says whether row is a row of the table whose header begins its
+// cells at starts: it has two cells or more ("(3 more sockets ...)" is a
+// line of its own), each beginning at one of them.
+func aligned(row string, starts []int) bool {
+	own := columnStarts(row)
+	if len(own) < 2 {
+		return false
+	}
+	for _, k := range own {
+		if !slices.Contains(starts, k) {
+			return false
+		}
+	}
+	return true
+}
+
+// heading is a section's title line: its first word in capitals
+// ("CONNECTIONS", "TIME BY STAGE (...)").
+func heading(line string) bool {
+	word, _, _ := strings.Cut(line, " ")
+	return len(word) >= 3 && strings.ToUpper(word) == word && strings.ToLower(word) != word
+}
+
+func writeTable(b *strings.Builder, header string, rows []string, starts []int) {
+	cells := func(line string) []string {
+		out := make([]string, len(starts))
+		for c, s := range starts {
+			if s >= len(line) {
+				break
+			}
+			end := len(line)
+			if c+1 < len(starts) && starts[c+1] < end {
+				end = starts[c+1]
+			}
+			out[c] = strings.TrimSpace(line[s:end])
+		}
+		return out
+	}
+	b.WriteString("<div class=\"summary-table\"><table><thead><tr>")
+	for _, h := range cells(header) {
+		fmt.Fprintf(b, "<th>%s</th>", esc(h))
+	}
+	b.WriteString("</tr></thead><tbody>\n")
+	for _, r := range rows {
+		b.WriteString("<tr>")
+		for _, c := range cells(r) {
+			fmt.Fprintf(b, "<td>%s</td>", esc(c))
+		}
+		b.WriteString("</tr>\n")
+	}
+	b.WriteString("</tbody></table></div>\n")
 }

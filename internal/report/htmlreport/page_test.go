@@ -2,6 +2,8 @@ package htmlreport
 
 import (
 	"bytes"
+	"encoding/json"
+	"html"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -234,5 +236,70 @@ func TestStagesAreStacked(t *testing.T) {
 	}
 	if strings.Contains(string(render(t, doctorPage(run(2)))), "stacked (tcp_stage)") {
 		t.Error("a flow without tcp_stage's waits gets their chart")
+	}
+}
+
+// layout opens page in a window width pixels wide and returns what script
+// (a function body returning a JSON-able value) measured once laid out.
+func layout(t *testing.T, page []byte, width int, script string) string {
+	t.Helper()
+	probe := "<script>document.body.setAttribute(\"data-layout\", JSON.stringify((function () {" + script + "})()));</script>\n</body>"
+	file := filepath.Join(t.TempDir(), "page.html")
+	if err := os.WriteFile(file, bytes.Replace(page, []byte("</body>"), []byte(probe), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := testenv.OpenPage(t, "file://"+file, browser.Options{Width: width, Height: 900})
+	m := regexp.MustCompile(`<body[^>]*\sdata-layout="([^"]*)"`).FindStringSubmatch(r.DOM)
+	if m == nil {
+		t.Fatalf("the measuring script did not run; chromium said:\n%s", r.Stderr)
+	}
+	return html.UnescapeString(m[1])
+}
+
+// overflowing lists the elements of #summary whose content is wider than
+// their box (cut off, or behind a scroll bar a screen below) or that end
+// past the window's right edge.
+const overflowing = `
+var out = {width: window.innerWidth, over: []};
+var s = document.getElementById("summary");
+[s].concat(Array.prototype.slice.call(s.querySelectorAll("*"))).forEach(function (e) {
+  var right = e.getBoundingClientRect().right;
+  if (e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1 || right > window.innerWidth + 1) {
+    out.over.push(e.tagName + "." + e.className + ": content " + e.scrollWidth + " px in " + e.clientWidth + ", right edge at " + Math.round(right));
+  }
+});
+return out;`
+
+// stat's summary (of a fresh loopback iperf3 recording, 197 columns wide)
+// fits the window at 800 and 1280 pixels: its tables wrap their cells.
+func TestSummaryFitsTheWindow(t *testing.T) {
+	text, err := os.ReadFile("testdata/stat-summary.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Page{Title: "skbtrace stat", Appendix: string(text), Generator: "skbtrace test"}
+	page := render(t, p)
+	for _, cell := range []string{"<th>send limits (share of time)</th>", "<td>app 56% ok 27% cwnd 16% pacing 1%</td>", "<td>TCP_OLD_DATA</td>"} {
+		if !bytes.Contains(page, []byte(cell)) {
+			t.Errorf("the summary lacks the cell %s", cell)
+		}
+	}
+	if !bytes.Contains(page, []byte(`<p class="summary-line">(3 more sockets only changed state)</p>`)) {
+		t.Error("a line between a table's rows is not a line of its own")
+	}
+	for _, width := range []int{800, 1280} {
+		var got struct {
+			Width int      `json:"width"`
+			Over  []string `json:"over"`
+		}
+		if err := json.Unmarshal([]byte(layout(t, page, width, overflowing)), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Width != width {
+			t.Errorf("the window is %d px wide, want %d", got.Width, width)
+		}
+		for _, o := range got.Over {
+			t.Errorf("at %d px the summary overflows: %s", width, o)
+		}
 	}
 }
