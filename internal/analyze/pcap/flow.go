@@ -268,11 +268,23 @@ func (d *Dir) remember(start, end uint32, ts int64) {
 	d.pending = append(d.pending, sent{start, end, ts})
 }
 
+// minAcks is the fewest ACKs matched to captured frames that tell whether
+// the frames were segmented after the capture point.
+const minAcks = 20
+
+// takenWhole says the receiver's TCP took the captured frames as they are:
+// of enough ACKs, all but 1 % end exactly at a frame's end, so nothing
+// segmented them after the capture point.
+func (d *Dir) takenWhole() bool {
+	total := d.AcksAligned + d.AcksInside
+	return total >= minAcks && d.AcksInside*100 <= total
+}
+
 // splitAfterCapture says whether the captured frames were segmented after
 // the capture point; ok is false when the ACKs cannot tell.
 func (d *Dir) splitAfterCapture() (split, ok bool) {
 	total := d.AcksAligned + d.AcksInside
-	if total < 20 {
+	if total < minAcks {
 		return false, false
 	}
 	// ACKs aligned with the frames prove nothing: a path that never
