@@ -78,10 +78,40 @@ func TestLabelsAreEscaped(t *testing.T) {
 
 // A value alone between gaps is drawn as a tick: a move alone draws nothing.
 func TestLonePointsAreDrawn(t *testing.T) {
-	f := frame{0, 10, 0, 10, 200}
+	f := frame{x0: 0, x1: 10, y0: 0, y1: 10, h: 200}
 	nan := math.NaN()
 	d := path(f, []Point{{0, nan}, {1, 5}, {2, nan}, {3, 4}, {4, 6}, {5, nan}}, 0, 10)
 	if strings.Count(d, "h3") != 1 || strings.Count(d, "M") != 2 || strings.Count(d, "L") != 1 {
 		t.Errorf("path %q: want one tick for the lone point and one segment for the pair", d)
+	}
+}
+
+// On a log axis lines a thousandfold apart are decades apart, ticks fall
+// on the powers of ten, and zeros are gaps, not lines to the axis.
+func TestLogYSpreadsDecades(t *testing.T) {
+	c := New("stages", "us", 0, 2).LogY()
+	c.Line("small", "#000", []Point{{0.5, 0.4}, {1.5, 0.5}})
+	c.Line("big", "#000", []Point{{0.5, 280}, {1.5, 0}, {1.9, 300}})
+	svg := c.SVG()
+	var ticks []string
+	for _, m := range regexp.MustCompile(`<text x="64" y="[0-9.]+" text-anchor="end">([^<]+)</text>`).FindAllStringSubmatch(svg, -1) {
+		ticks = append(ticks, m[1])
+	}
+	if got := strings.Join(ticks, " "); got != "0.1 1 10 100 1k" {
+		t.Errorf("ticks %q, want 0.1 1 10 100 1k", got)
+	}
+	y := map[string][]float64{}
+	for _, m := range regexp.MustCompile(`data-name="([a-z]+)" d="([^"]*)"`).FindAllStringSubmatch(svg, -1) {
+		for _, p := range regexp.MustCompile(`[ML][0-9.]+ ([0-9.]+)`).FindAllStringSubmatch(m[2], -1) {
+			v, _ := strconv.ParseFloat(p[1], 64)
+			y[m[1]] = append(y[m[1]], v)
+		}
+	}
+	decade := float64(240-padT-padB) / 4
+	if len(y["small"]) != 2 || len(y["big"]) != 2 {
+		t.Fatalf("points drawn: %v, want 2 of small and 2 of big (the zero a gap)", y)
+	}
+	if d := y["small"][0] - y["big"][0]; math.Abs(d-decade*math.Log10(280/0.4)) > 1 {
+		t.Errorf("0.4 and 280 are %.1f px apart, want %.1f (%.2f decades)", d, decade*math.Log10(280/0.4), math.Log10(280/0.4))
 	}
 }

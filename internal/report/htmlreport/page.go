@@ -183,8 +183,8 @@ func writeFlows(b *strings.Builder, tl *timeline.Timeline) {
 			c.Line("srtt", "#6d4c41", points(f.SRTT))
 			b.WriteString(c.SVG())
 		}
-		b.WriteString(stageChart(f.StageUs, tl.Seconds, "where a sent byte's time went, stacked (tcp_stage)", event.SentStages))
-		b.WriteString(stageChart(f.StageUs, tl.Seconds, "where a received byte's time went, stacked (tcp_stage)", event.ReceivedStages))
+		b.WriteString(stageChart(f.StageUs, tl.Seconds, "where a sent byte's time went: each stage's mean wait (tcp_stage)", event.SentStages))
+		b.WriteString(stageChart(f.StageUs, tl.Seconds, "where a received byte's time went: each stage's mean wait (tcp_stage)", event.ReceivedStages))
 		b.WriteString("</div>\n")
 	}
 	b.WriteString("</section>\n")
@@ -193,37 +193,37 @@ func writeFlows(b *strings.Builder, tl *timeline.Timeline) {
 // stageColors colour tcp_stage's stages, in event.StageNames' order.
 var stageColors = [...]string{"#8e24aa", "#fb8c00", "#43a047", "#1e88e5", "#00897b", "#e53935"}
 
-// stageChart stacks a flow's stages of one direction (span, of
-// event.StageNames): each line is the mean time from the first stage's start
-// to the end of that stage, so the gaps between lines are the stages and the
-// top line is the whole way. Nothing when the direction was not timed.
+// stageChart draws a flow's stages of one direction (span, of
+// event.StageNames), each stage's mean wait its own line on a log axis:
+// stages lie orders of magnitude apart (a loopback sender's driver 0.4 us,
+// send queue 5 us, ACK 280 us), and drawn stacked on a linear axis the
+// small ones' lines lay on one pixel row, one line seen of four. A stage
+// timed and never waited in (qdisc on a device without one) has no line;
+// its legend says so. Nothing when the direction was not timed.
 func stageChart(ps []timeline.StagePoint, seconds float64, title string, span [2]int) string {
 	var timed []timeline.StagePoint // the bins with bytes timed this way
 	for _, p := range ps {
-		var sum float64
 		for _, us := range p.Us[span[0]:span[1]] {
-			sum += us
-		}
-		if sum > 0 {
-			timed = append(timed, p)
+			if us > 0 {
+				timed = append(timed, p)
+				break
+			}
 		}
 	}
 	if len(timed) == 0 {
 		return ""
 	}
-	c := chart.New(title, "µs", 0, seconds).Height(200)
+	c := chart.New(title, "us (log scale)", 0, seconds).Height(220).LogY()
 	for k := span[0]; k < span[1]; k++ {
 		line := make([]chart.Point, 0, len(timed))
+		waited := false
 		for _, p := range timed {
-			var sum float64
-			for _, us := range p.Us[span[0] : k+1] {
-				sum += us
-			}
-			line = append(line, chart.Point{X: p.T, Y: sum})
+			line = append(line, chart.Point{X: p.T, Y: p.Us[k]})
+			waited = waited || p.Us[k] > 0
 		}
 		label := strings.ReplaceAll(event.StageNames[k], "_", " ")
-		if k > span[0] {
-			label = "+ " + label
+		if !waited {
+			label += ": no wait"
 		}
 		c.Line(label, stageColors[k], line)
 	}
