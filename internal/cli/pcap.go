@@ -51,8 +51,9 @@ no --graphs unless --partial accepts it.`,
 		},
 		RunE: func(c *cobra.Command, args []string) error {
 			opts := pcap.Options{MTU: mtu, Graphs: graphs != ""}
-			// IPv4's least MTU to loopback's.
-			if mtu != 0 && (mtu < 68 || mtu > 65536) {
+			// IPv4's least MTU to loopback's. 0 is the default's way of
+			// saying "infer it", not an MTU a user can give.
+			if c.Flags().Changed("mtu") && (mtu < 68 || mtu > 65536) {
 				return usagef("--mtu %d is not an MTU (68-65536)", mtu)
 			}
 			if flow != "" {
