@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -131,15 +132,56 @@ func writeFindings(b *strings.Builder, p *Page) {
 	b.WriteString("</section>\n")
 }
 
-func writeCommands(b *strings.Builder, title string, cmds []string) {
-	if len(cmds) == 0 {
+// writeCommands lists a finding's remedies or confirmations: a line that
+// begins with a command shows the command with a copy button and what
+// follows it (the house style: "CMD   (why)", "CMD: what to look for",
+// "CMD during the transfer, then ...") as a note; a line of prose (which may
+// name commands in passing) is text, with nothing to copy.
+func writeCommands(b *strings.Builder, title string, lines []string) {
+	if len(lines) == 0 {
 		return
 	}
 	fmt.Fprintf(b, "<h4>%s</h4><ul class=\"commands\">", title)
-	for _, c := range cmds {
-		fmt.Fprintf(b, "<li><pre>%s</pre><button type=\"button\" class=\"copy\">copy</button></li>", esc(c))
+	for _, l := range lines {
+		cmd, note, ok := command(l)
+		if !ok {
+			fmt.Fprintf(b, "<li class=\"prose\">%s</li>", esc(l))
+			continue
+		}
+		fmt.Fprintf(b, "<li class=\"command\"><div class=\"cmd\"><pre>%s</pre><button type=\"button\" class=\"copy\">copy</button></div>", esc(cmd))
+		if note != "" {
+			fmt.Fprintf(b, "<p class=\"note\">%s</p>", esc(note))
+		}
+		b.WriteString("</li>")
 	}
 	b.WriteString("</ul>\n")
+}
+
+// commands are the programs the doctor's remedies and confirmations run; a
+// line beginning with one of them is a command line. English verbs that are
+// programs too (find) are left out: "find what runs on CPU 1: ..." is prose.
+var commands = map[string]bool{
+	"ip": true, "ethtool": true, "sysctl": true, "ss": true, "tc": true, "ping": true, "tcpdump": true,
+	"nstat": true, "mpstat": true, "strace": true, "top": true, "perf": true, "skbtrace": true, "iperf3": true,
+	"nft": true, "iptables": true, "taskset": true, "echo": true,
+}
+
+// commandEnd finds where a command line's command ends and its commentary
+// begins.
+var commandEnd = regexp.MustCompile(`   \(|: |, |; |  or  | during | for one run| twice| of the `)
+
+// command splits a command line into the command to copy and the note after
+// it; ok is false for prose.
+func command(line string) (cmd, note string, ok bool) {
+	first, rest, _ := strings.Cut(line, " ")
+	if !commands[first] || rest == "" {
+		return "", "", false
+	}
+	cmd = line
+	if loc := commandEnd.FindStringIndex(line); loc != nil {
+		cmd, note = line[:loc[0]], strings.TrimLeft(line[loc[0]:], " :,;")
+	}
+	return strings.TrimSpace(cmd), note, true
 }
 
 func points(ps []timeline.Point) []chart.Point {

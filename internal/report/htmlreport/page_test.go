@@ -394,3 +394,48 @@ func TestSummaryFitsTheWindow(t *testing.T) {
 		}
 	}
 }
+
+// Copy buttons sit beside commands only, and copy the command without the
+// commentary after it; prose remedies (the doctor's cpu-saturated, on a
+// loopback iperf3 run) have none.
+func TestCopyButtonsOnCommandsOnly(t *testing.T) {
+	p := doctorPage(nil)
+	p.Findings = []finding.Finding{{ID: "cpu-saturated", Severity: finding.Warning, Title: "CPU 1 is saturated (100% busy)",
+		Remedy: []string{"find what runs on CPU 1: top -1, or perf top -C 1",
+			"move competing work to other CPUs (taskset -pc CPUS PID, cgroup cpusets) or give the network path its own CPU",
+			`ip netns exec snd sysctl -w net.ipv4.tcp_wmem="4096 16384 4194304"`},
+		Confirm: []string{"mpstat -P 1 1 during the transfer (is it 100% busy throughout?), then perf top -C 1: what runs there",
+			"ip netns exec rcv ss -tm src 10.0.0.2:5201: Recv-Q stays high while the flow runs",
+			"ss -ti dst 10.0.0.2:5201   (rtt far above minrtt while the flow runs)",
+			"top -H -p PID of the sender: is it busy elsewhere, or waiting on its own input?"}}}
+	page := string(render(t, p))
+	var got []string
+	for _, li := range regexp.MustCompile(`<li class="(command|prose)">(.*?)</li>`).FindAllStringSubmatch(page, -1) {
+		button := strings.Contains(li[2], `class="copy"`)
+		if li[1] == "prose" {
+			if button {
+				t.Errorf("a copy button on prose: %s", li[2])
+			}
+			continue
+		}
+		m := regexp.MustCompile(`^<div class="cmd"><pre>([^<]*)</pre><button type="button" class="copy">copy</button></div>`).FindStringSubmatch(li[2])
+		if m == nil {
+			t.Errorf("a command without its copy button: %s", li[2])
+			continue
+		}
+		got = append(got, html.UnescapeString(m[1]))
+	}
+	want := []string{`ip netns exec snd sysctl -w net.ipv4.tcp_wmem="4096 16384 4194304"`, "mpstat -P 1 1",
+		"ip netns exec rcv ss -tm src 10.0.0.2:5201", "ss -ti dst 10.0.0.2:5201", "top -H -p PID"}
+	if !slices.Equal(got, want) {
+		t.Errorf("commands to copy:\n%q\nwant\n%q", got, want)
+	}
+	if n := strings.Count(page, `class="copy"`); n != len(want) {
+		t.Errorf("%d copy buttons, want %d", n, len(want))
+	}
+	for _, note := range []string{"(rtt far above minrtt while the flow runs)", "Recv-Q stays high while the flow runs"} {
+		if !strings.Contains(page, `<p class="note">`+note+`</p>`) {
+			t.Errorf("the note %q is not beside its command", note)
+		}
+	}
+}
