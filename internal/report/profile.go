@@ -43,13 +43,13 @@ func WriteProfileText(w io.Writer, p *profile.Profile) error {
 	b.WriteString("\n")
 	rows := p.PhaseTable()
 	perPacket := m.Traffic.Packets() > 0
-	fmt.Fprintf(&b, "%-20s %7s %9s", "phase (busy CPU)", "share", "cpu ms")
+	fmt.Fprintf(&b, "%-20s %8s %9s", "phase (busy CPU)", "share", "cpu ms")
 	if perPacket {
 		fmt.Fprintf(&b, " %11s %9s", "ns/packet", "ns/byte")
 	}
 	b.WriteString("\n")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "%-20s %6.1f%% %9.1f", r.Phase, 100*r.Share, r.Ns/1e6)
+		fmt.Fprintf(&b, "%-20s %6.1f %% %9.1f", r.Phase, 100*r.Share, r.Ns/1e6)
 		if perPacket {
 			fmt.Fprintf(&b, " %11.1f %9.3f", r.NsPerPacket, r.NsPerByte)
 		}

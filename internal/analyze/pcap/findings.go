@@ -96,7 +96,7 @@ func (a *Analyzer) findings(r *Report) []finding.Finding {
 }
 
 func groBlocked(scope string, id *IPIDReport) finding.Finding {
-	ev := []string{fmt.Sprintf("%d of %d consecutive DF=0 packets (%.0f%%) have IP IDs that neither increment nor repeat: GRO cannot merge them",
+	ev := []string{fmt.Sprintf("%d of %d consecutive DF=0 packets (%.0f %%) have IP IDs that neither increment nor repeat: GRO cannot merge them",
 		id.Unmergeable, id.Pairs, id.Share*100)}
 	if len(id.Examples) > 0 {
 		jumps := ""
@@ -107,7 +107,7 @@ func groBlocked(scope string, id *IPIDReport) finding.Finding {
 	}
 	ev = append(ev, fmt.Sprintf("%d incrementing, %d fixed", id.Incrementing, id.Fixed))
 	return finding.Finding{ID: "gro-blocked", Severity: finding.Warning,
-		Title:    fmt.Sprintf("GRO cannot merge %.0f%% of the DF=0 packets of %s", id.Share*100, scope),
+		Title:    fmt.Sprintf("GRO cannot merge %.0f %% of the DF=0 packets of %s", id.Share*100, scope),
 		Evidence: ev,
 		Explanation: "For IPv4 packets without DF, GRO merges a packet into the previous one only if its IP ID follows on " +
 			"(or stays fixed). A device that takes IDs from a counter shared by several flows, or rewrites them, makes " +
@@ -131,14 +131,14 @@ func tcpFindings(f *FlowReport, t *TCPReport, scope string) []finding.Finding {
 			}
 			impact := math.Min(0.9, 5*math.Sqrt(ratio))
 			out = append(out, finding.Finding{ID: "packet-loss", Severity: finding.Warning,
-				Title: fmt.Sprintf("%.2f%% of the data packets of %s were retransmitted", ratio*100, scope),
+				Title: fmt.Sprintf("%.2f %% of the data packets of %s were retransmitted", ratio*100, scope),
 				Evidence: []string{
 					fmt.Sprintf("%d retransmitted packets (%d segments) of %d data packets, %d out of order, %d duplicate ACKs", t.Retransmissions, t.RetransmittedSegs, f.DataPackets, t.OutOfOrder, t.DupAcks),
 					where,
 				},
 				Explanation: "Every loss is resent and halves the congestion window: with loss p, TCP reaches at most about MSS/RTT x 1.2/sqrt(p).",
 				Remedy:      []string{"find where packets die: skbtrace record -e skb_drop,tcp_retrans on the hosts, or captures on both sides"},
-				Scope:       scope, Impact: impact, ImpactText: fmt.Sprintf("about %.0f%%", impact*100),
+				Scope:       scope, Impact: impact, ImpactText: fmt.Sprintf("about %.0f %%", impact*100),
 				// The resends are seen; where the originals died is not.
 				Confidence: finding.Likely,
 				Confirm:    []string{"skbtrace record -e skb_drop,tcp_retrans -d 10 on both hosts during the transfer, then skbtrace stat: drops by reason and location beside the retransmissions"}})
@@ -148,12 +148,12 @@ func tcpFindings(f *FlowReport, t *TCPReport, scope string) []finding.Finding {
 		out = append(out, finding.Finding{ID: "rwnd-limited", Severity: finding.Warning,
 			Title: fmt.Sprintf("the receiver's window limits %s", scope),
 			Evidence: []string{
-				fmt.Sprintf("unacknowledged data filled the advertised window %.0f%% of the time", t.WindowLimitedShare*100),
+				fmt.Sprintf("unacknowledged data filled the advertised window %.0f %% of the time", t.WindowLimitedShare*100),
 				fmt.Sprintf("%d zero windows advertised, %.3f s in all", t.ZeroWindows, t.ZeroWindowSeconds),
 			},
 			Explanation: "The receiver's advertised window caps the bytes in flight: a small receive buffer or a slow reader.",
 			Remedy:      []string{"raise net.ipv4.tcp_rmem's maximum on the receiver; check that the receiving application keeps up"},
-			Scope:       scope, Impact: t.WindowLimitedShare, ImpactText: fmt.Sprintf("%.0f%% of the time", t.WindowLimitedShare*100),
+			Scope:       scope, Impact: t.WindowLimitedShare, ImpactText: fmt.Sprintf("%.0f %% of the time", t.WindowLimitedShare*100),
 			// The window and the data in flight are read from the capture,
 			// which sees them where it was taken, not at the ends.
 			Confidence: finding.Likely,
@@ -168,7 +168,7 @@ func tcpFindings(f *FlowReport, t *TCPReport, scope string) []finding.Finding {
 // on a path whose MTU is smaller than the ends'.
 func ipFragmented(f *FlowReport, fr *FragReport, scope string) finding.Finding {
 	tso := fr.SegmentLimit > 0 && fr.MaxPayload > fr.SegmentLimit
-	ev := []string{fmt.Sprintf("%d of %d data segments (%.0f%%) came as IP fragments, %.1f fragments per datagram (at most %d)",
+	ev := []string{fmt.Sprintf("%d of %d data segments (%.0f %%) came as IP fragments, %.1f fragments per datagram (at most %d)",
 		fr.Datagrams, f.DataPackets+fr.Incomplete+fr.CutAtEnd+fr.Unterminated, fr.Share*100, fr.PerDatagram, fr.MaxPerDatagram)}
 	switch fr.DF {
 	case fr.Datagrams:
@@ -206,7 +206,7 @@ func ipFragmented(f *FlowReport, fr *FragReport, scope string) finding.Finding {
 			"the fragmenting side did not end them (QEMU's vmxnet3 so cuts a TSO packet of a whole number of fragments), or their last "+
 			"fragments were lost; no receiver reassembles them, so TCP sends their data again", fr.Unterminated))
 	}
-	title := fmt.Sprintf("%.0f%% of the data segments of %s came as IP fragments", fr.Share*100, scope)
+	title := fmt.Sprintf("%.0f %% of the data segments of %s came as IP fragments", fr.Share*100, scope)
 	var remedy []string
 	switch {
 	case tso:

@@ -144,7 +144,7 @@ func TestFragmentedSegmentsCountWhole(t *testing.T) {
 	}
 	ev := strings.Join(r.Findings[0].Evidence, "\n")
 	for _, want := range []string{
-		fmt.Sprintf("%d of %d data segments (%.0f%%) came as IP fragments, %.1f fragments per datagram", fr.Datagrams, f.DataPackets+fr.Incomplete+fr.CutAtEnd, fr.Share*100, fr.PerDatagram),
+		fmt.Sprintf("%d of %d data segments (%.0f %%) came as IP fragments, %.1f fragments per datagram", fr.Datagrams, f.DataPackets+fr.Incomplete+fr.CutAtEnd, fr.Share*100, fr.PerDatagram),
 		fmt.Sprintf("DF set on all %d first fragments", fr.DF),
 		fmt.Sprintf("at most %d: %.1f times the MSS of 1460 the receiver announced", fr.MaxPayload, fr.AvgPayload/1460),
 		"1 datagram cut by the capture's end",

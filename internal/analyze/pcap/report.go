@@ -398,7 +398,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "%s %s -> %s%s: %d packets (%d with data), %s in %.3f s = %s\n", f.Proto, f.Src, f.Dst, encapSuffix(f.Encap),
 			f.Packets, f.DataPackets, units.Bytes(f.PayloadBytes), f.Seconds, units.Bits(f.Bps))
 		if t := f.TCP; t != nil {
-			fmt.Fprintf(&b, "  retransmitted %d packets (%d segments), %d out of order, %d duplicate ACKs back, window-limited %.0f%%",
+			fmt.Fprintf(&b, "  retransmitted %d packets (%d segments), %d out of order, %d duplicate ACKs back, window-limited %.0f %%",
 				t.Retransmissions, t.RetransmittedSegs, t.OutOfOrder, t.DupAcks, t.WindowLimitedShare*100)
 			if t.ZeroWindows > 0 {
 				fmt.Fprintf(&b, ", %d zero windows back (%.3f s)", t.ZeroWindows, t.ZeroWindowSeconds)
@@ -424,10 +424,10 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "  sizes (IP bytes): %s\n", strings.Join(sizes, " "))
 		if o := f.OverMTU; o != nil {
-			fmt.Fprintf(&b, "  %d frames above MTU %d (%.0f%% of data packets), %.1f segments each: %s\n", o.Frames, f.MTU, o.Share*100, o.AvgSegments, o.MadeBy)
+			fmt.Fprintf(&b, "  %d frames above MTU %d (%.0f %% of data packets), %.1f segments each: %s\n", o.Frames, f.MTU, o.Share*100, o.AvgSegments, o.MadeBy)
 		}
 		if fr := f.Fragments; fr != nil {
-			fmt.Fprintf(&b, "  IP fragments: %d of %d data segments (%.0f%%) came as fragments, %.1f per datagram (at most %d); DF set on %d of %d first fragments\n",
+			fmt.Fprintf(&b, "  IP fragments: %d of %d data segments (%.0f %%) came as fragments, %.1f per datagram (at most %d); DF set on %d of %d first fragments\n",
 				fr.Datagrams, f.DataPackets+fr.Incomplete+fr.CutAtEnd+fr.Unterminated, fr.Share*100, fr.PerDatagram, fr.MaxPerDatagram, fr.DF, fr.Datagrams)
 			fmt.Fprintf(&b, "  fragmented datagrams: %.0f bytes of payload on average, at most %d", fr.AvgPayload, fr.MaxPayload)
 			if fr.SegmentLimit > 0 {
@@ -445,12 +445,12 @@ func (r *Report) WriteText(w io.Writer) error {
 			b.WriteString("\n")
 		}
 		if id := f.IPID; id != nil {
-			fmt.Fprintf(&b, "  DF=0 IP IDs: %d pairs, %d incrementing, %d fixed, %d jumps (%.0f%% unmergeable)\n",
+			fmt.Fprintf(&b, "  DF=0 IP IDs: %d pairs, %d incrementing, %d fixed, %d jumps (%.0f %% unmergeable)\n",
 				id.Pairs, id.Incrementing, id.Fixed, id.Unmergeable, id.Share*100)
 		}
 	}
 	for _, t := range r.Tunnels {
-		fmt.Fprintf(&b, "tunnel %s -> %s vni %d: outer DF=0 IP IDs: %d pairs, %d incrementing, %d fixed, %d jumps (%.0f%% unmergeable)\n",
+		fmt.Fprintf(&b, "tunnel %s -> %s vni %d: outer DF=0 IP IDs: %d pairs, %d incrementing, %d fixed, %d jumps (%.0f %% unmergeable)\n",
 			t.Src, t.Dst, t.VNI, t.IPID.Pairs, t.IPID.Incrementing, t.IPID.Fixed, t.IPID.Unmergeable, t.IPID.Share*100)
 	}
 	for _, n := range r.Notes {
