@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/collect/profiler"
 	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/doctor/observe"
+	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/profile"
 	"github.com/skbtrace/skbtrace/internal/version"
 )
@@ -40,12 +42,16 @@ findings ranked by the throughput at stake: kernel events (as root), tcp_info
 of every TCP socket, CPU time per CPU and per process, protocol and device
 counters, offload and buffer settings. Each finding has its evidence, an explanation and the commands that
 fix it (docs/findings.md). The command's own output goes to standard error;
-it runs as typed, and an iperf3 client's summary (or its JSON, given -J)
-joins the evidence.`,
+it runs as typed (in the first --netns namespace when given), and an iperf3
+client's summary (or its JSON, given -J) joins the evidence, also behind ip
+netns exec, nsenter, sudo, env, taskset, timeout or nice. A command that
+fails is reported, and the doctor exits with its status, as time(1) does.
+Each --peer agent is asked before the observation starts.`,
 		Example: `  skbtrace doctor -- iperf3 -c 10.0.0.2
   skbtrace doctor -d 10 --json -o report.json
   skbtrace doctor -o report.html -- iperf3 -c 10.0.0.2
-  skbtrace doctor --netns blue --trace run.trace -- ./client`,
+  skbtrace doctor --netns blue --trace run.trace -- ./client
+  skbtrace doctor --netns blue,red -- iperf3 -c 10.0.0.2   # iperf3 runs in blue`,
 		RunE: func(c *cobra.Command, args []string) error {
 			if c.ArgsLenAtDash() != 0 && len(args) > 0 {
 				return usagef("unexpected argument %q (put the command to run after --)", args[0])
@@ -62,6 +68,11 @@ joins the evidence.`,
 			}
 			if format, err = doctorFormat(format, output); err != nil {
 				return err
+			}
+			for _, u := range peers {
+				if err := observe.CheckPeerURL(u); err != nil {
+					return usageError{fmt.Errorf("--peer: %w", err)}
+				}
 			}
 			if err := oneOnStdout(map[string]string{"the report (-o)": orStdout(output), "--trace": traceFile, "--profile": profOut}); err != nil {
 				return err
@@ -98,21 +109,27 @@ joins the evidence.`,
 					return err
 				}
 			}
-			if err := runDoctor(opts, d, args, format, profOut, peer, out, e.stdout, e.stderr); err != nil {
+			status, err := runDoctor(opts, d, args, format, profOut, peer, out, e.stdout, e.stderr)
+			if err != nil {
 				return err
 			}
 			for _, p := range pending {
 				if err := p.commit(); err != nil {
 					return err
 				}
+				if !p.inPlace || p.file != nil {
+					fmt.Fprintf(e.stderr, "skbtrace: wrote %s\n", p.path)
+				}
 			}
-			return nil
+			// The report is written: the command's failure is the doctor's
+			// exit status, as time(1) passes it on.
+			return status
 		},
 	}
 	c.Flags().StringVarP(&duration, "duration", "d", "", "observe this long (`DURATION`: 10, 10s, 2m; default 10s without a command, else until it exits)")
-	c.Flags().StringSliceVar(&netns, "netns", nil, "observe these network namespaces (`NAME`; default: this one and every named one)")
+	c.Flags().StringSliceVar(&netns, "netns", nil, "observe these network namespaces (`NAME`; default: this one and every named one); COMMAND runs in the first, as ip netns exec would run it")
 	c.Flags().BoolVar(&asJSON, "json", false, "write the report as JSON (as --format json)")
-	c.Flags().StringVar(&format, "format", "", "report `FORMAT`: text, json or html (one self-contained page with charts; default: from the -o file's extension, else text)")
+	c.Flags().StringVar(&format, "format", "", "report `FORMAT`: text, json or html (one self-contained page with charts; default: from the -o file's extension, .txt, .json or .html, else text)")
 	c.Flags().StringVarP(&output, "output", "o", "", "write the report to `FILE` (default standard output)")
 	c.Flags().BoolVar(&deep, "deep", false, "record the per-packet families (segments per skb, softirq time, socket call sizes, where bytes wait) all the time rather than 5% of each second: exact counts, more cost")
 	c.Flags().StringVar(&traceFile, "trace", "", "keep the kernel-event recording in `FILE` for parse and stat")
@@ -162,10 +179,41 @@ func joinPeers(ctx context.Context, ev *doctor.Evidence, p peerOptions, since ti
 	}
 }
 
-// runDoctor observes until the duration, the command or a signal ends it.
-func runDoctor(opts observe.Options, d time.Duration, argv []string, format string, profOut string, peer peerOptions, out, stdout, stderr io.Writer) error {
+// checkPeers asks every peer before the observation: one that cannot be
+// reached or refuses ends the doctor at once.
+func checkPeers(ctx context.Context, p peerOptions) error {
+	for _, u := range p.urls {
+		if err := observe.CheckPeer(ctx, nil, u, p.token); err != nil {
+			return fmt.Errorf("%w (checked before observing)", err)
+		}
+	}
+	return nil
+}
+
+// commandNetns opens the namespace COMMAND runs in: the first --netns, or
+// none (this process's own).
+func commandNetns(netns []string, argv []string) (*host.Netns, error) {
+	if len(argv) == 0 || len(netns) == 0 || netns[0] == host.SelfNetnsName {
+		return nil, nil
+	}
+	return host.OpenNetns(netns[0])
+}
+
+// runDoctor observes until the duration, the command or a signal ends it;
+// status is the command's failure (a commandStatus), once the report is written.
+func runDoctor(opts observe.Options, d time.Duration, argv []string, format string, profOut string, peer peerOptions, out, stdout, stderr io.Writer) (status, err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if err := checkPeers(ctx, peer); err != nil {
+		return nil, err
+	}
+	ns, err := commandNetns(opts.Netns, argv)
+	if err != nil {
+		return nil, err
+	}
+	if ns != nil {
+		defer ns.Close()
+	}
 	var cmd *doctor.Command
 	opts.Workload = func(ctx context.Context) error {
 		if d > 0 {
@@ -178,7 +226,7 @@ func runDoctor(opts observe.Options, d time.Duration, argv []string, format stri
 			return nil
 		}
 		var err error
-		cmd, err = observe.RunCommand(ctx, argv, stderr)
+		cmd, err = observe.RunCommand(ctx, argv, stderr, ns)
 		return err
 	}
 	opts.Ready = func(kernelEvents bool) {
@@ -186,7 +234,7 @@ func runDoctor(opts observe.Options, d time.Duration, argv []string, format stri
 		if kernelEvents {
 			what = "kernel events, counters and tcp_info"
 		}
-		fmt.Fprintf(stderr, "skbtrace: doctor observing%s (%s); stop with Ctrl-C\n", describeWindow(d, argv), what)
+		fmt.Fprintf(stderr, "skbtrace: doctor observing%s (%s); stop with Ctrl-C\n", describeWindow(d, argv, ns), what)
 	}
 	var prof *profile.Profile
 	var profErr error
@@ -210,10 +258,13 @@ func runDoctor(opts observe.Options, d time.Duration, argv []string, format stri
 	}
 	obs, err := observe.Observe(ctx, opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if obs.WorkloadErr != nil {
-		return obs.WorkloadErr
+		return nil, obs.WorkloadErr
+	}
+	if cmd.Failed() {
+		status = commandStatus{name: cmd.Name(), code: cmd.ExitCode}
 	}
 	obs.Evidence.Command = cmd
 	if len(peer.urls) > 0 {
@@ -225,18 +276,26 @@ func runDoctor(opts observe.Options, d time.Duration, argv []string, format stri
 		} else {
 			obs.Evidence.Profile = prof.Summary()
 			if err := writeFile(profOut, stdout, prof.WritePprof); err != nil {
-				return err
+				return nil, err
+			}
+			if profOut != "-" {
+				fmt.Fprintf(stderr, "skbtrace: wrote %s\n", profOut)
 			}
 		}
 	}
 	rep := doctor.Diagnose(obs.Evidence)
 	switch format {
 	case "json":
-		return rep.WriteJSON(out)
+		err = rep.WriteJSON(out)
 	case "html":
-		return rep.WriteHTML(out, obs.Timeline, "skbtrace "+version.Version)
+		err = rep.WriteHTML(out, obs.Timeline, "skbtrace "+version.Version)
+	default:
+		err = rep.WriteText(out)
 	}
-	return rep.WriteText(out)
+	if err != nil {
+		return nil, err
+	}
+	return status, nil
 }
 
 // doctorFormat picks the report's format from --format or the file name.
@@ -248,21 +307,33 @@ func doctorFormat(format, output string) (string, error) {
 	default:
 		return "", usagef("--format %q: use text, json or html", format)
 	}
-	switch {
-	case strings.HasSuffix(output, ".html"), strings.HasSuffix(output, ".htm"):
+	// A file's extension says its format; one the doctor cannot write is
+	// refused rather than filled with text (-o report.pdf).
+	switch ext := strings.ToLower(filepath.Ext(output)); ext {
+	case ".html", ".htm":
 		return "html", nil
-	case strings.HasSuffix(output, ".json"):
+	case ".json":
 		return "json", nil
+	case "", ".txt", ".text":
+		return "text", nil
+	default:
+		return "", usagef("-o %s: the doctor writes text, json or html (.txt, .json, .html), not %s; give --format to write it as one of them", output, ext)
 	}
-	return "text", nil
 }
 
-func describeWindow(d time.Duration, argv []string) string {
+func describeWindow(d time.Duration, argv []string, ns *host.Netns) string {
+	var name string
+	if len(argv) > 0 {
+		name = filepath.Base(observe.RealCommand(argv)[0])
+		if ns != nil {
+			name += " (in netns " + ns.Name + ")"
+		}
+	}
 	switch {
-	case len(argv) > 0 && d > 0:
-		return fmt.Sprintf(" %s for at most %v", argv[0], d)
-	case len(argv) > 0:
-		return " while " + argv[0] + " runs"
+	case name != "" && d > 0:
+		return fmt.Sprintf(" %s for at most %v", name, d)
+	case name != "":
+		return " while " + name + " runs"
 	default:
 		return fmt.Sprintf(" for %v", d)
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"github.com/skbtrace/skbtrace/internal/analyze/compare"
 	"github.com/skbtrace/skbtrace/internal/event"
@@ -64,7 +63,7 @@ func (rep *Report) CompareRun(name string) *compare.Run {
 		}
 	}
 	if ev.Command != nil && len(ev.Command.Argv) > 0 {
-		r.Workload = []string{filepath.Base(ev.Command.Argv[0])}
+		r.Workload = []string{ev.Command.Name()}
 	}
 	if p := ev.Profile; p != nil {
 		// The profile saw every CPU and every namespace: its CPU time and

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/netip"
+	"path/filepath"
 	"strings"
 
 	"github.com/skbtrace/skbtrace/internal/host"
@@ -31,7 +32,10 @@ type Evidence struct {
 	// is the observer's own process among them.
 	Processes   []ProcessCPU `json:"processes,omitempty"`
 	ObserverPID int          `json:"observer_pid,omitempty"`
-	Command     *Command     `json:"command,omitempty"`
+	// ProcessesSampled says the processes' shares come from CPU samples,
+	// not from the threads' times.
+	ProcessesSampled bool     `json:"processes_sampled,omitempty"`
+	Command          *Command `json:"command,omitempty"`
 	// Peers are the remote ends whose agents' evidence joined (--peer).
 	Peers []Peer `json:"peers,omitempty"`
 	// Profile is where the CPU went, when the observation was profiled (--profile).
@@ -344,8 +348,9 @@ type SockIO struct {
 }
 
 // ProcessCPU is a process's CPU time on one CPU during the observation, as
-// shares of that time; each thread counts on the CPU it last ran on, which
-// is exact for a pinned thread.
+// shares of that time: from samples of what each CPU ran (cpu-clock, 99 Hz),
+// else from the threads' times counted on the CPU each last ran on; the
+// processes' shares of a CPU never add up to more than its /proc/stat time.
 type ProcessCPU struct {
 	PID    int     `json:"pid"`
 	Comm   string  `json:"comm"`
@@ -355,11 +360,42 @@ type ProcessCPU struct {
 }
 
 // Command is the observed command and, for iperf3, its own result.
+// Program is what it ran, wrappers (ip netns exec, sudo, ...) looked
+// through; Netns the namespace the doctor ran it in (--netns). ExitCode is
+// 128+N for a command ended by signal N, as time(1) reports it; Stopped
+// says the doctor ended it (its duration, Ctrl-C), which is no failure.
 type Command struct {
 	Argv     []string `json:"argv"`
+	Program  string   `json:"program,omitempty"`
+	Netns    string   `json:"netns,omitempty"`
 	ExitCode int      `json:"exit_code"`
-	Seconds  float64  `json:"seconds"`
-	Iperf3   *Iperf3  `json:"iperf3,omitempty"`
+	Stopped  bool     `json:"stopped,omitempty"`
+	// LastLine is the last line a failed command printed: its own error.
+	LastLine string  `json:"last_line,omitempty"`
+	Seconds  float64 `json:"seconds"`
+	Iperf3   *Iperf3 `json:"iperf3,omitempty"`
+}
+
+// Failed says whether the command failed on its own.
+func (c *Command) Failed() bool { return c != nil && c.ExitCode != 0 && !c.Stopped }
+
+// iperf3 is the command's iperf3 result, nil for none or no command.
+func (c *Command) iperf3() *Iperf3 {
+	if c == nil {
+		return nil
+	}
+	return c.Iperf3
+}
+
+// Name is the program the command ran.
+func (c *Command) Name() string {
+	if c.Program != "" {
+		return c.Program
+	}
+	if len(c.Argv) == 0 {
+		return "the command"
+	}
+	return filepath.Base(c.Argv[0])
 }
 
 // Iperf3 is what iperf3 -J reported.

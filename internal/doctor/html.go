@@ -21,6 +21,18 @@ func (r *Report) WriteHTML(w io.Writer, tl *timeline.Timeline, generator string)
 		if ev.Command != nil {
 			p.Facts = append(p.Facts, [2]string{"command", strings.Join(ev.Command.Argv, " ")})
 		}
+		if r.Failed != "" {
+			p.Facts = append(p.Facts, [2]string{"failed", r.Failed})
+		}
+		if r.NoTraffic != "" {
+			p.Facts = append(p.Facts, [2]string{"no traffic observed", r.NoTraffic})
+		}
+		if r.Throughput != "" {
+			p.Facts = append(p.Facts, [2]string{"throughput", r.Throughput})
+		}
+		for _, peer := range r.peers() {
+			p.Facts = append(p.Facts, [2]string{"peer", peer})
+		}
 		events := "not recorded (tcp_info, counters and settings only)"
 		if ev.KernelEvents {
 			events = fmt.Sprintf("recorded, %d lost", ev.LostEvents)

@@ -173,17 +173,101 @@ func Diagnose(ev *Evidence) *Report {
 		ranked[i] = fs[j]
 	}
 	fs = ranked
-	rep := &Report{Findings: fs, Evidence: ev, Notes: ev.Notes}
+	rep := &Report{Findings: fs, Evidence: ev, Notes: ev.Notes, Throughput: throughput(ev)}
 	if n := unsufferedDrops(ev); n != "" {
 		rep.Notes = append(slices.Clone(rep.Notes), n)
 	}
-	if rep.Top(finding.Warning) == nil {
+	if c := ev.Command; c.Failed() {
+		rep.Failed = commandFailure(c)
+	}
+	if !trafficMoved(ev) {
+		// Findings rank by the throughput at stake; with none moving, none
+		// is more than a remark.
+		for i := range fs {
+			if fs[i].Severity >= finding.Warning {
+				fs[i].Severity, fs[i].Impact, fs[i].ImpactText = finding.Info, 0, "none: no traffic moved"
+				fs[i].Explanation += " No traffic moved during the observation, so no throughput was at stake."
+			}
+		}
+		rep.NoTraffic = fmt.Sprintf("no flow moved data during the %.1f s observation; nothing's throughput to judge "+
+			"(run a workload with -- COMMAND, or observe longer)", ev.Seconds)
+	}
+	if rep.Top(finding.Warning) == nil && rep.Failed == "" && rep.NoTraffic == "" {
 		rep.Healthy = healthy(ev)
 	}
 	if fs == nil {
 		rep.Findings = []finding.Finding{}
 	}
 	return rep
+}
+
+// trafficMoved says whether anything moved whose throughput can be
+// judged: a TCP flow that moved data (a path MTU black hole's small
+// segments too), a device that moved minBulkBps, or iperf3's own result.
+// A connection that never came up (SYNs retransmitted) moved nothing.
+func trafficMoved(ev *Evidence) bool {
+	for i := range ev.Flows {
+		if f := &ev.Flows[i]; f.BytesAcked > 0 || f.BytesReceived > 0 {
+			return true
+		}
+	}
+	if r := ev.Command.iperf3(); r != nil && max(r.SentBps, r.ReceivedBps) > 0 {
+		return true
+	}
+	for _, d := range ev.devices {
+		if rate(max(d.Stats.TxBytes, d.Stats.RxBytes), ev.Seconds) >= minBulkBps {
+			return true
+		}
+	}
+	return false
+}
+
+// commandFailure says how the observed command failed, with its last words.
+func commandFailure(c *Command) string {
+	msg := fmt.Sprintf("%s exited with status %d", c.Name(), c.ExitCode)
+	if c.ExitCode > 128 {
+		msg = fmt.Sprintf("%s was ended by signal %d (exit status %d)", c.Name(), c.ExitCode-128, c.ExitCode)
+	}
+	if c.LastLine != "" {
+		msg += fmt.Sprintf("; it said last: %q", c.LastLine)
+	}
+	return msg + ": what it measured is not a result"
+}
+
+// throughput says what the run reached: iperf3's own summary where the
+// command is iperf3, else the observed flows' bytes over the observation.
+func throughput(ev *Evidence) string {
+	if r := ev.Command.iperf3(); r != nil {
+		s := fmt.Sprintf("%s received, %s sent (%s's %s summary)", units.Bits(r.ReceivedBps), units.Bits(r.SentBps), ev.Command.Name(), r.Protocol)
+		if r.Protocol == "TCP" {
+			s += fmt.Sprintf(", %d retransmitted", r.Retransmits)
+		} else if r.LostPercent > 0 {
+			s += fmt.Sprintf(", %.2g %% lost", r.LostPercent)
+		}
+		return s
+	}
+	var sent, received uint64
+	n := 0
+	for i := range ev.Flows {
+		f := &ev.Flows[i]
+		if strings.Contains(f.Netns, peerNetnsSep) {
+			continue // a peer's end of a local flow
+		}
+		sent, received, n = sent+f.BytesAcked, received+f.BytesReceived, n+1
+	}
+	s := ev.senders()
+	if n == 0 || ev.Seconds <= 0 {
+		return ""
+	}
+	if sent == 0 && received == 0 {
+		return fmt.Sprintf("none: %d TCP flows moved no data in the %.1f s observation (tcp_info)", n, ev.Seconds)
+	}
+	msg := fmt.Sprintf("%s sent, %s received by %d TCP flows over the %.1f s observation (tcp_info)",
+		units.Bits(rate(sent, ev.Seconds)), units.Bits(rate(received, ev.Seconds)), n, ev.Seconds)
+	if len(s) > 0 {
+		msg += fmt.Sprintf("; the fastest, %s -> %s, sent %s", s[0].Local, s[0].Peer, units.Bits(s[0].SendBps()))
+	}
+	return msg
 }
 
 // healthy says what limited a run with nothing to fix.

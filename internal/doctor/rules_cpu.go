@@ -63,8 +63,12 @@ func cpuSaturated(ev *Evidence) []finding.Finding {
 				if i == 3 {
 					break
 				}
-				evidence = append(evidence, fmt.Sprintf("%s (pid %d) ran %s of CPU %d in user space and made no socket call (/proc/PID/task/*/stat, sock_io)",
-					p.Comm, p.PID, pct(p.User), c.CPU))
+				source := "/proc/PID/task/*/stat"
+				if ev.ProcessesSampled {
+					source = "cpu-clock samples"
+				}
+				evidence = append(evidence, fmt.Sprintf("%s (pid %d) ran %s of CPU %d in user space and made no socket call (%s, sock_io)",
+					p.Comm, p.PID, pct(p.User), c.CPU, source))
 			}
 			explanation += " A large share of it runs user-space code, which competes with the network path for the CPU."
 			impact = max(impact, c.User)

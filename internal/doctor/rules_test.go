@@ -256,8 +256,8 @@ func TestRemediesComputeValues(t *testing.T) {
 
 func TestEmptyEvidenceSaysThereWasNothingToJudge(t *testing.T) {
 	rep := Diagnose(&Evidence{Seconds: 1})
-	if len(rep.Findings) != 0 || !strings.Contains(rep.Healthy, "no TCP flow moved data") {
-		t.Fatalf("findings %v, healthy %q", ids(rep.Findings), rep.Healthy)
+	if len(rep.Findings) != 0 || rep.Healthy != "" || !strings.Contains(rep.NoTraffic, "no flow moved data") {
+		t.Fatalf("findings %v, healthy %q, no traffic %q", ids(rep.Findings), rep.Healthy, rep.NoTraffic)
 	}
 }
 

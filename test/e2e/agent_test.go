@@ -74,21 +74,21 @@ func TestDoctorPeerNamesReceiverFaults(t *testing.T) {
 	}
 }
 
-// TestDoctorPeerDownIsANote: an unreachable peer costs a note, not the report.
-func TestDoctorPeerDownIsANote(t *testing.T) {
+// TestDoctorPeerDownFailsBeforeObserving: an unreachable peer ends the
+// doctor before it observes, and earlier reports stay.
+func TestDoctorPeerDownFailsBeforeObserving(t *testing.T) {
 	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	dir := t.TempDir()
 	report := filepath.Join(dir, "report.json")
-	out, err := exec.Command(binary, "doctor", "-d", "1", "--json", "-o", report, "--peer", fmt.Sprintf("http://127.0.0.1:%d", freePort(t))).CombinedOutput()
-	if err != nil {
-		t.Fatalf("doctor with its peer down: %v\n%s", err, out)
-	}
-	b, err := os.ReadFile(report)
-	if err != nil {
+	if err := os.WriteFile(report, []byte("earlier\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(b), "peer not joined") {
-		t.Errorf("the report does not note the unreachable peer:\n%s", b)
+	out, err := exec.Command(binary, "doctor", "-d", "1", "--json", "-o", report, "--peer", fmt.Sprintf("http://127.0.0.1:%d", freePort(t))).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "cannot be reached") {
+		t.Fatalf("doctor with its peer down: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(report); err != nil || string(b) != "earlier\n" {
+		t.Errorf("the earlier report was replaced: %q, %v", b, err)
 	}
 }
 

@@ -39,8 +39,8 @@ func TestDoctorWithNothingToObserveSaysSo(t *testing.T) {
 	}
 	testenv.DeleteNetnsAtCleanup(t, ns)
 	rep, _ := runDoctor(t, "-d", "1", "--netns", ns)
-	if rep.Top(finding.Warning) != nil || !strings.Contains(rep.Healthy, "no TCP flow moved data") {
-		t.Fatalf("findings %+v, healthy %q", rep.Findings, rep.Healthy)
+	if rep.Top(finding.Warning) != nil || rep.Healthy != "" || !strings.Contains(rep.NoTraffic, "no flow moved data") {
+		t.Fatalf("findings %+v, healthy %q, no traffic %q", rep.Findings, rep.Healthy, rep.NoTraffic)
 	}
 	if !rep.Evidence.KernelEvents {
 		t.Errorf("ran as root without kernel events: %v", rep.Notes)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseIperf3ReadsTCPAndUDPResults(t *testing.T) {
@@ -40,14 +41,24 @@ func TestParseIperf3RejectsErrorsAndGarbage(t *testing.T) {
 
 func TestRunCommandReportsTheExitCodeAndOutput(t *testing.T) {
 	var out bytes.Buffer
-	c, err := RunCommand(context.Background(), []string{"sh", "-c", "echo hello; exit 3"}, &out)
+	c, err := RunCommand(context.Background(), []string{"sh", "-c", "echo hello; echo 'error - no route' >&2; echo; exit 3"}, &out, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ExitCode != 3 || out.String() != "hello\n" || c.Iperf3 != nil {
-		t.Fatalf("exit %d, output %q, iperf3 %v", c.ExitCode, out.String(), c.Iperf3)
+	if c.ExitCode != 3 || out.String() != "hello\nerror - no route\n\n" || c.Iperf3 != nil || c.LastLine != "error - no route" || !c.Failed() {
+		t.Fatalf("exit %d, output %q, last line %q, iperf3 %v", c.ExitCode, out.String(), c.LastLine, c.Iperf3)
 	}
-	if _, err := RunCommand(context.Background(), []string{"/nonexistent/skbtrace-test"}, &out); err == nil ||
+	// Ended by a signal, its status is 128+N as time(1) says.
+	if c, err := RunCommand(context.Background(), []string{"sh", "-c", "kill -TERM $$"}, &out, nil); err != nil || c.ExitCode != 128+15 {
+		t.Fatalf("a command killed by SIGTERM: %+v, %v", c, err)
+	}
+	// Ended by the observation's end, it did not fail.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if c, err := RunCommand(ctx, []string{"sleep", "5"}, &out, nil); err != nil || !c.Stopped || c.Failed() {
+		t.Fatalf("a command the observation ended: %+v, %v", c, err)
+	}
+	if _, err := RunCommand(context.Background(), []string{"/nonexistent/skbtrace-test"}, &out, nil); err == nil ||
 		!strings.Contains(err.Error(), "running /nonexistent/skbtrace-test") {
 		t.Fatalf("err %v", err)
 	}
@@ -94,12 +105,45 @@ func TestRunCommandRunsIperf3AsTyped(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	c, err := RunCommand(context.Background(), []string{fake, "-c", "10.0.0.2"}, &out)
+	c, err := RunCommand(context.Background(), []string{fake, "-c", "10.0.0.2"}, &out, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(out.String(), "args: -c 10.0.0.2\n") || c.Iperf3 == nil || math.Abs(c.Iperf3.SentBps-32.8e9) > 1 {
 		t.Errorf("output %q, result %+v: want iperf3 run without -J and its summary read", out.String(), c.Iperf3)
+	}
+	// Behind wrappers the summary is read too (issue 43: doctor -- ip netns
+	// exec NS iperf3 -c ... lost it).
+	out.Reset()
+	c, err = RunCommand(context.Background(), []string{"env", "LC_ALL=C", "timeout", "-s", "INT", "30", fake, "-c", "10.0.0.2"}, &out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Program != "iperf3" || c.Iperf3 == nil || math.Abs(c.Iperf3.SentBps-32.8e9) > 1 {
+		t.Errorf("behind env and timeout: program %q, result %+v", c.Program, c.Iperf3)
+	}
+}
+
+func TestRealCommandLooksThroughWrappers(t *testing.T) {
+	for _, c := range []struct{ argv, want string }{
+		{"ip netns exec h4-a iperf3 -c 10.0.0.2", "iperf3 -c 10.0.0.2"},
+		{"ip -4 net exec h4-a iperf3 -c 10.0.0.2", "iperf3 -c 10.0.0.2"},
+		{"ip netns e h4-a iperf3 -c 10.0.0.2", "iperf3 -c 10.0.0.2"},
+		{"/usr/sbin/ip netns exec h4-a sudo -u nobody env A=1 -u B taskset -c 1 timeout --signal INT 10 nice -n 5 iperf3 -R -c x", "iperf3 -R -c x"},
+		{"nsenter -t 42 -n --preserve-credentials iperf3 -c x", "iperf3 -c x"},
+		{"nsenter --net=/run/netns/h4-a -- iperf3 -c x", "iperf3 -c x"},
+		{"taskset 0x2 iperf3 -c x", "iperf3 -c x"},
+		{"sudo -E iperf3 -c x", "iperf3 -c x"},
+		{"ip netns list", "ip netns list"},
+		{"ip neigh exec h4-a x", "ip neigh exec h4-a x"},
+		{"taskset -p 1 42", "taskset -p 1 42"},
+		{"env", "env"},
+		{"timeout 10", "timeout 10"},
+		{"iperf3 -c x", "iperf3 -c x"},
+	} {
+		if got := strings.Join(RealCommand(strings.Fields(c.argv)), " "); got != c.want {
+			t.Errorf("%s: got %q, want %q", c.argv, got, c.want)
+		}
 	}
 }
 

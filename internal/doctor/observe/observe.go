@@ -223,7 +223,7 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 	ev := hostEvidence(seconds, rec != nil, cpuBefore, cpuAfter, softBefore, softAfter)
 	switch {
 	case samples != nil:
-		ev.Processes, ev.ObserverPID = SampledShares(samples, ev.CPUs), os.Getpid()
+		ev.Processes, ev.ObserverPID, ev.ProcessesSampled = SampledShares(samples, ev.CPUs), os.Getpid(), true
 		if sampleErr != nil {
 			notes = append(notes, sampleErr.Error()+": the processes' CPU shares may miss some samples")
 		}
