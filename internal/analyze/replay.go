@@ -39,6 +39,31 @@ type Summary struct {
 	// OnTrigger, when set, is called with each trigger record as it is
 	// read: before, or shortly after, the event that fired it is emitted.
 	OnTrigger func(trace.Trigger)
+	// held and release, set while ReplayFiles runs, count and emit the
+	// events it holds back (see Held).
+	held    func() int
+	release func() error
+}
+
+// Held is how many events a running replay holds back: behind a sequence
+// number that has not come, or behind a received reset that may be an
+// abort's. A reader of a trace still being written (live, a pipe) asks
+// from within its input's Read, when the input waits.
+func (s *Summary) Held() int {
+	if s.held == nil {
+		return 0
+	}
+	return s.held()
+}
+
+// Release emits the events Held counts, as at the end of the trace: the
+// numbers not come count as missing (and as late if they come after all),
+// the reset as not an abort. Called from within the input's Read only.
+func (s *Summary) Release() error {
+	if s.release == nil {
+		return nil
+	}
+	return s.release()
 }
 
 // TotalLost is the sum over families.
@@ -109,6 +134,14 @@ func ReplayFiles(rs []*trace.Reader, filter *event.Filter, s *Summary, emit func
 		return emit(e)
 	}
 	out := func(e *event.Event) error { return aborts.Push(e, matched) }
+	s.held = func() int { return len(ord.pending) + len(aborts.queue) }
+	s.release = func() error {
+		if err := ord.Flush(0, out); err != nil {
+			return err
+		}
+		return aborts.Flush(matched)
+	}
+	defer func() { s.held, s.release = nil, nil }()
 	finish := func(err error) error {
 		ferr := ord.Flush(endSeq, out)
 		if ferr == nil {

@@ -32,7 +32,7 @@ the same trace is produced in memory and printed as it arrives.`,
 				pw.CloseWithError(err)
 				recErr <- err
 			}()
-			perr := parseTrace(pr, e.stdout, e.stderr, &filter, asJSON)
+			perr := parseLive(pr, e.stdout, e.stderr, &filter, asJSON)
 			pr.Close()
 			if err := <-recErr; err != nil {
 				return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -49,7 +50,11 @@ parse fails with the offset, or only warns with --partial.`,
 				return err
 			}
 			defer tf.close()
-			return parseTraces(tf, e.stdout, e.stderr, &filter, flags.json, flags.partial)
+			streams := make([]bool, len(tf.names))
+			for i, name := range tf.names {
+				streams[i] = isStreamPath(name, e.stdin)
+			}
+			return parseTraces(tf, e.stdout, e.stderr, &filter, flags.json, flags.partial, streams)
 		},
 	}
 	c.Flags().StringSliceVarP(&inputs, "input", "i", []string{"skbtrace.trace"}, inputHelp)
@@ -118,14 +123,32 @@ func isDamage(err error) bool {
 
 // parseTrace prints every event of a trace, then its summary on stderr.
 func parseTrace(in io.Reader, stdout, stderr io.Writer, filter *event.Filter, asJSON bool) error {
-	return parseTraces(&traceFiles{names: []string{"-"}, ins: []io.Reader{in}}, stdout, stderr, filter, asJSON, false)
+	return parseTraces(&traceFiles{names: []string{"-"}, ins: []io.Reader{in}}, stdout, stderr, filter, asJSON, false, nil)
+}
+
+// parseLive prints a trace still being written, as live's recorder writes it.
+func parseLive(in io.Reader, stdout, stderr io.Writer, filter *event.Filter, asJSON bool) error {
+	return parseTraces(&traceFiles{names: []string{"-"}, ins: []io.Reader{in}}, stdout, stderr, filter, asJSON, false, []bool{true})
 }
 
 // parseTraces prints every event of a recording's files, then the summary.
-func parseTraces(tf *traceFiles, stdout, stderr io.Writer, filter *event.Filter, asJSON bool, partial partialFlag) error {
+// The files streams marks as still being written (a pipe, live's recorder)
+// are printed as they come, each event within a second; files on disk in
+// large writes.
+func parseTraces(tf *traceFiles, stdout, stderr io.Writer, filter *event.Filter, asJSON bool, partial partialFlag, streams []bool) error {
 	out := bufio.NewWriterSize(stdout, 1<<20)
 	var buf []byte
 	sum := analyze.NewSummary()
+	lo := &liveOutput{out: out, sum: sum}
+	ins := slices.Clone(tf.ins)
+	for i, in := range ins {
+		if i < len(streams) && streams[i] {
+			sr := newStreamReader(in, lo.wake, flushEvery/2)
+			defer sr.Close()
+			ins[i] = sr
+		}
+	}
+	tf = &traceFiles{names: tf.names, ins: ins, close: tf.close}
 	// A flight recorder's windows and triggers are printed inline, as
 	// blkparse prints its notify records: each window where it begins, each
 	// trigger before the event that fired it.
