@@ -30,8 +30,10 @@ func WriteGraphs(dir string, graphs []pcap.FlowGraph) error {
 	}
 	defer os.RemoveAll(staging)
 	var page strings.Builder
-	page.WriteString("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>skbtrace pcap</title>\n" +
-		"<style>body{font-family:sans-serif;margin:20px} svg{display:block;margin:8px 0;border:1px solid #ddd}</style></head><body>\n" +
+	// The charts are 960 units wide: scaled to the window, not cut at its edge.
+	page.WriteString("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">\n" +
+		"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>skbtrace pcap</title>\n" +
+		"<style>body{font-family:sans-serif;margin:20px} svg{display:block;margin:8px 0;border:1px solid #ddd;max-width:100%;height:auto}</style></head><body>\n" +
 		"<h1>skbtrace pcap</h1>\n")
 	if len(graphs) == 0 {
 		page.WriteString("<p>No flow carried data to draw.</p>\n")
