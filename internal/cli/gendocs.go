@@ -30,10 +30,52 @@ var completionFiles = []struct {
 	name string
 	gen  func(root *cobra.Command, w io.Writer) error
 }{
-	{"skbtrace.bash", func(root *cobra.Command, w io.Writer) error { return root.GenBashCompletionV2(w, true) }},
+	{"skbtrace.bash", func(root *cobra.Command, w io.Writer) error {
+		if _, err := io.WriteString(w, bashFallback); err != nil {
+			return err
+		}
+		return root.GenBashCompletionV2(w, true)
+	}},
 	{"_skbtrace", (*cobra.Command).GenZshCompletion},
 	{"skbtrace.fish", func(root *cobra.Command, w io.Writer) error { return root.GenFishCompletion(w, true) }},
 }
+
+// bashFallback precedes cobra's bash script, which calls bash-completion's
+// _get_comp_words_by_ref and _filedir: without that package (the .deb
+// Recommends it) every Tab said "command not found". These stand-ins,
+// defined only where bash-completion's are missing, complete commands,
+// flags, values and files plainly. Words are split at blanks alone, as
+// bash-completion's -n =: has it, so that --flag=value stays one word.
+const bashFallback = `# Without the bash-completion package: plain stand-ins for the two of its
+# functions this script calls.
+if ! declare -F _get_comp_words_by_ref >/dev/null 2>&1; then
+    _get_comp_words_by_ref()
+    {
+        local line=${COMP_LINE:0:COMP_POINT}
+        read -r -a words <<<"$line"
+        [[ -n $line && $line != *[[:space:]] ]] || words+=("")
+        cword=$((${#words[@]} - 1))
+        cur=${words[cword]}
+        prev=${words[cword - 1]}
+    }
+fi
+if ! declare -F _filedir >/dev/null 2>&1; then
+    _filedir()
+    {
+        local IFS=$'\n' ext=${1%|} restore
+        restore=$(shopt -p extglob)
+        shopt -s extglob
+        if [[ $1 == -d ]]; then
+            COMPREPLY+=($(compgen -d -- "$cur"))
+        else
+            COMPREPLY+=($(compgen -d -- "$cur") $(compgen -f -X "${ext:+!*.@($ext)}" -- "$cur"))
+        fi
+        eval "$restore"
+        compopt -o filenames 2>/dev/null
+    }
+fi
+
+`
 
 // gendocsCmd writes the man pages and completion scripts the release
 // packages carry, from the command tree itself so that they cannot drift from

@@ -219,3 +219,13 @@ func TestCompletions(t *testing.T) {
 		t.Errorf("__complete c: exit %d, %q; the default completion command should be off", code, stdout.String())
 	}
 }
+
+// TestBareSkbtrace: skbtrace without a command is a usage error (exit 2),
+// with the usage, which lists the commands, on standard error.
+func TestBareSkbtrace(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := Main(nil, nil, &stdout, &stderr)
+	if code != 2 || stdout.Len() != 0 || !strings.Contains(stderr.String(), "Available Commands:") || !strings.Contains(stderr.String(), "record") {
+		t.Errorf("bare skbtrace: exit %d, stdout %q, stderr %q; want 2 and the usage on stderr", code, stdout.String(), stderr.String())
+	}
+}

@@ -68,6 +68,11 @@ type env struct {
 // Main runs skbtrace with args and returns the exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRoot(&env{stdin: stdin, stdout: stdout, stderr: stderr})
+	if len(args) == 0 {
+		// Bare skbtrace did nothing asked of it: a usage error, as EXIT STATUS says.
+		fmt.Fprint(stderr, root.UsageString())
+		return 2
+	}
 	root.SetArgs(args)
 	c, err := root.ExecuteC()
 	if err == nil {
@@ -111,6 +116,7 @@ does for block I/O: record writes a compact binary trace, parse prints it.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(recordCmd(e), parseCmd(e), liveCmd(e), statCmd(e), eventsCmd(e), loadCmd(e), labCmd(e), doctorCmd(e), pcapCmd(e), profileCmd(e), compareCmd(e), agentCmd(e), exportCmd(e),
 		versionCmd(e), gendocsCmd())
+	completeValues(root)
 	return root
 }
 
