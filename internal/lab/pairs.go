@@ -63,7 +63,7 @@ var ProfilePairs = []ProfilePair{
 			if r.Unit != "byte" {
 				return fmt.Errorf("a bulk stream's cost was counted per %s, not per byte", r.Unit)
 			}
-			if m, _ := r.Metric("cpu per byte"); m.Change < 0.1 {
+			if m, _ := r.Metric("CPU per byte"); m.Change < 0.1 {
 				return fmt.Errorf("CPU per byte changed only %+.0f %%", 100*m.Change)
 			}
 			return mentions(r.Headline, "CPU per byte +", "offloads differ", "tx-tcp-segmentation", "on → off")

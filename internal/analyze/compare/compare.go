@@ -130,10 +130,10 @@ func (r *Result) metrics() {
 		r.add("TCP goodput", "bit/s", a.Goodput(), b.Goodput())
 	}
 	if a.HasCPU && b.HasCPU {
-		r.add("busy cpu", "cpus", a.Rate(a.CPUNs/1e9), b.Rate(b.CPUNs/1e9))
+		r.add("busy CPUs", "CPUs", a.Rate(a.CPUNs/1e9), b.Rate(b.CPUNs/1e9))
 		if a.HasTraffic && b.HasTraffic {
-			r.add("cpu per packet", "ns", perUnit(a.CPUNs, a.Packets), perUnit(b.CPUNs, b.Packets))
-			r.add("cpu per byte", "ns", perUnit(a.CPUNs, a.Bytes), perUnit(b.CPUNs, b.Bytes))
+			r.add("CPU per packet", "ns", perUnit(a.CPUNs, a.Packets), perUnit(b.CPUNs, b.Packets))
+			r.add("CPU per byte", "ns", perUnit(a.CPUNs, a.Bytes), perUnit(b.CPUNs, b.Bytes))
 		}
 	}
 	for _, k := range keys(a.Limits, b.Limits) {
@@ -254,13 +254,13 @@ func (r *Result) headline() {
 		t, _ := r.Metric("throughput")
 		s := fmt.Sprintf("packets of %.0f B against %.0f B: throughput %s (%s to %s), packet rate %s (%s/s to %s/s)",
 			bpp.B, bpp.A, pct(t.Change), units.Bits(t.A), units.Bits(t.B), pct(pr.Change), count(pr.A), count(pr.B))
-		if cpp, ok := r.Metric("cpu per packet"); ok {
+		if cpp, ok := r.Metric("CPU per packet"); ok {
 			s += fmt.Sprintf(", CPU per packet %s (%.0f to %.0f ns)", pct(cpp.Change), cpp.A, cpp.B)
 		}
 		parts = append(parts, s)
 	}
 	if r.Unit == "packet" || r.Unit == "byte" {
-		cost, _ := r.Metric("cpu per " + r.Unit)
+		cost, _ := r.Metric("CPU per " + r.Unit)
 		if !sizeChanged || r.Unit == "byte" {
 			parts = append(parts, fmt.Sprintf("CPU per %s %s", r.Unit, pct(cost.Change)))
 		}
@@ -400,7 +400,7 @@ func count(v float64) string {
 func (r *Result) finding() *finding.Finding {
 	worse := false
 	var evidence []string
-	if cost, ok := r.Metric("cpu per " + r.Unit); ok && cost.Change >= 0.1 {
+	if cost, ok := r.Metric("CPU per " + r.Unit); ok && cost.Change >= 0.1 {
 		worse = true
 	}
 	for _, name := range []string{"throughput", "TCP goodput"} {
