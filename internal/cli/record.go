@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,9 +48,9 @@ type recordFlags struct {
 }
 
 func (r *recordFlags) bind(fs *pflag.FlagSet) {
-	fs.StringVarP(&r.duration, "duration", "d", "", "stop after this long (`DURATION`: 5, 5s, 2m; bare numbers are seconds)")
+	fs.StringVarP(&r.duration, "duration", "d", "", "stop after this long (`DURATION`: 5, 5s, 2m; bare numbers are seconds; 0, as without -d: until Ctrl-C, SIGTERM or the command's end)")
 	fs.StringSliceVarP(&r.families, "events", "e", nil, "event `FAMILY`s to record, comma-separated, or all (default: all that can run)")
-	fs.StringVar(&r.ringSize, "ring-size", "8M", "kernel ring buffer `SIZE` (a power of two: 4K to 1G)")
+	fs.StringVar(&r.ringSize, "kernel-buffer", "8M", "the kernel's ring buffer, where events wait to be read (`SIZE`, a power of two: 4K to 1G); raise it when events are lost")
 	fs.DurationVar(&r.interval, "interval", time.Second, "aggregation `DURATION` of the per-device, per-CPU and per-process families (at least 10ms)")
 	fs.DurationVar(&r.rttInterval, "rtt-interval", 10*time.Millisecond, "least `DURATION` between two tcp_rtt samples of a socket")
 	r.filters.bind(fs)
@@ -56,7 +59,15 @@ func (r *recordFlags) bind(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&r.triggers, "trigger", nil, "flight recorder: keep the recent past in memory and write only the windows around events matching `EXPR` (repeat for several): "+record.TriggerHelp)
 	fs.DurationVar(&r.pre, "pre", 10*time.Second, "with --trigger, how much before a firing its window holds (`DURATION`)")
 	fs.DurationVar(&r.post, "post", 5*time.Second, "with --trigger, how much after the last firing its window holds (`DURATION`)")
-	fs.StringVar(&r.ring, "ring", "64M", "with --trigger, the memory (`SIZE`) that holds the recent past")
+	fs.StringVar(&r.ring, "flight-memory", "64M", "with --trigger, the memory (`SIZE`) that holds the recent past, from which each window's --pre is taken")
+	// The names before, which were easy to mix up, for scripts: hidden from
+	// --help, and job warns of them on stderr (pflag's MarkDeprecated
+	// would write its notice to standard output, into record -o -'s trace).
+	fs.StringVar(&r.ringSize, "ring-size", "8M", "deprecated name of --kernel-buffer (`SIZE`)")
+	fs.StringVar(&r.ring, "ring", "64M", "deprecated name of --flight-memory (`SIZE`)")
+	for old := range renamedFlags {
+		fs.Lookup(old).Hidden = true
+	}
 	fs.IntVar(&r.windowRate, "trigger-limit", 6, "with --trigger, at most `N` new windows a minute; firings beyond are counted, not written")
 	fs.StringVarP(&r.packets, "packet-filter", "F", "", "count in the per-packet families (dev_xmit, dev_recv, qdisc, skb_drop) only the packets this pcap-filter `EXPR` matches, "+
 		"as tcpdump would (from the IP header: no link-layer tests), run in the kernel")
@@ -66,12 +77,28 @@ func (r *recordFlags) bind(fs *pflag.FlagSet) {
 		"(0 < SHARE <= 1; default 0.05 for the default set or -e all, 1 for families named with -e)")
 }
 
+// renamedFlags maps the old names of record's and live's flags to the new.
+var renamedFlags = map[string]string{"ring-size": "kernel-buffer", "ring": "flight-memory"}
+
+// given is how the user spelled a renamed flag: its old name when given so.
+func given(fs *pflag.FlagSet, name string) string {
+	for old, renamed := range renamedFlags {
+		if renamed == name && fs.Changed(old) {
+			return "--" + old
+		}
+	}
+	return "--" + name
+}
+
 // recordJob is a validated record or live invocation.
 type recordJob struct {
 	opts     collect.Options
 	duration time.Duration
 	command  []string
 	flight   *record.FlightOptions
+	// dest names where the trace goes, for the totals; "" when something
+	// else says so (rotation's files, live's printing).
+	dest string
 }
 
 func (r *recordFlags) job(c *cobra.Command, args []string, stderr io.Writer) (*recordJob, error) {
@@ -79,16 +106,29 @@ func (r *recordFlags) job(c *cobra.Command, args []string, stderr io.Writer) (*r
 	if dash != 0 && len(args) > 0 {
 		return nil, usagef("unexpected argument %q (put the command to run after --)", args[0])
 	}
+	// Before attaching or creating the trace: a command that cannot run
+	// would otherwise leave a recording of nothing over an earlier one.
+	if len(args) > 0 {
+		if _, err := exec.LookPath(args[0]); err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err // the name is said once
+			} else if errors.Is(err, exec.ErrNotFound) {
+				err = errors.New("not found in $PATH")
+			}
+			return nil, fmt.Errorf("cannot run %s: %w", args[0], err)
+		}
+	}
 	d, err := parseDuration(r.duration)
 	if err != nil {
 		return nil, err
 	}
 	ring, err := parseSize(r.ringSize)
 	if err != nil {
-		return nil, usagef("--ring-size: %v", err)
+		return nil, usagef("%s: %v", given(c.Flags(), "kernel-buffer"), err)
 	}
 	if ring < 4096 || ring > 1<<30 || ring&(ring-1) != 0 {
-		return nil, usagef("--ring-size %s is not a power of two from 4K to 1G", r.ringSize)
+		return nil, usagef("%s %s is not a power of two from 4K to 1G", given(c.Flags(), "kernel-buffer"), r.ringSize)
 	}
 	if r.interval < 10*time.Millisecond {
 		return nil, usagef("--interval %v is shorter than 10ms", r.interval)
@@ -132,6 +172,11 @@ func (r *recordFlags) job(c *cobra.Command, args []string, stderr io.Writer) (*r
 	if err := host.CheckTracingCaps(); err != nil {
 		return nil, err
 	}
+	for old, name := range renamedFlags {
+		if c.Flags().Changed(old) {
+			fmt.Fprintf(stderr, "skbtrace: warning: --%s is deprecated: use --%s\n", old, name)
+		}
+	}
 	return &recordJob{
 		opts: collect.Options{Families: fams, Required: required, Filter: pf, RingBytes: uint32(ring),
 			Interval: r.interval, RTTInterval: r.rttInterval, Sample: r.sample},
@@ -154,6 +199,13 @@ func (r *recordFlags) kernelFilters(pf *probe.Filter) error {
 		cpus, err := parseCPUList(r.cpus)
 		if err != nil {
 			return usagef("--cpu: %v", err)
+		}
+		online, err := host.OnlineCPUs()
+		if err != nil {
+			return err
+		}
+		if err := onlineCPUs(cpus, online); err != nil {
+			return usagef("--cpu %s: %v", r.cpus, err)
 		}
 		pf.CPUs = cpus
 	}
@@ -200,10 +252,51 @@ func parseCPUList(s string) ([]int, error) {
 	return cpus, nil
 }
 
+// onlineCPUs refuses CPUs that are not online: their events never come,
+// and a recording of none would look like an idle host.
+func onlineCPUs(cpus, online []int) error {
+	var missing []int
+	for _, c := range cpus {
+		if !slices.Contains(online, c) {
+			missing = append(missing, c)
+		}
+	}
+	slices.Sort(missing)
+	missing = slices.Compact(missing)
+	switch {
+	case len(missing) == 1:
+		return fmt.Errorf("CPU %d is not online (online: %s)", missing[0], cpuRanges(online))
+	case len(missing) > 1:
+		return fmt.Errorf("CPUs %s are not online (online: %s)", cpuRanges(missing), cpuRanges(online))
+	}
+	return nil
+}
+
+// cpuRanges writes a sorted CPU list as the kernel does (0-3,6).
+func cpuRanges(cpus []int) string {
+	var b strings.Builder
+	for i := 0; i < len(cpus); {
+		j := i
+		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(cpus[i]))
+		if j > i {
+			b.WriteByte('-')
+			b.WriteString(strconv.Itoa(cpus[j]))
+		}
+		i = j + 1
+	}
+	return b.String()
+}
+
 // flightOptions reads --trigger and its companions (nil without triggers).
 func (r *recordFlags) flightOptions(fs *pflag.FlagSet) (*record.FlightOptions, error) {
 	if len(r.triggers) == 0 {
-		for _, name := range []string{"pre", "post", "ring", "trigger-limit"} {
+		for _, name := range []string{"pre", "post", "flight-memory", "ring", "trigger-limit"} {
 			if fs.Changed(name) {
 				return nil, usagef("--%s goes with --trigger", name)
 			}
@@ -226,10 +319,10 @@ func (r *recordFlags) flightOptions(fs *pflag.FlagSet) (*record.FlightOptions, e
 	}
 	ring, err := parseSize(r.ring)
 	if err != nil {
-		return nil, usagef("--ring: %v", err)
+		return nil, usagef("%s: %v", given(fs, "flight-memory"), err)
 	}
 	if ring < record.MinFileSize {
-		return nil, usagef("--ring %s is below 1M", r.ring)
+		return nil, usagef("%s %s is below 1M", given(fs, "flight-memory"), r.ring)
 	}
 	o.RingBytes = ring
 	return o, nil
@@ -301,8 +394,11 @@ SIGINT/SIGTERM. Everything is detached on exit. Read the trace with parse.`,
 				}
 				defer f.Close()
 				out = f
+				job.dest = output
 			} else if isTerminal(e.stdout) {
 				return usagef("refusing to write a binary trace to a terminal (use -o FILE, or pipe into skbtrace parse -i -)")
+			} else {
+				job.dest = "standard output"
 			}
 			if isTerminal(e.stderr) {
 				job.opts.Status = e.stderr
@@ -393,7 +489,7 @@ func (j *recordJob) run(out io.Writer, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	printTotals(stderr, tot)
+	printTotals(stderr, tot, j.dest)
 	if flight != nil {
 		if err := flight.Close(); err != nil {
 			return fmt.Errorf("ending the flight recorder's trace: %w", err)
@@ -409,7 +505,8 @@ func (j *recordJob) run(out io.Writer, stderr io.Writer) error {
 	return nil
 }
 
-func printTotals(w io.Writer, t collect.Totals) {
+// printTotals says what a recording wrote, and to dest when given.
+func printTotals(w io.Writer, t collect.Totals, dest string) {
 	var names []string
 	var total uint64
 	for n, c := range t.Events {
@@ -422,6 +519,9 @@ func printTotals(w io.Writer, t collect.Totals) {
 		parts = append(parts, fmt.Sprintf("%s %d", n, t.Events[n]))
 	}
 	fmt.Fprintf(w, "skbtrace: recorded %d events in %.1fs, %s", total, t.Duration.Seconds(), collect.HumanBytes(t.Bytes))
+	if dest != "" {
+		fmt.Fprintf(w, " to %s", dest)
+	}
 	if len(parts) > 0 {
 		fmt.Fprintf(w, " (%s)", strings.Join(parts, ", "))
 	}
@@ -434,7 +534,7 @@ func printTotals(w io.Writer, t collect.Totals) {
 	sort.Strings(lostParts)
 	fmt.Fprintf(w, "; lost %d", lost)
 	if lost > 0 {
-		fmt.Fprintf(w, " (%s: the ring buffer was full; raise --ring-size or narrow the filters)", strings.Join(lostParts, ", "))
+		fmt.Fprintf(w, " (%s: the kernel's ring buffer was full; raise --kernel-buffer or narrow the filters)", strings.Join(lostParts, ", "))
 	}
 	fmt.Fprintln(w)
 }
@@ -446,7 +546,7 @@ func printFlight(w io.Writer, st record.FlightStats, o *record.FlightOptions) {
 		fmt.Fprintf(w, "; %d firings opened no window, over --trigger-limit %d a minute", st.Suppressed, o.MaxWindowsPerMinute)
 	}
 	if st.ShortPre > 0 {
-		fmt.Fprintf(w, "; %d windows lack part of their --pre %v: the ring was full (raise --ring)", st.ShortPre, o.Pre)
+		fmt.Fprintf(w, "; %d windows lack part of their --pre %v: the flight recorder's memory was full (raise --flight-memory)", st.ShortPre, o.Pre)
 	}
 	fmt.Fprintln(w)
 }
