@@ -153,7 +153,8 @@ type traceFiles struct {
 // traceInputs opens the files of one recording in the order given (a
 // rotation's files; a pattern that names no file as it is, such as
 // 'run.trace.*', stands for the files it matches, in name order) and
-// resolves the read-side filters. The caller calls close.
+// resolves the read-side filters. A file that is not a trace, and files of
+// different recordings, are refused by name. The caller calls close.
 func traceInputs(paths []string, stdin io.Reader, filters *filterFlags) (*traceFiles, event.Filter, error) {
 	filter, err := filters.eventFilter()
 	if err != nil {
@@ -188,7 +189,17 @@ func traceInputs(paths []string, stdin io.Reader, filters *filterFlags) (*traceF
 			return nil, filter, err
 		}
 		closers = append(closers, c)
+		if in, err = sniffInput(name, in); err != nil {
+			tf.close()
+			return nil, filter, err
+		}
 		tf.ins = append(tf.ins, in)
+	}
+	if len(names) > 1 {
+		if err := oneRecording(names); err != nil {
+			tf.close()
+			return nil, filter, err
+		}
 	}
 	return tf, filter, nil
 }

@@ -64,6 +64,10 @@ func badInputs(t *testing.T, dir string, good []byte) map[string]string {
 		"random":     write("random", random),
 		"truncated":  write("truncated", good[:len(good)/2]),
 		"wrong kind": write("capture.pcap.gz", capture),
+		// Said for what they are: not a trace "damaged at offset 12".
+		"text":           write("notes.txt", []byte("buy milk\n")),
+		"pcap capture":   write("capture.pcap", whole),
+		"pcapng capture": write("capture.pcapng", []byte("\x0a\x0d\x0d\x0a\x1c\x00\x00\x00\x4d\x3c\x2b\x1a\x01\x00\x00\x00")),
 	}
 }
 
@@ -106,7 +110,7 @@ func TestConformanceBadInputs(t *testing.T) {
 	for class, in := range badInputs(t, dir, good) {
 		for name, args := range commands {
 			in := in
-			if name == "pcap" && class == "wrong kind" {
+			if name == "pcap" && (class == "wrong kind" || class == "pcap capture" || class == "pcapng capture") {
 				in = goodTrace // a trace, to the capture reader
 			}
 			if name == "pcap" && class == "truncated" {

@@ -159,7 +159,7 @@ func TestMainExitCodes(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"parse", "-i", good}, 0, ""},
-		{[]string{"parse", "-i", garbage}, 1, "bad magic"},
+		{[]string{"parse", "-i", garbage}, 1, garbage + ` is text (it starts "this is not a trace at a..."), not a skbtrace trace`},
 		{[]string{"parse", "-i", filepath.Join(dir, "missing")}, 1, "opening the trace"},
 		{[]string{"parse", "--no-such-flag"}, 2, "unknown flag"},
 		{[]string{"parse", good, "--filter-port", "70000"}, 2, `"70000" is not a port (1-65535)`},
@@ -194,8 +194,8 @@ func TestMainExitCodes(t *testing.T) {
 		{[]string{"record", "--max-size", "10M", "-o", "-"}, 2, "not -"},
 		{[]string{"parse", "-i", good + ",-"}, 2, "read alone"},
 		{[]string{"parse", "-i", filepath.Join(dir, "nothing.*")}, 1, "no file matches"},
-		{[]string{"parse", "-i", good + "," + garbage}, 1, "reading " + garbage},
-		{[]string{"stat", "-i", good + "," + garbage}, 1, "reading " + garbage},
+		{[]string{"parse", "-i", good + "," + garbage}, 1, garbage + " is text"},
+		{[]string{"stat", "-i", good + "," + garbage}, 1, garbage + " is text"},
 		{[]string{"record", "-F", "tcp port"}, 2, "-F: "},
 		{[]string{"record", "-F", "ether host 1:2:3:4:5:6"}, 2, "ether"},
 		{[]string{"record", "-F", "host example.com"}, 2, "example.com"},

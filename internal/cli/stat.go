@@ -38,6 +38,14 @@ then stat fails and writes no --html page unless --partial accepts it.`,
 			if err != nil {
 				return err
 			}
+			// --json's document goes to standard output: so would the page.
+			outputs := map[string]string{"--html": htmlOut}
+			if asJSON {
+				outputs["--json"] = "-"
+			}
+			if err := oneOnStdout(outputs); err != nil {
+				return err
+			}
 			tf, filter, err := traceInputs(inputs, e.stdin, &filters)
 			if err != nil {
 				return err

@@ -72,11 +72,16 @@ type Reader struct {
 // NewReader reads and checks the header.
 func NewReader(in io.Reader) (*Reader, error) {
 	r := &Reader{r: bufio.NewReaderSize(in, 1<<20)}
+	// Only an input that does not start as a trace is read further, to say
+	// what it is: a live pipe's header is read as soon as it is there.
+	if start, _ := r.r.Peek(len(Magic)); !damagedMagic(start) {
+		start, _ = r.r.Peek(sniffLen)
+		if err := Identify(start); err != nil {
+			return nil, err
+		}
+	}
 	fixed := make([]byte, fileHeaderFixedLen)
 	if n, err := io.ReadFull(r.r, fixed); err != nil {
-		if n == 0 && errors.Is(err, io.EOF) {
-			return nil, &FormatError{Offset: 0, Msg: "empty input, not a skbtrace file"}
-		}
 		return nil, &FormatError{Offset: int64(n), Msg: "input ends inside the file header"}
 	}
 	o, n, err := parseHeaderFixed(fixed)

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -153,8 +154,9 @@ func TestHeaderErrors(t *testing.T) {
 		data []byte
 		want string
 	}{
-		"empty":       {nil, "empty input"},
-		"magic":       {append([]byte("NOTATRCE"), good[8:]...), "bad magic"},
+		"empty":       {nil, "the input is empty, not a skbtrace trace"},
+		"magic":       {append([]byte("NOTATRCE"), good[8:]...), "the input is data of another kind (it starts 4e 4f 54 41 54 52 43 45), not a skbtrace trace"},
+		"flipped":     {append([]byte("SKBTRACF"), good[8:]...), "bad magic"},
 		"short":       {good[:10], "inside the file header"},
 		"order":       {func() []byte { b := bytes.Clone(good); b[8] = 'X'; return b }(), "byte-order mark"},
 		"version":     {func() []byte { b := bytes.Clone(good); b[10] = 99; return b }(), "unsupported trace format version 99"},
@@ -401,5 +403,46 @@ func TestDamagedBlockCostsOnlyItself(t *testing.T) {
 		if n != 200 {
 			t.Errorf("%s: read %d records, want the 200 of the intact blocks", name, n)
 		}
+	}
+}
+
+// An input that is not a trace is named for what it is, whatever its
+// length: a note shorter than the header was "damaged at offset 12".
+func TestNotATraceSaysWhatItIs(t *testing.T) {
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte("\xd4\xc3\xb2\xa1\x02\x00\x04\x00 the rest of a capture"))
+	zw.Close()
+	var gzTrace bytes.Buffer
+	zw = gzip.NewWriter(&gzTrace)
+	zw.Write(writeTrace(t, binary.LittleEndian, 1, 1))
+	zw.Close()
+	for _, c := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"empty", nil, "the input is empty, not a skbtrace trace"},
+		{"short note", []byte("buy milk\n"), `the input is text (it starts "buy milk"), not a skbtrace trace`},
+		{"note", []byte("Notes on the run of 3 May: the stream reached 9.41 Gbit/s\nthen fell"), `text (it starts "Notes on the run of 3 Ma..."), not`},
+		{"pcap", []byte("\xd4\xc3\xb2\xa1\x02\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\x00\x00\x01\x00\x00\x00"), "the input is a pcap capture, not a skbtrace trace: use skbtrace pcap"},
+		{"pcap big-endian ns", []byte("\xa1\xb2\x3c\x4d\x00\x02\x00\x04"), "a pcap capture, not a skbtrace trace: use skbtrace pcap"},
+		{"pcapng", []byte("\x0a\x0d\x0d\x0a\x1c\x00\x00\x00\x4d\x3c\x2b\x1a"), "a pcapng capture, not a skbtrace trace: use skbtrace pcap"},
+		{"gzip pcap", gz.Bytes(), "a gzip-compressed pcap capture, not a skbtrace trace: use skbtrace pcap"},
+		{"gzip trace", gzTrace.Bytes(), "a gzip-compressed skbtrace trace, not a skbtrace trace: decompress it first (gunzip)"},
+		{"gzip other", []byte("\x1f\x8b\x08\x00garbage"), "gzip-compressed data, not"},
+		{"elf", []byte("\x7fELF\x02\x01\x01\x00\x00\x00"), "data of another kind (it starts 7f 45 4c 46 02 01 01 00)"},
+	} {
+		_, err := NewReader(bytes.NewReader(c.data))
+		var nt *NotTraceError
+		if !errors.As(err, &nt) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+	// A trace cut inside its magic is a trace cut short, not another kind.
+	_, err := NewReader(bytes.NewReader([]byte("SKBTR")))
+	var fe *FormatError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "inside the file header") {
+		t.Errorf("a trace cut at 5 bytes: %v", err)
 	}
 }
