@@ -61,9 +61,8 @@ func (j *jsonFields) Uint(k string, v uint64)  { j.b = jsonUint(j.b, k, v) }
 func (j *jsonFields) Time(k string, ns int64) {
 	j.b = append(j.b, `,"`...)
 	j.b = append(j.b, k...)
-	j.b = append(j.b, `":"`...)
+	j.b = append(j.b, `":`...)
 	j.b = appendTime(j.b, ns)
-	j.b = append(j.b, '"')
 }
 
 func (j *jsonFields) Hist(k string, v []uint64) {

@@ -31,9 +31,8 @@ func AppendTrigger(b []byte, t *trace.Trigger, asJSON bool) []byte {
 		b = append(b, `{"record":"trigger"`...)
 		b = jsonString(b, "trigger", t.Expr)
 		b = jsonUint(b, "seq", t.Seq)
-		b = append(b, `,"time":"`...)
+		b = append(b, `,"time":`...)
 		b = appendTime(b, t.TimeNs)
-		b = append(b, '"')
 		b = jsonString(b, "event", t.What)
 		if t.Suppressed > 0 {
 			b = jsonUint(b, "suppressed_before", t.Suppressed)

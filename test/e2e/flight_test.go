@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -150,10 +149,9 @@ func TestFlightRecorderKeepsTheSecondsAroundEachLossBurst(t *testing.T) {
 			records[r]++
 			continue
 		}
-		ts, _ := ev["time"].(string) // seconds.nanoseconds
-		secs, err := strconv.ParseFloat(ts, 64)
-		if err != nil {
-			t.Fatalf("event time %q", ts)
+		secs, ok := ev["time"].(float64) // seconds.nanoseconds
+		if !ok {
+			t.Fatalf("event time %v", ev["time"])
 		}
 		at := time.Unix(0, int64(secs*1e9))
 		near := false
