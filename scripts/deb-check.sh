@@ -10,7 +10,8 @@
 #           state) and none of the package's files is here unpackaged: a
 #           user's install is never touched. The package is purged at the
 #           end, also when a check fails or the run is interrupted.
-# In each place: dpkg -i needs nothing more (no apt-get install -f) and
+# First lintian, which must report no error (its warnings are shown). In
+# each place: dpkg -i needs nothing more (no apt-get install -f) and
 # dpkg --verify agrees with its md5sums; skbtrace --version, skbtrace version
 # --json, the man pages' headers and the file name carry dpkg's Version; man
 # finds every page by its name in the section of its directory and header
@@ -476,6 +477,19 @@ purge_check() {
 		fail "the purge left a different tree: added:${stray:- none}; removed: $(tr '\n' ' ' <<<"${removed:-none}")"
 	fi
 }
+
+# ---- lintian ---------------------------------------------------------------
+# Debian's own judge of a package: no error may remain (--fail-on error);
+# its warnings and notes are shown, not failed on.
+where=lintian
+command -v lintian >/dev/null || apt_install lintian
+if out=$(lintian --allow-root --fail-on error "$deb" 2>&1); then
+	pass "lintian $(lintian --version | awk '{print $2}'): no error${out:+; it notes:}"
+	evidence "$out"
+else
+	fail "lintian reports errors"
+	evidence "$out"
+fi
 
 # ---- trixie ----------------------------------------------------------------
 where=trixie

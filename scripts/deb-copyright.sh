@@ -39,8 +39,20 @@ name() {
 	sed 's/ / and /g' <<<"${names[*]}"
 }
 
-# text FILE: FILE as the continuation lines of a field (blank lines as " .").
-text() { sed -e 's/[[:space:]]*$//' -e 's/^$/./' -e 's/^/ /' "$1"; }
+# text FILE: FILE as the continuation lines of a field (blank lines as
+# " ."), a full copy of the Apache License in it (some modules carry one
+# for part of their code) named by its place on Debian systems instead,
+# as Debian policy and lintian want.
+text() {
+	awk '
+		skip && /END OF TERMS AND CONDITIONS/ { skip = 0; print "   [The Apache License, Version 2.0: on Debian systems in"; print "   /usr/share/common-licenses/Apache-2.0]"; next }
+		skip { next }
+		/^[[:space:]]*Apache License[[:space:]]*$/ { held = $0; next }
+		held != "" && /^[[:space:]]*Version 2\.0, January 2004/ { held = ""; skip = 1; next }
+		held != "" { print held; held = "" }
+		{ print }
+	' "$1" | sed -e 's/[[:space:]]*$//' -e 's/^$/./' -e 's/^/ /'
+}
 
 # paragraph FILES-GLOB WHAT DIR: the Files paragraph of the code in DIR.
 paragraph() {
