@@ -185,7 +185,7 @@ func writeStages(tw io.Writer, conns []ConnView) {
 				continue
 			}
 			if !header {
-				fmt.Fprintf(tw, "\nTIME BY STAGE (%s; p50/p99 ms, share of the mean)\nlocal\tpeer\tnetns\tbytes timed", dir.title)
+				fmt.Fprintf(tw, "\nTIME BY STAGE (%s; p50/p99 ms, share of the mean; bytes timed: how many bytes tcp_stage followed the whole way, one at a time)\nlocal\tpeer\tnetns\tbytes timed", dir.title)
 				for _, name := range event.StageNames[dir.span[0]:dir.span[1]] {
 					fmt.Fprint(tw, "\t"+strings.ReplaceAll(name, "_", " "))
 				}
@@ -269,6 +269,22 @@ func (k *KernelLimitsView) Differs() bool {
 }
 
 func abs(x float64) float64 { return max(x, -x) }
+
+// kernelNote says where the kernel accounting's two columns of each limit
+// come from, and which one stat's shares and the doctor's verdicts use.
+const kernelNote = `(rwnd-limited and sndbuf-limited are tcp_info's chrono counters, which the kernel switches only at some
+ points of its send path; skbtrace swnd and sndbuf are the tcp_sendlim runs, timed at each send decision.
+ The send limits above and the doctor's verdicts use the tcp_sendlim runs: tcp_info's only when none was traced)`
+
+// sendLimits is the send-limit column: a connection that received bytes and
+// sent none has no send limits to show (its runs say only that it had nothing
+// to send).
+func (c *ConnView) sendLimits() string {
+	if c.BytesAcked != nil && *c.BytesAcked == 0 && c.BytesReceived != nil && *c.BytesReceived > 0 {
+		return "received only"
+	}
+	return shares(c.LimitShare)
+}
 
 func kernelLimits(c *analyze.ConnStat) *KernelLimitsView {
 	if c.KernelBusyUs == 0 {
@@ -491,7 +507,7 @@ func WriteStatText(w io.Writer, v StatView) error {
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%d\t%s/%s/%s\t%s\t%d\n",
 				c.Local, c.Peer, c.Label(), c.Seconds, orDash(c.Bytes(), units.Bytes),
-				orDash(c.ThroughputBps, func(b float64) string { return units.Bits(b * 8) }), shares(c.LimitShare), c.RetransSegs,
+				orDash(c.ThroughputBps, func(b float64) string { return units.Bits(b * 8) }), c.sendLimits(), c.RetransSegs,
 				orDash(c.MinRTTus, us), orDash(c.AvgSRTTus, func(v float64) string { return fmt.Sprintf("%.0f", v) }), orDash(c.MaxSRTTus, us),
 				cwnd, c.Resets)
 		}
@@ -519,12 +535,24 @@ func WriteStatText(w io.Writer, v StatView) error {
 			fmt.Fprintf(tw, "%s\t%s\t%.0f ms\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\n", c.Local, c.Peer, float64(k.BusyUs)/1e3,
 				k.RwndShare*100, k.SwndShare*100, k.SndbufShare*100, k.SkbSndbufShare*100)
 		}
+		fmt.Fprintln(tw, kernelNote)
 	}
 	if len(v.Devices) > 0 {
+		noNapi := false
 		fmt.Fprintln(tw, "\nDEVICES\ndev\tnetns\txmit pkt/s\txmit segs/skb\txmit max skb\trecv pkt/s\trecv segs/skb\trecv max skb\tGRO in/skb")
 		for _, d := range v.Devices {
-			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%d\t%.0f\t%.2f\t%d\t%.2f\n", d.Dev, d.Label(), d.XmitPPS, d.XmitSegsPerSkb,
-				d.XmitMaxBytes, d.RecvPPS, d.RecvSegsPerSkb, d.RecvMaxBytes, d.RecvGroInPerSkb)
+			gro := "-"
+			if d.RecvGroInPerSkb > 0 {
+				gro = fmt.Sprintf("%.2f", d.RecvGroInPerSkb)
+			} else if d.RecvSegsPerSkb >= 1.5 {
+				noNapi = true
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%d\t%.0f\t%.2f\t%d\t%s\n", d.Dev, d.Label(), d.XmitPPS, d.XmitSegsPerSkb,
+				d.XmitMaxBytes, d.RecvPPS, d.RecvSegsPerSkb, d.RecvMaxBytes, gro)
+		}
+		fmt.Fprintln(tw, "(GRO in/skb: packets the device's NAPI polls handed GRO, per skb received; - where none were)")
+		if noNapi {
+			fmt.Fprintln(tw, "(recv segs/skb above 1 without GRO: a device without NAPI of its own, veth or loopback, receives the sender's GSO skbs whole)")
 		}
 	}
 	if len(v.CPUs) > 0 {
