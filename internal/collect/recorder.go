@@ -16,6 +16,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/probe"
 	"github.com/skbtrace/skbtrace/internal/trace"
+	"github.com/skbtrace/skbtrace/internal/units"
 	"github.com/skbtrace/skbtrace/internal/version"
 	"github.com/skbtrace/skbtrace/internal/wire"
 )
@@ -523,8 +524,8 @@ func (st *recorderState) periodic(now time.Time) error {
 		for _, n := range st.lostTotal {
 			lost += n
 		}
-		fmt.Fprintf(st.status, "\r\x1b[K%6.1fs  %d events  %.0f/s  %s written  %d lost",
-			now.Sub(st.start).Seconds(), st.events, rate, HumanBytes(st.w.BytesWritten()), lost)
+		fmt.Fprintf(st.status, "\r\x1b[K%6.1f s  %d events  %.0f/s  %s written  %d lost",
+			now.Sub(st.start).Seconds(), st.events, rate, units.SignedBytes(st.w.BytesWritten()), lost)
 		st.lastStat, st.lastCount = now, st.events
 	}
 	return nil

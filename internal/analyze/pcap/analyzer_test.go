@@ -536,7 +536,10 @@ func TestMissedDataIsWhatWasAcknowledgedButNeverCaptured(t *testing.T) {
 	if err := r.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(text.String(), "missed 2.0 kB (acknowledged, never captured)") {
+	if !strings.Contains(text.String(), "missed 2.0 KiB (acknowledged, never captured)") {
 		t.Errorf("the flow's line does not say what it missed:\n%s", text.String())
+	}
+	if !strings.Contains(text.String(), "2.0 KiB that 1 TCP flow direction had acknowledged") {
+		t.Errorf("the note does not count the one flow direction in the singular:\n%s", text.String())
 	}
 }

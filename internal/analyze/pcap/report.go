@@ -195,10 +195,10 @@ func (a *Analyzer) Report(file, format string, readErr error) *Report {
 		r.Flows = append(r.Flows, f)
 	}
 	if missed > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("%s that %d TCP flow directions had acknowledged is not in the capture (missed data): "+
+		r.Notes = append(r.Notes, fmt.Sprintf("%s that %s had acknowledged is not in the capture (missed data): "+
 			"their byte counts and rates are short of what they moved; the capture dropped packets (tcpdump's \"dropped by kernel\": "+
 			"a larger -B buffer, a snaplen such as -s 128, or writing to a faster disk helps) or they were lost before its capture point",
-			units.Bytes(missed), short))
+			units.Bytes(missed), units.Count(short, "TCP flow direction", "TCP flow directions")))
 	}
 	for _, o := range a.outerOrder {
 		if o.IPID.Packets > 0 {
