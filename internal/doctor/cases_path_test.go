@@ -381,7 +381,7 @@ func TestBusyCPUWorkOfAProcessThatMovesNoTrafficCompetes(t *testing.T) {
 	if got := top(rep); got != "cpu-saturated" {
 		t.Fatalf("a process with no socket call at 26 %% of a busy CPU: top %q, want cpu-saturated", got)
 	}
-	if ev := rep.Findings[0].Evidence; !strings.Contains(strings.Join(ev, "\n"), "python3 (pid 4242) ran 26% of CPU 0 in user space") {
+	if ev := rep.Findings[0].Evidence; !strings.Contains(strings.Join(ev, "\n"), "python3 (pid 4242) ran 26 % of CPU 0 in user space") {
 		t.Errorf("the finding does not name the process: %q", ev)
 	}
 	ev.Processes[2].CPU, ev.CPUs[1].Idle = 1, 0.5

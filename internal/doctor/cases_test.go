@@ -276,7 +276,7 @@ func TestEveryFindingSaysHowSureItIsAndHowToConfirmIt(t *testing.T) {
 // the per-packet families are sampled. gro-blocked, the cause, ranks first.
 func TestCaseBlockedGROOutranksTheBacklogDropsItCauses(t *testing.T) {
 	ev := load(t, "lab/gro-blocked.json")
-	ev.Notes = append(ev.Notes, "segments per skb, softirq time and socket calls (dev_xmit, dev_recv, softirq, sock_io) were recorded 5% of each second")
+	ev.Notes = append(ev.Notes, "segments per skb, softirq time and socket calls (dev_xmit, dev_recv, softirq, sock_io) were recorded 5 % of each second")
 	ev.Drops = append(ev.Drops, Drop{Reason: "CPU_BACKLOG", Location: "enqueue_to_backlog+0x1c4", Dev: "skbr2688-12", Protocol: "ipv4/udp",
 		Count: 5210, Src: netip.MustParseAddrPort("10.200.0.1:40000"), Dst: netip.MustParseAddrPort("10.200.0.2:4789")})
 	snd := nsNamed(ev, "-snd")

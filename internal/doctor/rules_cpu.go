@@ -91,7 +91,7 @@ func cpuSaturated(ev *Evidence) []finding.Finding {
 			Title:    fmt.Sprintf("CPU %d is saturated (%s busy)", c.CPU, pct(c.Busy())),
 			Evidence: evidence, Explanation: explanation, Remedy: remedy, Scope: fmt.Sprintf("cpu %d", c.CPU),
 			Impact: impact, ImpactText: fmt.Sprintf("up to %s of throughput", pct(impact)), Confidence: finding.Likely,
-			Confirm: []string{fmt.Sprintf("mpstat -P %d 1 during the transfer (is it 100%% busy throughout?), then perf top -C %d: what runs there", c.CPU, c.CPU)}})
+			Confirm: []string{fmt.Sprintf("mpstat -P %d 1 during the transfer (is it 100 %% busy throughout?), then perf top -C %d: what runs there", c.CPU, c.CPU)}})
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/skbtrace/skbtrace/internal/event"
+	"github.com/skbtrace/skbtrace/internal/units"
 )
 
 // ackClockSlowed says a flow's round trip grew far beyond its minimum: its
@@ -108,7 +109,7 @@ func orNone(s string) string {
 	return s
 }
 
-func pct(v float64) string { return fmt.Sprintf("%.0f%%", v*100) }
+func pct(v float64) string { return units.Percent(v) }
 
 func sortBy[T any](s []T, key func(T) float64) {
 	sort.SliceStable(s, func(i, j int) bool { return key(s[i]) < key(s[j]) })

@@ -141,7 +141,7 @@ func misplacedInterrupts(t *testing.T, speed int) {
 		if f.ID != "cpu-saturated" || f.Scope != "cpu 0" {
 			continue
 		}
-		if f.Severity < finding.Warning || !strings.Contains(strings.Join(f.Evidence, "\n"), "CPU 1 meanwhile was 30% busy") {
+		if f.Severity < finding.Warning || !strings.Contains(strings.Join(f.Evidence, "\n"), "CPU 1 meanwhile was 30 % busy") {
 			t.Errorf("misplaced interrupts: %s %v", f.Severity, f.Evidence)
 		}
 		if !strings.Contains(f.Remedy[0], "/proc/irq/35/smp_affinity_list") {
@@ -186,7 +186,7 @@ func TestReceiveOffloadJudgedOnTheCPUTakingTheInterrupts(t *testing.T) {
 	if f := judge(0.7, 0.2); f.Severity != finding.Info || !strings.Contains(f.Explanation, "did not set the rate") {
 		t.Errorf("CPU with time to spare: want info, got %s: %s", f.Severity, f.Explanation)
 	}
-	if f := judgeBeside(0.99, 0.87, 0.15); f.Severity != finding.Warning || !strings.Contains(f.Explanation, "93% on average") {
+	if f := judgeBeside(0.99, 0.87, 0.15); f.Severity != finding.Warning || !strings.Contains(f.Explanation, "93 % on average") {
 		t.Errorf("both CPUs near saturated: want a warning naming the host's 93%%, got %s: %s", f.Severity, f.Explanation)
 	}
 	if f := judgeBeside(0.7, 0.87, 0.15); f.Severity != finding.Info {

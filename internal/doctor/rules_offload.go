@@ -511,7 +511,7 @@ func coalesceRemedyUs(driver string) int {
 }
 
 func usText(us uint32) string {
-	return (time.Duration(us) * time.Microsecond).String()
+	return units.Duration(time.Duration(us) * time.Microsecond)
 }
 
 func knownNICIssue(ev *Evidence) []finding.Finding {

@@ -44,7 +44,7 @@ func rateShaped(ev *Evidence) []finding.Finding {
 				evidence[2] = fmt.Sprintf("%d of %d packets over the limit, %d dropped during the observation", q.Overlimits, q.Packets, q.Drops)
 			}
 			if d.QdiscBacklogMax > 0 {
-				evidence = append(evidence, fmt.Sprintf("backlog up to %d bytes (qdisc events)", d.QdiscBacklogMax))
+				evidence = append(evidence, fmt.Sprintf("backlog up to %s (qdisc events)", units.Bytes(uint64(d.QdiscBacklogMax))))
 			}
 			title := fmt.Sprintf("a %s qdisc on %s caps the rate at %s", q.Kind, d.Name, units.Bits(limit))
 			explanation := "A shaper holds packets back to keep its rate: whatever the link could do, flows through it " +
@@ -112,7 +112,7 @@ func pathQueues(ev *Evidence) []finding.Finding {
 		evidence := []string{
 			fmt.Sprintf("the sender waited for its congestion window %s of the time (tcp_sendlim [cwnd])", pct(share)),
 			fmt.Sprintf("srtt %s against a minimum of %s: %s of queue in front of a slower hop",
-				time.Duration(f.RTTus)*time.Microsecond, time.Duration(f.MinRTTus)*time.Microsecond, queued.Round(time.Millisecond/10)),
+				units.Duration(time.Duration(f.RTTus)*time.Microsecond), units.Duration(time.Duration(f.MinRTTus)*time.Microsecond), units.Duration(queued)),
 			fmt.Sprintf("throughput %s%s: the hop's rate", units.Bits(f.SendBps()), deliveryRate(f)),
 		}
 		for _, d := range queueDrops {

@@ -47,8 +47,8 @@ func sndbufLimited(ev *Evidence) []finding.Finding {
 		if limit := maxOf(wmem); share < heldShare && inFlight > 0 && float64(limit) >= 4*inFlight {
 			out = append(out, finding.Finding{ID: "sndbuf-limited", Severity: finding.Info,
 				Title: fmt.Sprintf("%s -> %s waits for send-buffer space well below its limit", f.Local, f.Peer),
-				Evidence: append(evidence, fmt.Sprintf("net.ipv4.tcp_wmem = %s in netns %s: a limit of %d bytes, %.0f times the %.0f bytes in flight (rate x srtt)",
-					wmem, f.Netns, limit, float64(limit)/inFlight, inFlight)),
+				Evidence: append(evidence, fmt.Sprintf("net.ipv4.tcp_wmem = %s in netns %s: a limit of %s, %.0f times the %s in flight (rate x srtt)",
+					wmem, f.Netns, units.Bytes(uint64(limit)), float64(limit)/inFlight, units.Bytes(uint64(inFlight)))),
 				Explanation: "The send buffer filled part of the time, but the limit it grows to is far above what the flow keeps in flight: " +
 					"the bytes waited locally (the qdisc, the device, the socket's own growth), and a larger limit would not raise the rate.",
 				Scope: flowScope(f), Impact: share / 4, ImpactText: "none that a larger limit recovers", Confidence: measured(source),
@@ -93,7 +93,7 @@ func rwndLimited(ev *Evidence) []finding.Finding {
 			out = append(out, acksHeldByReader(ev, f)...)
 			continue
 		}
-		window := fmt.Sprintf(", peer's advertised window %d bytes", f.SndWnd)
+		window := fmt.Sprintf(", peer's advertised window %s", units.Bytes(uint64(f.SndWnd)))
 		if f.FromRecording {
 			window = ""
 		}
@@ -106,11 +106,11 @@ func rwndLimited(ev *Evidence) []finding.Finding {
 		if p := ev.peerFlow(f); p != nil {
 			rmemNs = p.Netns
 			if !p.FromRecording {
-				evidence = append(evidence, fmt.Sprintf("the receiver (%s in netns %s) sized its buffer to %d bytes (tcp_info rcv_space)", p.Local, p.Netns, p.RcvSpace))
+				evidence = append(evidence, fmt.Sprintf("the receiver (%s in netns %s) sized its buffer to %s (tcp_info rcv_space)", p.Local, p.Netns, units.Bytes(uint64(p.RcvSpace))))
 			}
 			if st := p.Stage("rx_queue"); st != nil && st.Samples >= minStageSamples {
 				evidence = append(evidence, fmt.Sprintf("received bytes waited %s at the median (p99 %s) for its reader (tcp_stage rx_queue, %d timed)",
-					us(st.P50Us).Round(time.Microsecond*10), us(st.P99Us).Round(time.Microsecond*10), st.Samples))
+					units.Duration(us(st.P50Us)), units.Duration(us(st.P99Us)), st.Samples))
 			}
 		}
 		rmem := ev.sysctl(rmemNs, "net.ipv4.tcp_rmem")
@@ -132,13 +132,13 @@ func rwndLimited(ev *Evidence) []finding.Finding {
 		}
 		capped := wnd > 0 && wnd < smallWindow && maxOf(rmem) > smallWindow
 		if capped {
-			evidence = append(evidence, fmt.Sprintf("the advertised window stayed at or below %d bytes, far below the %d that tcp_rmem allows", wnd, maxOf(rmem)))
+			evidence = append(evidence, fmt.Sprintf("the advertised window stayed at or below %s, far below the %s that tcp_rmem allows", units.Bytes(uint64(wnd)), units.Bytes(uint64(maxOf(rmem)))))
 			explanation += " Here the window never grew toward what tcp_rmem allows: the receiving socket's buffer is capped " +
 				"(an SO_RCVBUF set by the application fixes it and turns autotuning off) or its reader does not keep up."
 			remedy = append(remedy, fmt.Sprintf("in the receiving application: drop its setsockopt(SO_RCVBUF), or set at least %d (bandwidth x RTT x 2)", want))
 		}
 		if stopped {
-			shut := fmt.Sprintf("the window stayed shut %s at a time on average (tcp_sendlim [swnd] runs)", stall.Round(time.Millisecond))
+			shut := fmt.Sprintf("the window stayed shut %s at a time on average (tcp_sendlim [swnd] runs)", units.Duration(stall))
 			if c != nil {
 				shut += fmt.Sprintf(" while the busiest CPU was %s busy", pct(c.Busy()))
 			}
@@ -188,7 +188,7 @@ func acksHeldByReader(ev *Evidence, f *Flow) []finding.Finding {
 		Title: fmt.Sprintf("the receiving application falls behind on %s -> %s and holds its ACKs back", f.Local, f.Peer),
 		Evidence: []string{
 			fmt.Sprintf("the receiver's netns %s advertised or wanted a zero window %d times (TcpExt.TCPToZeroWindowAdv, TCPWantZeroWindowAdv)", p.Netns, zero),
-			fmt.Sprintf("srtt %s against a minimum of %s: the ACKs come late", time.Duration(f.RTTus)*time.Microsecond, time.Duration(f.MinRTTus)*time.Microsecond),
+			fmt.Sprintf("srtt %s against a minimum of %s: the ACKs come late", units.Duration(time.Duration(f.RTTus)*time.Microsecond), units.Duration(time.Duration(f.MinRTTus)*time.Microsecond)),
 			fmt.Sprintf("the sender waited for its congestion window %s of the time (tcp_sendlim [cwnd]): it sends as the late ACKs allow; throughput %s", pct(share), units.Bits(f.SendBps())),
 		},
 		Explanation: "A receiver acknowledges at once only when its window can move forward; while its application does not " +

@@ -149,9 +149,9 @@ func waitsLong(st *StageTime, bar time.Duration) bool {
 }
 
 func stageLine(st *StageTime, share float64, way string) string {
-	return fmt.Sprintf("tcp_stage: %d bytes timed; a byte waited %s (weighted by time; median %s, p75 %s, p99 %s) in %s, %s of their way %s",
-		st.Samples, waitOf(st).Round(time.Microsecond*10), us(st.P50Us).Round(time.Microsecond*10), us(st.P75Us).Round(time.Microsecond*10),
-		us(st.P99Us).Round(time.Microsecond*10),
+	return fmt.Sprintf("tcp_stage: %s timed; a byte waited %s (weighted by time; median %s, p75 %s, p99 %s) in %s, %s of their way %s",
+		units.Bytes(st.Samples), units.Duration(waitOf(st)), units.Duration(us(st.P50Us)), units.Duration(us(st.P75Us)),
+		units.Duration(us(st.P99Us)),
 		strings.ReplaceAll(st.Stage, "_", " "), pct(share), way)
 }
 
@@ -167,7 +167,7 @@ func sendQueueBloat(ev *Evidence, f *Flow, st *StageTime, share float64) []findi
 	}
 	evidence := []string{stageLine(st, share, "from the write to the ACK")}
 	if rtt > 0 {
-		evidence = append(evidence, fmt.Sprintf("srtt %s: a byte waits %.0f round trips before it is sent", rtt.Round(time.Microsecond*10), float64(wait)/float64(rtt)))
+		evidence = append(evidence, fmt.Sprintf("srtt %s: a byte waits %.0f round trips before it is sent", units.Duration(rtt), float64(wait)/float64(rtt)))
 	}
 	if f.MaxNotSent > 0 {
 		evidence = append(evidence, fmt.Sprintf("up to %s written and not yet sent (tcp_info notsent, the largest of the readings)", units.Bytes(uint64(f.MaxNotSent))))
@@ -191,7 +191,7 @@ func sendQueueBloat(ev *Evidence, f *Flow, st *StageTime, share float64) []findi
 		explanation += " The kernel's autotuning grew the buffer (as it does behind a shaper or while losses hold the window small): reported for the latency it adds, not as a limit on throughput."
 	}
 	return []finding.Finding{{ID: "send-queue-bloat", Severity: severity,
-		Title:       fmt.Sprintf("%s -> %s: written bytes wait %s in the send queue before they are sent", f.Local, f.Peer, wait.Round(time.Millisecond/10)),
+		Title:       fmt.Sprintf("%s -> %s: written bytes wait %s in the send queue before they are sent", f.Local, f.Peer, units.Duration(wait)),
 		Evidence:    evidence,
 		Explanation: explanation,
 		Remedy: []string{
@@ -240,7 +240,7 @@ func qdiscBloat(ev *Evidence, f *Flow, st *StageTime, share float64) []finding.F
 		}
 	}
 	return []finding.Finding{{ID: "qdisc-bloat", Severity: finding.Warning,
-		Title:    fmt.Sprintf("%s -> %s: packets wait %s in a qdisc on %s", f.Local, f.Peer, wait.Round(time.Millisecond/10), orNone(f.Dev)),
+		Title:    fmt.Sprintf("%s -> %s: packets wait %s in a qdisc on %s", f.Local, f.Peer, units.Duration(wait), orNone(f.Dev)),
 		Evidence: evidence,
 		Explanation: "A qdisc on this host holds the flow's packets longer than any scheduling needs: its queue is deep " +
 			"(local bufferbloat). Every flow through it waits behind the queue, and TCP sees a round trip that long.",
@@ -276,7 +276,7 @@ func readerLate(ev *Evidence, f *Flow, st *StageTime, share float64) []finding.F
 		explanation += " Here a CPU was busy enough that the reader waits for it: what keeps it busy comes first."
 	}
 	return []finding.Finding{{ID: "reader-late", Severity: severity,
-		Title:       fmt.Sprintf("%s <- %s: received bytes wait %s for the reader", f.Local, f.Peer, wait.Round(time.Millisecond/10)),
+		Title:       fmt.Sprintf("%s <- %s: received bytes wait %s for the reader", f.Local, f.Peer, units.Duration(wait)),
 		Evidence:    evidence,
 		Explanation: explanation,
 		Remedy: []string{
@@ -324,7 +324,7 @@ func rxBacklog(ev *Evidence, f *Flow, st *StageTime, share float64) []finding.Fi
 		fmt.Sprintf("CPU %d was %s busy (%s)", c.CPU, pct(c.Busy()), cpuSplit(c)), cost}
 	dev := orNone(f.Dev)
 	return []finding.Finding{{ID: "rx-backlog", Severity: finding.Warning,
-		Title:    fmt.Sprintf("%s <- %s: received packets wait %s before TCP takes them", f.Local, f.Peer, wait.Round(time.Millisecond/10)),
+		Title:    fmt.Sprintf("%s <- %s: received packets wait %s before TCP takes them", f.Local, f.Peer, units.Duration(wait)),
 		Evidence: evidence,
 		Explanation: "The driver hands packets over in time, but the CPU that processes them (its softirq backlog, GRO, " +
 			"or the socket's backlog while the application holds it) gets to them late: that CPU is busy with other work.",
@@ -361,7 +361,7 @@ func rxBacklogCost(ev *Evidence, f *Flow, wait time.Duration) string {
 		return ""
 	}
 	return fmt.Sprintf("the wait is %s of the round trip (%s, %s): each window is acknowledged that much later",
-		pct(float64(wait)/float64(rtt)), rtt.Round(time.Millisecond/10), whose)
+		pct(float64(wait)/float64(rtt)), units.Duration(rtt), whose)
 }
 
 // forwardingQueues finds shapers whose queue holds flows' packets long: a
@@ -397,12 +397,12 @@ func forwardingQueues(ev *Evidence, already []finding.Finding) []finding.Finding
 			}
 			rate := float64(q.RateBps) * 8
 			out = append(out, finding.Finding{ID: "qdisc-bloat", Severity: finding.Warning,
-				Title: fmt.Sprintf("a %s qdisc on %s queues %s of packets at its rate", q.Kind, d.Name, sojourn.Round(time.Millisecond)),
+				Title: fmt.Sprintf("a %s qdisc on %s queues %s of packets at its rate", q.Kind, d.Name, units.Duration(sojourn)),
 				Evidence: []string{
 					fmt.Sprintf("%s %s on %s shapes to %s; its backlog reached %s (qdisc events): %s at that rate",
-						q.Kind, q.Handle, d.Name, units.Bits(rate), units.Bytes(uint64(d.QdiscBacklogMax)), sojourn.Round(time.Millisecond)),
+						q.Kind, q.Handle, d.Name, units.Bits(rate), units.Bytes(uint64(d.QdiscBacklogMax)), units.Duration(sojourn)),
 					fmt.Sprintf("%s -> %s: srtt %s against a minimum of %s (tcp_info)", held.Local, held.Peer,
-						time.Duration(held.RTTus)*time.Microsecond, time.Duration(held.MinRTTus)*time.Microsecond),
+						units.Duration(time.Duration(held.RTTus)*time.Microsecond), units.Duration(time.Duration(held.MinRTTus)*time.Microsecond)),
 				},
 				Explanation: "The shaper's queue is deep: packets wait in it far longer than any link needs to stay busy " +
 					"(bufferbloat). Every flow through it waits behind the queue, whatever its own rate; a short queue or an AQM keeps the rate and drops the wait.",

@@ -52,7 +52,7 @@ func TestRxBacklogWantsAWaitThatCostsThroughput(t *testing.T) {
 		{"paced by its application", nil, false, ""},
 		{"paced, with backlog drops", []func(*Evidence){drops}, false, ""},
 		{"bulk, the wait 12 % of the sender's 22.5 ms round trip", []func(*Evidence){bulk}, false, ""},
-		{"bulk, the wait 35 % of the sender's 8 ms round trip", []func(*Evidence){bulk, rtt(8000)}, true, "the wait is 35% of the round trip (8ms, the sender's"},
+		{"bulk, the wait 35 % of the sender's 8 ms round trip", []func(*Evidence){bulk, rtt(8000)}, true, "the wait is 35 % of the round trip (8.0 ms, the sender's"},
 		{"bulk, backlog drops", []func(*Evidence){bulk, drops}, true, "40 packets dropped by full per-CPU backlogs"},
 		{"the sender unobserved, the wait 43 % of the receiver's 6.5 ms", []func(*Evidence){unobserved}, true, "the receiver's estimate"},
 		{"the sender unobserved, the wait 12 % of the receiver's 22.5 ms", []func(*Evidence){unobserved, func(ev *Evidence) { ev.Flows[0].RTTus = 22504 }}, false, ""},
@@ -72,7 +72,7 @@ func TestRxBacklogWantsAWaitThatCostsThroughput(t *testing.T) {
 			continue
 		}
 		f := fs[0]
-		if f.Severity != finding.Warning || !strings.Contains(f.Title, "wait 2.8ms before TCP") || !strings.Contains(strings.Join(f.Evidence, "\n"), c.want) {
+		if f.Severity != finding.Warning || !strings.Contains(f.Title, "wait 2.8 ms before TCP") || !strings.Contains(strings.Join(f.Evidence, "\n"), c.want) {
 			t.Errorf("%s: %s %q, evidence lacks %q:\n%s", c.name, f.Severity, f.Title, c.want, strings.Join(f.Evidence, "\n"))
 		}
 	}

@@ -197,7 +197,7 @@ func TestSeedSingleCoreIsCPUSaturatedAndRPSCannotHelp(t *testing.T) {
 		t.Errorf("explanation does not say RPS cannot help on one core: %s", top.Explanation)
 	}
 	text := strings.Join(top.Evidence, "\n")
-	for _, want := range []string{"system 63%", "softirq 36%", "439.00 Mbit/s", "no driver error or drop counter moved"} {
+	for _, want := range []string{"system 63 %", "softirq 36 %", "439.00 Mbit/s", "no driver error or drop counter moved"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("evidence lacks %q:\n%s", want, text)
 		}
@@ -437,7 +437,7 @@ func TestSpreadingReceiveWorkOffersOnlyQueuesTheDriverHas(t *testing.T) {
 			remedy += strings.Join(f.Remedy, "\n")
 			evidence += strings.Join(f.Evidence, "\n")
 		}
-		if !strings.Contains(evidence, "eth0 took 98% of its 4100 interrupts on CPU 0 (/proc/interrupts, IRQ 35)") {
+		if !strings.Contains(evidence, "eth0 took 98 % of its 4100 interrupts on CPU 0 (/proc/interrupts, IRQ 35)") {
 			t.Errorf("evidence lacks where the NIC's interrupts went:\n%s", evidence)
 		}
 		if c.max <= c.used && !strings.Contains(remedy, "/proc/irq/35/smp_affinity_list") {

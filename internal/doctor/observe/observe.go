@@ -135,7 +135,7 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 	}
 	rec, notes := startRecording(opts, notes)
 	if rec != nil && !opts.Deep {
-		notes = append(notes, fmt.Sprintf("segments per skb, softirq time, socket calls and where bytes wait (%s) were recorded %.0f%% of each second "+
+		notes = append(notes, fmt.Sprintf("segments per skb, softirq time, socket calls and where bytes wait (%s) were recorded %.0f %% of each second "+
 			"and scaled to the observation (tcp_stage started bytes in it and followed them to their end); --deep records them all the time, at a higher cost",
 			strings.Join(DeepFamilies, ", "), collect.DefaultSample*100))
 	}
