@@ -3,6 +3,7 @@ package doctor
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/skbtrace/skbtrace/internal/finding"
 	"net/netip"
 	"path/filepath"
 	"strings"
@@ -40,7 +41,10 @@ type Evidence struct {
 	Peers []Peer `json:"peers,omitempty"`
 	// Profile is where the CPU went, when the observation was profiled (--profile).
 	Profile *profile.Summary `json:"profile,omitempty"`
-	Notes   []string         `json:"notes,omitempty"`
+	// Limits are the settings read on the host that may hold flows back,
+	// with where they are set and who set them; rules choose among them.
+	Limits []finding.Limit `json:"limits,omitempty"`
+	Notes  []string        `json:"notes,omitempty"`
 }
 
 // MarshalJSON writes the evidence with each flow's namespace inode beside

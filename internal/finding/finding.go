@@ -47,6 +47,9 @@ type Finding struct {
 	Evidence    []string `json:"evidence"`
 	Explanation string   `json:"explanation"`
 	Remedy      []string `json:"remedy,omitempty"`
+	// Limit is the setting the finding holds responsible, where one was
+	// read: the remedy is rendered from its actions.
+	Limit *Limit `json:"limit,omitempty"`
 	Scope       string   `json:"scope"`
 	// Impact is the estimated share of throughput at stake (0..1), the rank
 	// within a severity; ImpactText says how it was estimated.
@@ -99,6 +102,12 @@ func AppendText(b *strings.Builder, fs []Finding) {
 			b.WriteString("   confirm:\n")
 			for _, c := range f.Confirm {
 				fmt.Fprintf(b, "     %s\n", c)
+			}
+		}
+		if f.Limit != nil {
+			fmt.Fprintf(b, "   limited by: %s\n", f.Limit.Describe())
+			if f.Limit.Arithmetic != "" {
+				fmt.Fprintf(b, "   sized as: %s\n", f.Limit.Arithmetic)
 			}
 		}
 		if len(f.Remedy) > 0 {
