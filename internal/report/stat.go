@@ -194,7 +194,7 @@ func writeStages(tw io.Writer, conns []ConnView) {
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d", c.Local, c.Peer, c.Label(), stages[len(stages)-1].Samples)
 			for _, st := range stages {
-				fmt.Fprintf(tw, "\t%.3f/%.3f %.0f%%", float64(st.P50Us)/1e3, float64(st.P99Us)/1e3, st.Share*100)
+				fmt.Fprintf(tw, "\t%.3f/%.3f %.0f %%", float64(st.P50Us)/1e3, float64(st.P99Us)/1e3, st.Share*100)
 			}
 			fmt.Fprintln(tw)
 		}
@@ -476,22 +476,22 @@ func WriteStatJSON(w io.Writer, v StatView) error {
 
 // WriteStatText writes the summary as tables.
 func WriteStatText(w io.Writer, v StatView) error {
-	fmt.Fprintf(w, "recording: %.1f s, %d events, %d lost", v.Seconds, v.Events, v.Lost)
+	fmt.Fprintf(w, "recording: %.1f s, %s, %d lost", v.Seconds, units.Count(v.Events, "event", "events"), v.Lost)
 	if v.Missing > 0 {
 		fmt.Fprintf(w, ", %d sequence numbers missing", v.Missing)
 	}
 	fmt.Fprintln(w)
 	if v.Sampled != nil {
-		fmt.Fprintf(w, "sampled: %s attached %.0f%% of each interval; their rates and shares are over that time, their totals cover it only\n",
+		fmt.Fprintf(w, "sampled: %s attached %.0f %% of each interval; their rates and shares are over that time, their totals cover it only\n",
 			strings.Join(v.Sampled.Families, ", "), v.Sampled.Share*100)
 	}
 	if v.Windows > 0 {
-		fmt.Fprintf(w, "flight recorder: %d windows around %d trigger firings; the time between them was not recorded "+
-			"and the seconds and rates below leave it out\n", v.Windows, len(v.Triggers))
+		fmt.Fprintf(w, "flight recorder: %s around %s; the time between them was not recorded "+
+			"and the seconds and rates below leave it out\n", units.Count(v.Windows, "window", "windows"), units.Count(len(v.Triggers), "trigger firing", "trigger firings"))
 		for _, t := range v.Triggers {
 			fmt.Fprintf(w, "  %s  seq %d  %s: %s", t.Time.Format("15:04:05.000000"), t.Seq, t.Expr, t.What)
 			if t.Suppressed > 0 {
-				fmt.Fprintf(w, " (%d firings before it opened no window)", t.Suppressed)
+				fmt.Fprintf(w, " (%s before it opened no window)", units.Count(t.Suppressed, "firing", "firings"))
 			}
 			fmt.Fprintln(w)
 		}
@@ -532,7 +532,7 @@ func WriteStatText(w io.Writer, v StatView) error {
 		fmt.Fprintln(tw, "\nKERNEL ACCOUNTING where it differs (shares of the longer of tcp_info's busy time and skbtrace's runs but app)\nlocal\tpeer\tbusy\trwnd-limited\tskbtrace swnd\tsndbuf-limited\tskbtrace sndbuf")
 		for _, c := range differ {
 			k := c.Kernel
-			fmt.Fprintf(tw, "%s\t%s\t%.0f ms\t%.0f%%\t%.0f%%\t%.0f%%\t%.0f%%\n", c.Local, c.Peer, float64(k.BusyUs)/1e3,
+			fmt.Fprintf(tw, "%s\t%s\t%.0f ms\t%.0f %%\t%.0f %%\t%.0f %%\t%.0f %%\n", c.Local, c.Peer, float64(k.BusyUs)/1e3,
 				k.RwndShare*100, k.SwndShare*100, k.SndbufShare*100, k.SkbSndbufShare*100)
 		}
 		fmt.Fprintln(tw, kernelNote)
@@ -558,7 +558,7 @@ func WriteStatText(w io.Writer, v StatView) error {
 	if len(v.CPUs) > 0 {
 		fmt.Fprintln(tw, "\nCPUS\ncpu\tNET_RX\tNET_TX\tnapi polls\tbudget exhausted")
 		for _, c := range v.CPUs {
-			fmt.Fprintf(tw, "%d\t%.1f%%\t%.1f%%\t%d\t%d\n", c.CPU, c.NetRxShare*100, c.NetTxShare*100, c.NapiPolls, c.NapiExhausted)
+			fmt.Fprintf(tw, "%d\t%.1f %%\t%.1f %%\t%d\t%d\n", c.CPU, c.NetRxShare*100, c.NetTxShare*100, c.NapiPolls, c.NapiExhausted)
 		}
 	}
 	if len(v.Processes) > 0 {
@@ -614,7 +614,7 @@ func shares(m map[string]float64) string {
 	var parts []string
 	for _, e := range l {
 		if e.v >= 0.005 {
-			parts = append(parts, fmt.Sprintf("%s %.0f%%", e.k, e.v*100))
+			parts = append(parts, fmt.Sprintf("%s %.0f %%", e.k, e.v*100))
 		}
 	}
 	if len(parts) == 0 {

@@ -28,7 +28,7 @@ func WriteStatHTML(w io.Writer, sum *analyze.Summary, st *analyze.Stat, tl *time
 	}
 	p.Facts = append(p.Facts, [2]string{"events", fmt.Sprintf("%d over %.2f s, %d lost", events, tl.Seconds, sum.TotalLost())})
 	if sum.Sample != nil {
-		p.Facts = append(p.Facts, [2]string{"sampled", fmt.Sprintf("%s attached %.0f%% of each interval: their rates are those of the attached windows",
+		p.Facts = append(p.Facts, [2]string{"sampled", fmt.Sprintf("%s attached %.0f %% of each interval: their rates are those of the attached windows",
 			strings.Join(sum.Sample.Families, ", "), sum.Sample.Share*100)})
 	}
 	if sum.TotalLost() > 0 {

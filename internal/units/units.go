@@ -93,7 +93,7 @@ func SignedPercent(change float64) string {
 
 // Count prints a count with its noun in agreement: 1 event, 2 events,
 // 0 events.
-func Count(n int, one, many string) string {
+func Count[N ~int | ~int32 | ~int64 | ~uint | ~uint32 | ~uint64](n N, one, many string) string {
 	if n == 1 {
 		return "1 " + one
 	}

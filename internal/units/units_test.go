@@ -18,7 +18,7 @@ func TestUnits(t *testing.T) {
 		{Duration(2310 * time.Millisecond), "2.31 s"}, {Duration(225 * time.Second), "225 s"},
 		{Duration(-1500 * time.Microsecond), "-1.5 ms"},
 		{Percent(0.85), "85 %"}, {Percent(0), "0 %"}, {SignedPercent(0.85), "+85 %"}, {SignedPercent(-0.1), "-10 %"},
-		{Count(0, "event", "events"), "0 events"}, {Count(1, "event", "events"), "1 event"}, {Count(2, "window", "windows"), "2 windows"},
+		{Count(0, "event", "events"), "0 events"}, {Count(1, "event", "events"), "1 event"}, {Count(2, "window", "windows"), "2 windows"}, {Count(uint64(1), "firing", "firings"), "1 firing"},
 	} {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)

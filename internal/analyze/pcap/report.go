@@ -214,7 +214,7 @@ func (a *Analyzer) Report(file, format string, readErr error) *Report {
 			"(lost before the capture point, or by the capture): counted, in no flow", c.FragOrphans, c.FragOrphanDatagrams))
 	}
 	if a.Truncated > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("%d frames were cut by the snaplen inside a header the analysis reads; sizes still come from the IP length fields", a.Truncated))
+		r.Notes = append(r.Notes, fmt.Sprintf("%s cut by the snaplen inside a header the analysis reads; sizes still come from the IP length fields", units.Count(a.Truncated, "frame", "frames")))
 	}
 	r.Findings = a.findings(r)
 	finding.Rank(r.Findings)
@@ -361,7 +361,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	for _, link := range slices.Sorted(maps.Keys(c.UnsupportedLinks)) {
-		fmt.Fprintf(&b, "%d frames of unsupported link type %d skipped (supported: %s)\n", c.UnsupportedLinks[link], link, packet.SupportedLinks)
+		fmt.Fprintf(&b, "%s of unsupported link type %d skipped (supported: %s)\n", units.Count(c.UnsupportedLinks[link], "frame", "frames"), link, packet.SupportedLinks)
 	}
 	if c.Malformed > 0 {
 		noun := "frames"

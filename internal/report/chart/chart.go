@@ -350,9 +350,9 @@ func Band(title string, x0, x1 float64, spans []Span, colors map[string]string, 
 	var items []LegendItem
 	for _, k := range order {
 		if shares[k] > 0 {
-			share := fmt.Sprintf("%.0f%%", 100*shares[k])
+			share := fmt.Sprintf("%.0f %%", 100*shares[k])
 			if shares[k] < 0.005 {
-				share = "<1%"
+				share = "<1 %"
 			}
 			items = append(items, LegendItem{k + " " + share, colors[k]})
 		}

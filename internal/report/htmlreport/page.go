@@ -20,6 +20,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/finding"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/report/chart"
+	"github.com/skbtrace/skbtrace/internal/units"
 )
 
 //go:embed page.css
@@ -198,7 +199,7 @@ func writeFlows(b *strings.Builder, tl *timeline.Timeline) {
 		b.WriteString("<p>No TCP flow sent data while this was recorded.</p>\n")
 	}
 	if tl.OtherFlows > 0 {
-		fmt.Fprintf(b, "<p>%d senders that moved less than these are left out.</p>\n", tl.OtherFlows)
+		fmt.Fprintf(b, "<p>Left out: %s that moved less than these.</p>\n", units.Count(tl.OtherFlows, "sender", "senders"))
 	}
 	for i, f := range tl.Flows {
 		fmt.Fprintf(b, "<div class=\"flow\" id=\"flow%d\"><h3>%s</h3>\n", i+1, esc(f.Label()))
