@@ -74,10 +74,7 @@ func TestStatPageLegendIsStatsShares(t *testing.T) {
 	for _, m := range regexp.MustCompile(`<text x="[0-9.]+" y="15">([a-z_]+ [0-9]+ %)</text>`).FindAllStringSubmatch(band, -1) {
 		got = append(got, m[1])
 	}
-	var wantPairs []string
-	for _, m := range regexp.MustCompile(`[a-z_]+ [0-9]+ %`).FindAllString(want, -1) {
-		wantPairs = append(wantPairs, m)
-	}
+	wantPairs := regexp.MustCompile(`[a-z_]+ [0-9]+ %`).FindAllString(want, -1)
 	sort.Strings(got)
 	sort.Strings(wantPairs)
 	if strings.Join(got, ", ") != strings.Join(wantPairs, ", ") {
