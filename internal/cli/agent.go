@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/skbtrace/skbtrace/internal/agent"
+	"github.com/skbtrace/skbtrace/internal/units"
 )
 
 // agentHeapAllowance is the heap the agent may use besides its trace: the
@@ -98,7 +99,7 @@ unless --open-metrics.`,
 			if o.TLSCert != "" {
 				scheme = "https"
 			}
-			fmt.Fprintf(e.stderr, "skbtrace: agent serving on %s://%s (window %v); stop with Ctrl-C\n", scheme, ln.Addr(), o.Window)
+			fmt.Fprintf(e.stderr, "skbtrace: agent serving on %s://%s (window %s); stop with Ctrl-C\n", scheme, ln.Addr(), units.Duration(o.Window))
 			runErr := a.Run(ctx)
 			stop()
 			if err := <-served; err != nil && runErr == nil {

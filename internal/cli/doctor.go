@@ -18,6 +18,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/doctor/observe"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/profile"
+	"github.com/skbtrace/skbtrace/internal/units"
 	"github.com/skbtrace/skbtrace/internal/version"
 )
 
@@ -331,10 +332,10 @@ func describeWindow(d time.Duration, argv []string, ns *host.Netns) string {
 	}
 	switch {
 	case name != "" && d > 0:
-		return fmt.Sprintf(" %s for at most %v", name, d)
+		return fmt.Sprintf(" %s for at most %s", name, units.Duration(d))
 	case name != "":
 		return " while " + name + " runs"
 	default:
-		return fmt.Sprintf(" for %v", d)
+		return fmt.Sprintf(" for %s", units.Duration(d))
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/report/parquet"
 	"github.com/skbtrace/skbtrace/internal/report/perfetto"
+	"github.com/skbtrace/skbtrace/internal/units"
 )
 
 // exporter takes a trace's events as they are replayed; Close writes the
@@ -105,7 +106,7 @@ and warns of the damage.`,
 				case sum.Matched == 0:
 					return fmt.Errorf("%w (no event could be read; nothing exported)", rerr)
 				}
-				return partial.settle(e.stderr, rerr, fmt.Sprintf("%d events %s could be read", sum.Matched, readPart(rerr)), fileOutputs(perfettoOut, parquetDir))
+				return partial.settle(e.stderr, rerr, fmt.Sprintf("%s %s could be read", units.Count(sum.Matched, "event", "events"), readPart(rerr)), fileOutputs(perfettoOut, parquetDir))
 			}
 			var errs []error
 			for _, x := range outs {
@@ -115,7 +116,7 @@ and warns of the damage.`,
 				return err
 			}
 			if rerr != nil {
-				return partial.settle(e.stderr, rerr, fmt.Sprintf("exported the %d events %s", sum.Matched, readPart(rerr)), nil)
+				return partial.settle(e.stderr, rerr, fmt.Sprintf("exported %s %s", units.Count(sum.Matched, "event", "events"), readPart(rerr)), nil)
 			}
 			return nil
 		},

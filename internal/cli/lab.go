@@ -15,6 +15,7 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/lab"
+	"github.com/skbtrace/skbtrace/internal/units"
 )
 
 func labCmd(e *env) *cobra.Command {
@@ -195,6 +196,13 @@ driver cannot make is reported as skipped, with the reason.`,
 	return c
 }
 
+// remedySource says whose remedy a calibration run applied.
+var remedySource = map[string]string{
+	lab.RemedyDoctor:   "the doctor's first remedy, run as printed",
+	lab.RemedyWorkload: "the doctor's first remedy, a change to the application, made by the workload's switch",
+	lab.RemedyScenario: "the doctor's remedy names no setting a command can change",
+}
+
 func printLabReport(e *env, r *lab.Report) {
 	verdict := "reproduced"
 	if !r.Reproduced {
@@ -208,8 +216,9 @@ func printLabReport(e *env, r *lab.Report) {
 		fmt.Fprintf(e.stdout, "  reverse:  %s  (the fault's load from the receiver back)\n", strings.TrimSpace(bitsPerSecond(r.ReverseBps)))
 	}
 	if r.FixedBps > 0 {
-		fmt.Fprintf(e.stdout, "  fixed:    %s  %.0f ops/s (the doctor's remedy applied): the fault cost %.0f%%\n",
-			strings.TrimSpace(bitsPerSecond(r.FixedBps)), r.FixedOps, r.Gain*100)
+		fmt.Fprintf(e.stdout, "  fixed:    %s  %.0f ops/s, %s of the control's: the fault cost %s, the doctor estimated %s\n",
+			strings.TrimSpace(bitsPerSecond(r.FixedBps)), r.FixedOps, units.Percent(r.Restored), units.Percent(r.Gain), units.Percent(r.PredictedImpact))
+		fmt.Fprintf(e.stdout, "  remedy:   %s (%s)\n", r.Remedy, remedySource[r.RemedyFrom])
 	}
 	fmt.Fprintf(e.stdout, "  signal:   %s\n", r.Signal)
 	if r.Expect != "" {
@@ -222,7 +231,7 @@ func printLabReport(e *env, r *lab.Report) {
 		}
 		fmt.Fprintf(e.stdout, "  doctor:   %s (top finding of warning or above: %s)\n", verdict, or(d.Top, "none"))
 		if len(d.Findings) > 0 && d.Top != "" {
-			fmt.Fprintf(e.stdout, "            estimated impact %.0f%%, %s\n", d.Findings[0].Impact*100, d.Findings[0].Confidence)
+			fmt.Fprintf(e.stdout, "            estimated impact %.0f %%, %s\n", d.Findings[0].Impact*100, d.Findings[0].Confidence)
 		}
 		for _, f := range d.Findings {
 			fmt.Fprintf(e.stdout, "            [%s] %s: %s\n", f.Severity, f.ID, f.Title)

@@ -131,12 +131,12 @@ func loadClientCmd(e *env) *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(res)
 			}
-			fmt.Fprintf(e.stdout, "total %.2f s: %d bytes, %s, %.0f ops/s", res.Seconds, res.Bytes, bitsPerSecond(res.Bps), res.OpsPerSec)
+			fmt.Fprintf(e.stdout, "total %.2f s: %s, %s, %.0f ops/s", res.Seconds, units.Bytes(res.Bytes), bitsPerSecond(res.Bps), res.OpsPerSec)
 			switch o.Mode {
 			case load.RR:
 				fmt.Fprintf(e.stdout, ", %.0f us per transaction", res.AvgRTTus)
 			case load.UDP:
-				fmt.Fprintf(e.stdout, ", %d datagrams received, %d lost", res.Received, res.Lost)
+				fmt.Fprintf(e.stdout, ", %s received, %d lost", units.Count(res.Received, "datagram", "datagrams"), res.Lost)
 			}
 			fmt.Fprintln(e.stdout)
 			return nil

@@ -111,12 +111,12 @@ var NIC = []*Scenario{
 					return ""
 				}
 			}
-			return fmt.Sprintf("no CPU had time to spare for CPU 0's receive work: CPU 1 was %.0f%% busy in the fault run (%.0f%% in the control), "+
-				"at least the %.0f%% beside which the doctor calls work misplaced", f.cpuBusy(1)*100, c.cpuBusy(1)*100, doctor.SpareBusy*100)
+			return fmt.Sprintf("no CPU had time to spare for CPU 0's receive work: CPU 1 was %.0f %% busy in the fault run (%.0f %% in the control), "+
+				"at least the %.0f %% beside which the doctor calls work misplaced", f.cpuBusy(1)*100, c.cpuBusy(1)*100, doctor.SpareBusy*100)
 		},
 		// Where the work went is the proof: both CPUs were busy before.
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
-			return fmt.Sprintf("%s took %.0f%% of its interrupts on CPU 0 (control %.0f%%), CPU 0 busy %.0f%% (control %.0f%%), CPU 1 %.0f%% (control %.0f%%); throughput %s",
+			return fmt.Sprintf("%s took %.0f %% of its interrupts on CPU 0 (control %.0f %%), CPU 0 busy %.0f %% (control %.0f %%), CPU 1 %.0f %% (control %.0f %%); throughput %s",
 					p.ReceiverDev, f.interruptShare(0)*100, c.interruptShare(0)*100, f.cpuBusy(0)*100, c.cpuBusy(0)*100,
 					f.cpuBusy(1)*100, c.cpuBusy(1)*100, change(c, f)),
 				f.interruptShare(0) >= 0.9 && c.interruptShare(0) <= 0.1 && f.cpuBusy(0) >= cpuSaturated
@@ -195,7 +195,7 @@ var NIC = []*Scenario{
 		// without an effect: no fault to build.
 		Unbuilt: func(c, f *Measurement, p *Pair) string {
 			if c.RxChecksums.Packets() >= 1000 && c.RxChecksums.NoneShare() > 0.9 {
-				return fmt.Sprintf("%s handed GRO %.0f%% of %d packets unverified with rx on too: the device does not check receive checksums",
+				return fmt.Sprintf("%s handed GRO %.0f %% of %d packets unverified with rx on too: the device does not check receive checksums",
 					p.ReceiverDev, c.RxChecksums.NoneShare()*100, c.RxChecksums.Packets())
 			}
 			return ""
@@ -205,7 +205,7 @@ var NIC = []*Scenario{
 		// (iperf3 within 7 % either way on vmxnet3), and with --doctor only
 		// the fault run carries the doctor's own cost.
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
-			return fmt.Sprintf("%s handed GRO %.0f%% of %d packets unverified (CHECKSUM_NONE), against %.0f%% of %d with rx on; throughput %s",
+			return fmt.Sprintf("%s handed GRO %.0f %% of %d packets unverified (CHECKSUM_NONE), against %.0f %% of %d with rx on; throughput %s",
 					p.ReceiverDev, f.RxChecksums.NoneShare()*100, f.RxChecksums.Packets(),
 					c.RxChecksums.NoneShare()*100, c.RxChecksums.Packets(), change(c, f)),
 				f.RxChecksums.Packets() >= 1000 && c.RxChecksums.Packets() >= 1000 &&

@@ -12,6 +12,7 @@ import (
 
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/load"
+	"github.com/skbtrace/skbtrace/internal/units"
 )
 
 func init() { Noise = append(Noise, noiseRuns...) }
@@ -174,7 +175,7 @@ var noiseRuns = []*Scenario{
 		Verdict: quietVerdict(func(c, f *Measurement, p *Pair) (string, bool) {
 			// One way, the receiver sends ACKs alone: a few hundredths of the sender's bytes.
 			back, fwd := counter(p.Receiver, "IpExt.OutOctets"), counter(p.Sender, "IpExt.OutOctets")
-			return fmt.Sprintf("the receiver's end sent %d MB, the sender's %d MB over both runs", back>>20, fwd>>20),
+			return fmt.Sprintf("the receiver's end sent %s, the sender's %s over both runs", units.SignedBytes(back), units.SignedBytes(fwd)),
 				back > fwd/10
 		}),
 	},
@@ -240,7 +241,7 @@ var noiseRuns = []*Scenario{
 		},
 		Verdict: quietVerdict(func(c, f *Measurement, p *Pair) (string, bool) {
 			n := nrBytesAcked(p.Receiver, nrPort)
-			return fmt.Sprintf("the loopback stream moved %d MB", n>>20), n > 100<<20
+			return fmt.Sprintf("the loopback stream moved %s", units.SignedBytes(n)), n > 100<<20
 		}),
 	},
 	{

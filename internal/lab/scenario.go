@@ -167,11 +167,19 @@ type Report struct {
 	// FixedBps and FixedOps are the calibration run's, with the doctor's
 	// remedy applied; Gain is the share of that throughput the fault cost
 	// (operations per second for request/response).
-	FixedBps   float64 `json:"fixed_bits_per_second,omitempty"`
-	FixedOps   float64 `json:"fixed_ops_per_second,omitempty"`
-	Gain       float64 `json:"gain,omitempty"`
-	Signal     string  `json:"signal"`
-	Reproduced bool    `json:"reproduced"`
+	FixedBps float64 `json:"fixed_bits_per_second,omitempty"`
+	FixedOps float64 `json:"fixed_ops_per_second,omitempty"`
+	Gain     float64 `json:"gain,omitempty"`
+	// Remedy is what the calibration run applied and RemedyFrom whose it
+	// was (RemedyDoctor ...); PredictedImpact is the doctor's estimate of
+	// the share the fault cost, beside Gain, and Restored the fixed run's
+	// throughput as a share of the control's.
+	Remedy          string  `json:"remedy,omitempty"`
+	RemedyFrom      string  `json:"remedy_from,omitempty"`
+	PredictedImpact float64 `json:"predicted_impact,omitempty"`
+	Restored        float64 `json:"restored,omitempty"`
+	Signal          string  `json:"signal"`
+	Reproduced      bool    `json:"reproduced"`
 	// Skipped says why the fault cannot be built on these devices (NotBuildable).
 	Skipped string  `json:"skipped,omitempty"`
 	Seconds float64 `json:"seconds"`
@@ -284,9 +292,13 @@ func (s *Scenario) perform(ctx context.Context, opts RunOptions, start time.Time
 		}
 	}
 	var fixed *Measurement
-	if opts.Calibrate && (s.Fix != nil || s.FixLoad != nil) {
-		if fixed, err = s.calibrate(ctx, pair, faultLoad); err != nil {
-			return nil, fmt.Errorf("%s: calibration run: %w", s.Name, err)
+	var remedy calibration
+	if opts.Calibrate {
+		remedy = s.remedyFor(fault.Doctor)
+		if remedy.From != "" {
+			if fixed, err = s.calibrate(ctx, pair, faultLoad, remedy); err != nil {
+				return nil, fmt.Errorf("%s: calibration run: %w", s.Name, err)
+			}
 		}
 	}
 	if s.Unbuilt != nil {
@@ -307,6 +319,12 @@ func (s *Scenario) perform(ctx context.Context, opts RunOptions, start time.Time
 	}
 	if fixed != nil {
 		rep.FixedBps, rep.FixedOps = fixed.Load.Bps, fixed.Load.OpsPerSec
+		rep.Remedy, rep.RemedyFrom, rep.PredictedImpact = remedy.Text, remedy.From, remedy.Impact
+		if faultLoad.Mode == load.RR && control.Load.OpsPerSec > 0 {
+			rep.Restored = fixed.Load.OpsPerSec / control.Load.OpsPerSec
+		} else if control.Load.Bps > 0 {
+			rep.Restored = fixed.Load.Bps / control.Load.Bps
+		}
 		if faultLoad.Mode == load.RR && fixed.Load.OpsPerSec > 0 {
 			rep.Gain = 1 - fault.Load.OpsPerSec/fixed.Load.OpsPerSec
 		} else if fixed.Load.Bps > 0 {
@@ -316,17 +334,92 @@ func (s *Scenario) perform(ctx context.Context, opts RunOptions, start time.Time
 	return rep, nil
 }
 
-// calibrate applies the remedy and measures the fault's load again.
-func (s *Scenario) calibrate(ctx context.Context, p *Pair, o load.Options) (*Measurement, error) {
-	if s.Fix != nil {
-		if err := s.Fix(p); err != nil {
-			return nil, fmt.Errorf("applying the remedy: %w", err)
+// calibration is the remedy a calibration run applies.
+type calibration struct {
+	// From says whose remedy it is: RemedyDoctor (the doctor's first,
+	// exactly as printed), RemedyWorkload (the doctor's first is a change to
+	// the application, made by the workload's switch) or RemedyScenario
+	// (the doctor's names no setting: the scenario's own fix); "" for none.
+	From   string
+	Text   string
+	Impact float64 // the doctor's estimate of what the fault costs
+	action *finding.Action
+}
+
+// Where a calibration run's remedy comes from (Report.RemedyFrom).
+const (
+	RemedyDoctor   = "doctor"
+	RemedyWorkload = "workload"
+	RemedyScenario = "scenario"
+)
+
+// remedyFor chooses the calibration's remedy: the first action of the
+// limit the doctor's top finding names, applied as printed, wherever a
+// command can apply it.
+func (s *Scenario) remedyFor(rep *doctor.Report) calibration {
+	var c calibration
+	if rep != nil {
+		if top := rep.Top(finding.Warning); top != nil {
+			c.Impact = top.Impact
+			if top.Limit != nil && len(top.Limit.Undo) > 0 {
+				first := top.Limit.Undo[0]
+				switch {
+				case len(first.Argv) > 0:
+					c.From, c.Text, c.action = RemedyDoctor, first.Text, &first
+					return c
+				case s.FixLoad != nil:
+					c.From, c.Text = RemedyWorkload, first.Text
+					return c
+				}
+			}
 		}
 	}
-	if s.FixLoad != nil {
+	if s.Fix != nil || s.FixLoad != nil {
+		c.From, c.Text = RemedyScenario, "the scenario's own fix"
+	}
+	return c
+}
+
+// calibrate applies the remedy and measures the fault's load again.
+func (s *Scenario) calibrate(ctx context.Context, p *Pair, o load.Options, c calibration) (*Measurement, error) {
+	switch c.From {
+	case RemedyDoctor:
+		if err := applyAction(c.action); err != nil {
+			return nil, fmt.Errorf("applying the doctor's remedy %q: %w", c.Text, err)
+		}
+	case RemedyWorkload:
 		s.FixLoad(&o)
+	default:
+		if s.Fix != nil {
+			if err := s.Fix(p); err != nil {
+				return nil, fmt.Errorf("applying the remedy: %w", err)
+			}
+		}
+		if s.FixLoad != nil {
+			s.FixLoad(&o)
+		}
 	}
 	return s.measure(ctx, p, o, RunOptions{})
+}
+
+// applyAction runs a remedy's command in its network namespace, as
+// ip netns exec would.
+func applyAction(a *finding.Action) error {
+	cmd := exec.Command(a.Argv[0], a.Argv[1:]...)
+	if a.Netns == "" {
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, bytes.TrimSpace(out))
+		}
+		return nil
+	}
+	ns, err := host.OpenNetns(a.Netns)
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	_, err = ns.Output(cmd)
+	return err
 }
 
 // setUp builds a fresh pair (on the wire's devices when given) emulating two hosts, with the load server

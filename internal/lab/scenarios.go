@@ -62,7 +62,7 @@ var Scenarios = []*Scenario{
 			// decisions after writes): the fault must add to that.
 			share := f.limitShare("swnd")
 			slower := runtime.NumCPU() < 2 || f.Load.Bps < 0.7*c.Load.Bps
-			return fmt.Sprintf("tcp_sendlim [swnd] %.0f%% of the sender's time (control %.0f%%); throughput %s",
+			return fmt.Sprintf("tcp_sendlim [swnd] %.0f %% of the sender's time (control %.0f %%); throughput %s",
 				share*100, c.limitShare("swnd")*100, change(c, f)), share > 0.5 && share > c.limitShare("swnd")+0.3 && slower
 		},
 	},
@@ -192,7 +192,7 @@ var Scenarios = []*Scenario{
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			busy, before := f.cpuBusy(1), c.cpuBusy(1)
 			user, userBefore := f.sockCPUUser(1), c.sockCPUUser(1)
-			return fmt.Sprintf("the receiver's CPU 1 busy %.0f%% of the run, %.0f%% in user space (control %.0f%%, %.0f%%); throughput %s",
+			return fmt.Sprintf("the receiver's CPU 1 busy %.0f %% of the run, %.0f %% in user space (control %.0f %%, %.0f %%); throughput %s",
 					busy*100, user*100, before*100, userBefore*100, change(c, f)),
 				runtime.NumCPU() >= 2 && busy >= cpuSaturated && user > userBefore+0.15
 		},

@@ -8,6 +8,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/load"
+	"github.com/skbtrace/skbtrace/internal/units"
 	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
@@ -95,7 +96,7 @@ func stageVerdict(c, f *Measurement, ns *host.Netns, peer netip.Addr, stage wire
 	name := event.StageNames[stage]
 	fs, fn := f.stageWait(ns, peer, stage)
 	cs, _ := c.stageWait(ns, peer, stage)
-	return fmt.Sprintf("tcp_stage %s %v weighted by time over %d bytes (control %v); throughput %s", name, fs.Round(time.Microsecond), fn, cs.Round(time.Microsecond), change(c, f)),
+	return fmt.Sprintf("tcp_stage %s %s weighted by time over %s (control %s); throughput %s", name, units.Duration(fs), units.Bytes(uint64(fn)), units.Duration(cs), change(c, f)),
 		fn > 0 && fs >= least && fs >= 5*cs
 }
 

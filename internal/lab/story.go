@@ -57,7 +57,7 @@ func Story(ctx context.Context, w io.Writer) (err error) {
 	if err := printSendlim(w, slow, 6); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n   %.0f%% of the sender's time was [sndbuf]: it had nothing left to send and its\n", slow.limitShare("sndbuf")*100)
+	fmt.Fprintf(w, "\n   %.0f %% of the sender's time was [sndbuf]: it had nothing left to send and its\n", slow.limitShare("sndbuf")*100)
 	fmt.Fprintf(w, "   send buffer was full of unacknowledged data. The send buffer caps the bytes in flight.\n\n")
 	fmt.Fprintf(w, "== The fix: a send buffer that can grow with the bandwidth-delay product\n")
 	fmt.Fprintf(w, "   ip netns exec %s sysctl -w net.ipv4.tcp_wmem=\"%s\"\n\n", pair.Sender.Name, defaultWmem)
@@ -68,7 +68,7 @@ func Story(ctx context.Context, w io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "   throughput: %.2f Gbit/s (%.1fx); the sender is now limited by %s (%.0f%% of its time)\n",
+	fmt.Fprintf(w, "   throughput: %.2f Gbit/s (%.1fx); the sender is now limited by %s (%.0f %% of its time)\n",
 		fast.Load.Bps/1e9, fast.Load.Bps/slow.Load.Bps, topReason(fast), fast.limitShare(topReason(fast))*100)
 	return nil
 }

@@ -54,7 +54,7 @@ var Variants = append([]*Scenario{
 		FixLoad: func(o *load.Options) { o.SndBuf = 0 },
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			share, drops := f.limitShare("sndbuf"), f.drops("NETFILTER_DROP")
-			return fmt.Sprintf("tcp_sendlim [sndbuf] %.0f%% of the sender's time, %d skb_drop [NETFILTER_DROP]; throughput %s",
+			return fmt.Sprintf("tcp_sendlim [sndbuf] %.0f %% of the sender's time, %d skb_drop [NETFILTER_DROP]; throughput %s",
 				share*100, drops, change(c, f)), share > 0.3 && drops > 0 && f.Load.Bps < 0.7*c.Load.Bps
 		},
 	},
@@ -64,7 +64,7 @@ var Variants = append([]*Scenario{
 // well above the control's CPU-bound reader, and lost throughput for it.
 func rwndVerdict(c, f *Measurement, p *Pair) (string, bool) {
 	share := f.limitShare("swnd")
-	return fmt.Sprintf("tcp_sendlim [swnd] %.0f%% of the sender's time (control %.0f%%); throughput %s",
+	return fmt.Sprintf("tcp_sendlim [swnd] %.0f %% of the sender's time (control %.0f %%); throughput %s",
 		share*100, c.limitShare("swnd")*100, change(c, f)), share > 0.5 && share > c.limitShare("swnd")+0.3 && f.Load.Bps < 0.7*c.Load.Bps
 }
 
@@ -253,13 +253,13 @@ func sndbufVerdict(c, f *Measurement, p *Pair) (string, bool) {
 // moved 238 Mbit/s capped against 272 with the control CPU-bound, 95 % of
 // the time waiting against 0 %. There the waits alone prove it.
 func sndbufJudged(share, before float64, c, f *Measurement) (string, bool) {
-	text := fmt.Sprintf("tcp_sendlim [sndbuf] %.0f%% of the sender's time (control %.0f%%); throughput %s",
+	text := fmt.Sprintf("tcp_sendlim [sndbuf] %.0f %% of the sender's time (control %.0f %%); throughput %s",
 		share*100, before*100, change(c, f))
 	held := share > 0.5 && share > before+0.3
 	if f.Load.Bps < 0.7*c.Load.Bps {
 		return text, held
 	}
 	cpu, busy := c.busiestCPU()
-	text += fmt.Sprintf("; the control's CPU %d was busy %.0f%% of its run", cpu, busy*100)
+	text += fmt.Sprintf("; the control's CPU %d was busy %.0f %% of its run", cpu, busy*100)
 	return text, held && busy >= cpuSaturated
 }

@@ -123,7 +123,7 @@ var netVariants = []*Scenario{
 		// veth drops what exceeds its peer's MTU, no ICMP comes back.
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			drops, before := netDropsOf(f, p.SenderDev, "ipv4/udp"), netDropsOf(c, p.SenderDev, "ipv4/udp")
-			return fmt.Sprintf("%d skb_drop of UDP on %s (%s), %d in the control; %.0f%% of the datagrams arrived, %.0f%% in the control; delivered %s",
+			return fmt.Sprintf("%d skb_drop of UDP on %s (%s), %d in the control; %.0f %% of the datagrams arrived, %.0f %% in the control; delivered %s",
 					drops, p.SenderDev, f.dropLocation(p.SenderDev), before, netArrived(f)*100, netArrived(c)*100, change(c, f)),
 				drops > 100 && before*10 < drops && netArrived(f) < 0.1 && netArrived(c) > 0.5
 		},

@@ -50,7 +50,7 @@ var sockVariants = []*Scenario{
 		Fix:       func(p *Pair) error { return sysctl(p.Receiver, "net.ipv4.tcp_wmem", defaultWmem) },
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			share, before := sockShare(f.sockServerConn(p), "sndbuf"), sockShare(c.sockServerConn(p), "sndbuf")
-			return fmt.Sprintf("tcp_sendlim [sndbuf] %.0f%% of the server's sending time (control %.0f%%); throughput %s",
+			return fmt.Sprintf("tcp_sendlim [sndbuf] %.0f %% of the server's sending time (control %.0f %%); throughput %s",
 				share*100, before*100, change(c, f)), share > 0.5 && f.Load.Bps < 0.7*c.Load.Bps
 		},
 	},
@@ -522,7 +522,7 @@ func sockCPUVerdict(cpu int) func(c, f *Measurement, p *Pair) (string, bool) {
 	return func(c, f *Measurement, p *Pair) (string, bool) {
 		busy, before := f.cpuBusy(cpu), c.cpuBusy(cpu)
 		user, userBefore := f.sockCPUUser(cpu), c.sockCPUUser(cpu)
-		return fmt.Sprintf("CPU %d busy %.0f%% of the run, %.0f%% in user space (control %.0f%%, %.0f%%); throughput %s",
+		return fmt.Sprintf("CPU %d busy %.0f %% of the run, %.0f %% in user space (control %.0f %%, %.0f %%); throughput %s",
 				cpu, busy*100, user*100, before*100, userBefore*100, change(c, f)),
 			runtime.NumCPU() >= 2 && busy > 0.95 && user > userBefore+0.15
 	}
@@ -535,7 +535,7 @@ func sockCPUVerdict(cpu int) func(c, f *Measurement, p *Pair) (string, bool) {
 func sockAppWorkVerdict(c, f *Measurement, p *Pair) (string, bool) {
 	user, userBefore := f.sockCPUUser(1), c.sockCPUUser(1)
 	swnd := sockShare(f.sockSender(p), "swnd")
-	return fmt.Sprintf("CPU 1 %.0f%% in user space (control %.0f%%), busy %.0f%% (control %.0f%%); tcp_sendlim [swnd] %.0f%% of the sender's time; throughput %s",
+	return fmt.Sprintf("CPU 1 %.0f %% in user space (control %.0f %%), busy %.0f %% (control %.0f %%); tcp_sendlim [swnd] %.0f %% of the sender's time; throughput %s",
 			user*100, userBefore*100, f.cpuBusy(1)*100, c.cpuBusy(1)*100, swnd*100, change(c, f)),
 		runtime.NumCPU() >= 2 && user > 0.5 && user > userBefore+0.3 && swnd > 0.8 && f.Load.Bps < 0.5*c.Load.Bps
 }
@@ -561,8 +561,8 @@ func sockSndbufVerdict(c, f *Measurement, p *Pair) (string, bool) {
 func sockRwndVerdict(c, f *Measurement, p *Pair) (string, bool) {
 	share, before := sockShare(f.sockSender(p), "swnd"), sockShare(c.sockSender(p), "swnd")
 	run, runBefore := sockMeanRun(f.sockSender(p), "swnd"), sockMeanRun(c.sockSender(p), "swnd")
-	return fmt.Sprintf("tcp_sendlim [swnd] %.0f%% of the sender's time (control %.0f%%), %v per wait (control %v); throughput %s",
-		share*100, before*100, run, runBefore, change(c, f)), share > 0.5 && run >= 10*runBefore && f.Load.Bps < 0.7*c.Load.Bps
+	return fmt.Sprintf("tcp_sendlim [swnd] %.0f %% of the sender's time (control %.0f %%), %s per wait (control %s); throughput %s",
+		share*100, before*100, units.Duration(run), units.Duration(runBefore), change(c, f)), share > 0.5 && run >= 10*runBefore && f.Load.Bps < 0.7*c.Load.Bps
 }
 
 // sockStalledReader is a receiving application that stops reading for
@@ -588,8 +588,8 @@ func sockStalledReader() *Scenario {
 			if s != nil {
 				probed = s.ProbedRuns
 			}
-			return fmt.Sprintf("the window stayed shut %s per [swnd] run on average (control %s), %d runs with zero-window probes unanswered; [swnd] %.0f%% of the sender's time (control %.0f%%); throughput %s",
-					stall, before, probed, sockShare(s, "swnd")*100, sockShare(cs, "swnd")*100, change(c, f)),
+			return fmt.Sprintf("the window stayed shut %s per [swnd] run on average (control %s), %d runs with zero-window probes unanswered; [swnd] %.0f %% of the sender's time (control %.0f %%); throughput %s",
+					units.Duration(stall), units.Duration(before), probed, sockShare(s, "swnd")*100, sockShare(cs, "swnd")*100, change(c, f)),
 				(probed > 0 || stall >= 20*time.Millisecond && stall > 2*before) && f.Load.Bps < 0.5*c.Load.Bps
 		},
 	}, sockSinkArgs{chunk: 256 << 10, pause: 400 * time.Millisecond, burst: 50 * time.Millisecond})

@@ -1,0 +1,47 @@
+package lab
+
+import (
+	"testing"
+
+	"github.com/skbtrace/skbtrace/internal/doctor"
+	"github.com/skbtrace/skbtrace/internal/finding"
+	"github.com/skbtrace/skbtrace/internal/load"
+)
+
+// A calibration run applies the doctor's first remedy exactly as printed
+// where a command applies it, the workload's switch where the remedy is a
+// change to the application, and the scenario's own fix only where the
+// doctor names no setting.
+func TestCalibrationAppliesTheDoctorsFirstRemedy(t *testing.T) {
+	route := finding.Command("lab-rx", "ip", "route", "change", "10.0.0.0/24", "dev", "veth1")
+	clamp := finding.Change("in server.py[42]: drop its setsockopt(TCP_WINDOW_CLAMP, 65536)")
+	withLimit := func(undo ...finding.Action) *doctor.Report {
+		return &doctor.Report{Findings: []finding.Finding{
+			{ID: "rwnd-limited", Severity: finding.Warning, Impact: 0.6, Limit: &finding.Limit{Kind: "route_window", Undo: undo}},
+		}}
+	}
+	fix := func(*Pair) error { return nil }
+	fixLoad := func(*load.Options) {}
+	for _, c := range []struct {
+		name     string
+		s        Scenario
+		rep      *doctor.Report
+		from     string
+		text     string
+		impact   float64
+		runsArgv bool
+	}{
+		{"a command", Scenario{Fix: fix}, withLimit(route, clamp), RemedyDoctor, route.Text, 0.6, true},
+		{"an application's change", Scenario{Fix: fix, FixLoad: fixLoad}, withLimit(clamp), RemedyWorkload, clamp.Text, 0.6, false},
+		{"an application's change the workload cannot make", Scenario{Fix: fix}, withLimit(clamp), RemedyScenario, "the scenario's own fix", 0.6, false},
+		{"no limit named", Scenario{Fix: fix}, &doctor.Report{Findings: []finding.Finding{{ID: "packet-loss", Severity: finding.Warning, Impact: 0.3}}},
+			RemedyScenario, "the scenario's own fix", 0.3, false},
+		{"no doctor", Scenario{FixLoad: fixLoad}, nil, RemedyScenario, "the scenario's own fix", 0, false},
+		{"nothing to apply", Scenario{}, withLimit(clamp), "", "", 0.6, false},
+	} {
+		got := c.s.remedyFor(c.rep)
+		if got.From != c.from || got.Text != c.text || got.Impact != c.impact || (got.action != nil) != c.runsArgv {
+			t.Errorf("%s: got %+v, want from %q text %q impact %v", c.name, got, c.from, c.text, c.impact)
+		}
+	}
+}
