@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"sort"
@@ -71,7 +72,7 @@ func TestLabVariantsAndNoiseInBothDoctorModes(t *testing.T) {
 	testenv.Tool(t, "nft")
 	testenv.Tool(t, "iperf3")
 	testenv.Tool(t, "python3")
-	def := runLab(t, len(lab.Variants)+len(lab.Noise), "variants", "noise", "--doctor")
+	def := runLab(t, len(lab.Variants)+len(lab.Noise), "variants", "noise", "--doctor", "--calibrate")
 	// Noise runs are judged in default mode only: the question there is
 	// whether the doctor stays quiet as users run it.
 	deep := runLab(t, len(lab.Variants), "variants", "--doctor", "--deep")
@@ -123,6 +124,7 @@ func runLab(t *testing.T, want int, args ...string) []lab.Report {
 				strings.Join(found, "\n"), flowSummary(r.Doctor.Evidence)))
 		}
 	}
+	failures = append(failures, remedyFailures(t, reports)...)
 	for _, f := range failures {
 		t.Error(f)
 	}
@@ -233,4 +235,31 @@ func flowSummary(ev *doctor.Evidence) string {
 			ns.Counters["TcpExt.TCPToZeroWindowAdv"], ns.Counters["TcpExt.TCPWantZeroWindowAdv"], ns.Counters["Tcp.RetransSegs"], ns.Counters["Tcp.OutSegs"]))
 	}
 	return strings.Join(lines, "\n")
+}
+
+// remedyFailures holds each calibrated scenario whose doctor's first remedy
+// was applied to the bar of issue 44: it restores at least 80 % of the
+// control's throughput, and the doctor's estimate of the fault's cost is
+// within 15 points of what the remedy gained.
+func remedyFailures(t *testing.T, reports []lab.Report) []string {
+	t.Helper()
+	var failures []string
+	for _, r := range reports {
+		if r.RemedyFrom == "" {
+			continue
+		}
+		t.Logf("%-18s remedy (%s): %s; restored %.0f %% of the control, gained %.0f %%, estimated %.0f %%",
+			r.Name, r.RemedyFrom, r.Remedy, r.Restored*100, r.Gain*100, r.PredictedImpact*100)
+		if r.RemedyFrom == lab.RemedyScenario {
+			continue
+		}
+		if r.Restored < 0.8 {
+			failures = append(failures, fmt.Sprintf("%s: the doctor's remedy %q restored %.0f %% of the control's throughput, want 80 %%", r.Name, r.Remedy, r.Restored*100))
+		}
+		if d := math.Abs(r.PredictedImpact - r.Gain); d > 0.15 {
+			failures = append(failures, fmt.Sprintf("%s: the doctor estimated %.0f %% at stake, the remedy gained %.0f %%: %.0f points apart, want 15 at most",
+				r.Name, r.PredictedImpact*100, r.Gain*100, d*100))
+		}
+	}
+	return failures
 }
