@@ -114,7 +114,7 @@ unless --open-metrics.`,
 	f.BoolVar(&o.OpenMetrics, "open-metrics", false, "serve /metrics without the token")
 	f.StringVar(&o.TLSCert, "tls-cert", "", "serve HTTPS with this certificate `FILE`")
 	f.StringVar(&o.TLSKey, "tls-key", "", "and this key `FILE`")
-	f.StringSliceVar(&o.Netns, "netns", nil, "watch these network namespaces (`NAME`; default: this one and every named one, also later ones)")
+	f.StringSliceVar(&o.Netns, "netns", nil, "watch the network namespaces `NAME`, comma-separated (default: this one and every named one, also later ones)")
 	f.StringVar(&window, "window", "10m", "keep this much of the past (`DURATION`: 10m, 1h)")
 	f.StringVar(&maxTrace, "max-trace", "64M", "keep at most this much of the window's trace (`SIZE`); older blocks go first")
 	f.BoolVar(&o.NoKernelEvents, "no-kernel-events", false, "record no kernel events: tcp_info, counters and settings only")

@@ -127,11 +127,11 @@ Each --peer agent is asked before the observation starts.`,
 			return status
 		},
 	}
-	c.Flags().StringVarP(&duration, "duration", "d", "", "observe this long (`DURATION`: 10, 10s, 2m; default 10s without a command, else until it exits)")
-	c.Flags().StringSliceVar(&netns, "netns", nil, "observe these network namespaces (`NAME`; default: this one and every named one); COMMAND runs in the first, as ip netns exec would run it")
+	c.Flags().StringVarP(&duration, "duration", "d", "", "observe this long, `DURATION` such as 10, 10s, 2m (default: 10s without a command, else until it exits)")
+	c.Flags().StringSliceVar(&netns, "netns", nil, "observe the network namespaces `NAME`, comma-separated; COMMAND runs in the first, as ip netns exec would run it (default: this one and every named one)")
 	c.Flags().BoolVar(&asJSON, "json", false, "write the report as JSON (as --format json)")
-	c.Flags().StringVar(&format, "format", "", "report `FORMAT`: text, json or html (one self-contained page with charts; default: from the -o file's extension, .txt, .json or .html, else text)")
-	c.Flags().StringVarP(&output, "output", "o", "", "write the report to `FILE` (default standard output)")
+	c.Flags().StringVar(&format, "format", "", "report `FORMAT`: text, json or html, one self-contained page with charts (default: from the -o file's extension, .txt, .json or .html, else text)")
+	c.Flags().StringVarP(&output, "output", "o", "", "write the report to `FILE` (default: standard output)")
 	c.Flags().BoolVar(&deep, "deep", false, "record the per-packet families (segments per skb, softirq time, socket call sizes, where bytes wait) all the time rather than 5% of each second: exact counts, more cost")
 	c.Flags().StringVar(&traceFile, "trace", "", "keep the kernel-event recording in `FILE` for parse and stat")
 	c.Flags().StringVar(&profOut, "profile", "", "profile the CPUs at 99 Hz too: the phase table joins the report (for compare) and the profile goes to `FILE` (pprof)")

@@ -78,7 +78,7 @@ func loadServerCmd(e *env) *cobra.Command {
 	}
 	c.Flags().Var(&listen, "listen", "`ADDR` to listen on, TCP and UDP")
 	c.Flags().StringVar(&netns, "netns", "", "listen inside this named network namespace (`NAME`)")
-	c.Flags().StringVarP(&duration, "duration", "d", "", "stop after this long (`DURATION`; default: until interrupted)")
+	c.Flags().StringVarP(&duration, "duration", "d", "", "stop after this long, `DURATION` (default: until interrupted)")
 	return c
 }
 
@@ -146,14 +146,14 @@ func loadClientCmd(e *env) *cobra.Command {
 	f.StringVar(&mode, "mode", "bulk", "traffic `MODE`: bulk, rr (request/response) or udp")
 	f.StringVarP(&duration, "duration", "d", "5", "how long to send (`DURATION`: 5, 5s, 2m)")
 	f.IntVarP(&o.Streams, "parallel", "P", 1, "`N` parallel connections")
-	f.IntVarP(&o.Size, "length", "l", 0, "`BYTES` per write, request or datagram (default 128K bulk, 100 rr, 1400 udp)")
-	f.IntVar(&o.Response, "response", 0, "rr: `BYTES` per response (default 10)")
+	f.IntVarP(&o.Size, "length", "l", 0, "`BYTES` per write, request or datagram (default: 128K bulk, 100 rr, 1400 udp)")
+	f.IntVar(&o.Response, "response", 10, "rr: `BYTES` per response")
 	f.IntVar(&o.Writes, "writes", 1, "rr: `N` writes each request is split into (2 shows the Nagle x delayed-ACK stall)")
 	f.BoolVar(&o.NoDelay, "nodelay", false, "set TCP_NODELAY")
 	f.IntVar(&o.SndBuf, "sndbuf", 0, "SO_SNDBUF `BYTES` (default: autotuning)")
 	f.IntVar(&o.RcvBuf, "rcvbuf", 0, "SO_RCVBUF `BYTES`")
 	f.StringVar(&o.CC, "cc", "", "congestion control `ALGORITHM` for these sockets (cubic, bbr, reno ...)")
-	f.StringVar(&rate, "rate", "", "udp: bits per second (`RATE`: 100M, 1G; default as fast as possible)")
+	f.StringVar(&rate, "rate", "", "udp: bits per second, `RATE` such as 100M, 1G (default: as fast as possible)")
 	f.DurationVar(&o.Interval, "interval", time.Second, "`DURATION` between interval reports")
 	f.StringVar(&o.DialNetns, "netns", "", "connect from inside this named network namespace (`NAME`)")
 	f.BoolVar(&asJSON, "json", false, "results as one JSON document")

@@ -94,7 +94,7 @@ file name (.pb.gz, .folded, .html) unless --format says.`,
 		},
 	}
 	f := c.Flags()
-	f.StringVarP(&duration, "duration", "d", "", "how long to profile (`DURATION`: 5, 5s, 2m; default: while CMD runs)")
+	f.StringVarP(&duration, "duration", "d", "", "how long to profile, `DURATION` such as 5, 5s, 2m (default: while CMD runs)")
 	f.IntVar(&hz, "frequency", 99, "samples per second per CPU (`HZ`)")
 	f.StringVar(&cpuList, "cpu", "", "only these CPUs (`LIST`: 0-3,6)")
 	f.StringVarP(&output, "output", "o", "", "write the profile to `FILE` (- writes it to standard output instead of the text)")

@@ -73,8 +73,8 @@ func (r *recordFlags) bind(fs *pflag.FlagSet) {
 		"as tcpdump would (from the IP header: no link-layer tests), run in the kernel")
 	fs.StringVar(&r.cpus, "cpu", "", "only events on these CPUs (`LIST`: 0,2-3)")
 	fs.StringSliceVar(&r.contexts, "context", nil, "only events written in these contexts (`CTX`: syscall, softirq, hardirq; comma-separated)")
-	fs.Float64Var(&r.sample, "sample", 0, "attach the per-packet families (dev_xmit, dev_recv, napi_poll, softirq, sock_io; tcp_stage starts bytes in it and follows them to their end) only this `SHARE` of each interval "+
-		"(0 < SHARE <= 1; default 0.05 for the default set or -e all, 1 for families named with -e)")
+	fs.Float64Var(&r.sample, "sample", 0, "attach the per-packet families (dev_xmit, dev_recv, napi_poll, softirq, sock_io; tcp_stage starts bytes in it and follows them to their end) only this `SHARE` of each interval, "+
+		"0 < SHARE <= 1 (default: 0.05 for the families recorded without -e or with -e all, 1 for families named with -e)")
 }
 
 // renamedFlags maps the old names of record's and live's flags to the new.

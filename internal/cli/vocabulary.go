@@ -28,6 +28,9 @@ func flagUses(root *cobra.Command) map[string][]flagUse {
 				return
 			}
 			takes, usage := pflag.UnquoteUsage(f)
+			if d := shownDefault(f); d != "" {
+				usage += " " + d
+			}
 			uses[f.Name] = append(uses[f.Name], flagUse{strings.TrimPrefix(c.CommandPath(), "skbtrace "), f.Shorthand, takes, usage})
 		})
 		for _, sub := range c.Commands() {
@@ -36,6 +39,21 @@ func flagUses(root *cobra.Command) map[string][]flagUse {
 	}
 	walk(root)
 	return uses
+}
+
+// shownDefault is the "(default X)" that --help appends to a flag's usage,
+// or "": pflag's own rendering, so that docs/cli.md shows a default as
+// --help does (pflag decides which defaults are zero and how to quote them).
+func shownDefault(f *pflag.Flag) string {
+	fs := pflag.NewFlagSet("", pflag.ContinueOnError)
+	fs.AddFlag(f)
+	_, usage := pflag.UnquoteUsage(f)
+	line := strings.TrimRight(fs.FlagUsages(), "\n")
+	i := strings.LastIndex(line, usage)
+	if i < 0 {
+		return ""
+	}
+	return strings.TrimSpace(line[i+len(usage):])
 }
 
 // flagVocabulary is docs/cli.md: every flag once, what it takes, which
