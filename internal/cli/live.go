@@ -1,7 +1,8 @@
 package cli
 
 import (
-	"io"
+	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 )
@@ -25,11 +26,16 @@ the same trace is produced in memory and printed as it arrives.`,
 			if err != nil {
 				return err
 			}
-			pr, pw := io.Pipe()
+			// A pipe of the kernel's, not io.Pipe: its reads take deadlines,
+			// which let parse print while the recorder is quiet.
+			pr, pw, err := os.Pipe()
+			if err != nil {
+				return fmt.Errorf("creating the pipe from the recorder: %w", err)
+			}
 			recErr := make(chan error, 1)
 			go func() {
 				err := job.run(pw, e.stderr)
-				pw.CloseWithError(err)
+				pw.Close()
 				recErr <- err
 			}()
 			perr := parseLive(pr, e.stdout, e.stderr, &filter, asJSON)

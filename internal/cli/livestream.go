@@ -2,10 +2,14 @@ package cli
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
 )
@@ -20,10 +24,10 @@ const (
 	// that may be an abort's. The recorder writes a block at least every
 	// 200 ms, so a number two CPUs raced for comes well within it.
 	holdMax = 500 * time.Millisecond
-	// streamChunk is what the input goroutine reads at once; streamChunks
-	// how many such reads may wait for the parser.
-	streamChunk  = 256 << 10
-	streamChunks = 4
+	// streamTick is how often a waiting input wakes the output: the
+	// recorder's blocks come at least every 200 ms, so an event is
+	// printed within about half a second.
+	streamTick = 100 * time.Millisecond
 )
 
 // isStreamPath says whether the input named path (- for stdin) may be a
@@ -33,7 +37,7 @@ func isStreamPath(path string, stdin io.Reader) bool {
 	var st os.FileInfo
 	var err error
 	if path == "-" {
-		f, ok := stdin.(*os.File)
+		f, ok := stdin.(*os.File) // not an in-memory reader
 		if !ok {
 			return false
 		}
@@ -45,7 +49,7 @@ func isStreamPath(path string, stdin io.Reader) bool {
 }
 
 // liveOutput prints a trace that is still being written as it comes: the
-// output is flushed whenever the input waits, and at least every
+// output is flushed when the input has waited a tick, and at least every
 // flushEvery while it does not, and what the replay holds back is let go
 // after holdMax. It works from within the input's Read (streamReader), in
 // the replay's goroutine, so nothing is shared.
@@ -77,98 +81,192 @@ func (l *liveOutput) wake(now time.Time, waiting bool) error {
 	return nil
 }
 
-// streamReader reads its input in a goroutine of its own, so that its
-// Read learns when the input waits and, while it does, wakes the live
-// output every tick: a Read blocked on a pipe could do neither.
+// streamReader reads a trace still being written, waking the live output
+// (wake, set by parseTraces) every tick while the input waits: a Read
+// blocked on a pipe could not. A pipe or socket is read with deadlines, in
+// the caller's goroutine, so a bulk stream costs what it did; other inputs
+// (a FIFO behind the file sniffer's buffer) by a goroutine of their own.
 type streamReader struct {
-	chunks chan streamRead
-	free   chan []byte
-	done   chan struct{}
-	cur    []byte // what is left of the chunk being read
-	buf    []byte // cur's buffer, returned to free when it is used up
-	err    error
+	in     io.Reader
+	file   *os.File // in, when its reads take deadlines
+	raw    syscall.RawConn
+	undo   func() // restores the input's blocking mode
 	wake   func(now time.Time, waiting bool) error
 	tick   time.Duration
+	err    error // the input's, or the output's from a wake, returned from then on
+	reader *readerGoroutine
+}
+
+func newStreamReader(in io.Reader, tick time.Duration) *streamReader {
+	r := &streamReader{in: in, tick: tick, wake: func(time.Time, bool) error { return nil }}
+	if f, ok := in.(*os.File); ok {
+		if r.file, r.undo = pollable(f); r.file != nil {
+			if raw, err := r.file.SyscallConn(); err == nil {
+				r.raw = raw
+			} else {
+				r.undo()
+				r.file, r.undo = nil, nil
+			}
+		}
+	}
+	return r
+}
+
+// pollable returns a copy of f's descriptor that the runtime's poller
+// reads, so that its reads take deadlines, or nil when f is no pipe or
+// socket (a terminal's mode is the shell's: left alone). undo restores the
+// blocking mode the descriptor shares with f.
+func pollable(f *os.File) (*os.File, func()) {
+	st, err := f.Stat()
+	if err != nil || st.Mode()&(os.ModeNamedPipe|os.ModeSocket) == 0 {
+		return nil, nil
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, nil
+	}
+	fd := -1
+	if err := rc.Control(func(orig uintptr) { fd, _ = unix.FcntlInt(orig, unix.F_DUPFD_CLOEXEC, 0) }); err != nil || fd < 0 {
+		return nil, nil
+	}
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil || unix.SetNonblock(fd, true) != nil {
+		unix.Close(fd)
+		return nil, nil
+	}
+	// NewFile sees the descriptor non-blocking and hands it to the poller.
+	nf := os.NewFile(uintptr(fd), f.Name())
+	if nf.SetReadDeadline(time.Time{}) != nil {
+		nf.Close()
+		return nil, nil
+	}
+	return nf, func() {
+		unix.SetNonblock(fd, flags&unix.O_NONBLOCK != 0)
+		nf.Close()
+	}
+}
+
+func (r *streamReader) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	var res streamRead
+	var werr error
+	if r.file != nil {
+		for {
+			// What has come is read at once, with no deadline to arm: a
+			// bulk stream pays one read(2) a chunk, as before.
+			n, err := r.readNow(p)
+			if err != unix.EAGAIN {
+				res = streamRead{n, err}
+				break
+			}
+			r.file.SetReadDeadline(time.Now().Add(r.tick))
+			n, err = r.file.Read(p)
+			r.file.SetReadDeadline(time.Time{})
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				res = streamRead{n, err}
+				break
+			}
+			if werr = r.wake(time.Now(), true); werr != nil {
+				break
+			}
+		}
+	} else {
+		if r.reader == nil {
+			r.reader = startReader(r.in)
+		}
+		res, werr = r.reader.read(p, r.tick, r.wake)
+	}
+	if werr == nil {
+		werr = r.wake(time.Now(), false)
+	}
+	r.err = res.err
+	if werr != nil {
+		r.err = werr
+	}
+	return res.n, r.err
+}
+
+// readNow reads what the input holds, unix.EAGAIN when nothing.
+func (r *streamReader) readNow(p []byte) (n int, err error) {
+	cerr := r.raw.Read(func(fd uintptr) bool {
+		for {
+			if n, err = unix.Read(int(fd), p); err != unix.EINTR {
+				return true
+			}
+		}
+	})
+	switch {
+	case cerr != nil:
+		return 0, cerr
+	case err != nil:
+		return 0, err
+	case n == 0 && len(p) > 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// Close gives the input back as it was.
+func (r *streamReader) Close() {
+	if r.undo != nil {
+		r.undo()
+	}
+	if r.reader != nil {
+		close(r.reader.done)
+	}
+}
+
+// readerGoroutine reads an input whose reads take no deadline, into the
+// caller's buffer.
+type readerGoroutine struct {
+	reqs    chan []byte
+	results chan streamRead
+	done    chan struct{}
+	timer   *time.Timer
 }
 
 type streamRead struct {
-	buf []byte
 	n   int
 	err error
 }
 
-func newStreamReader(in io.Reader, wake func(time.Time, bool) error, tick time.Duration) *streamReader {
-	r := &streamReader{chunks: make(chan streamRead, streamChunks), free: make(chan []byte, streamChunks),
-		done: make(chan struct{}), wake: wake, tick: tick}
-	for range streamChunks {
-		r.free <- make([]byte, streamChunk)
-	}
+func startReader(in io.Reader) *readerGoroutine {
+	g := &readerGoroutine{reqs: make(chan []byte), results: make(chan streamRead, 1), done: make(chan struct{}),
+		timer: time.NewTimer(time.Hour)}
+	g.timer.Stop()
 	go func() {
 		for {
-			var buf []byte
 			select {
-			case buf = <-r.free:
-			case <-r.done:
-				return
-			}
-			n, err := in.Read(buf)
-			// Never blocks: there are as many slots as buffers.
-			r.chunks <- streamRead{buf, n, err}
-			if err != nil {
+			case p := <-g.reqs:
+				n, err := in.Read(p)
+				g.results <- streamRead{n, err}
+			case <-g.done:
 				return
 			}
 		}
 	}()
-	return r
+	return g
 }
 
-func (r *streamReader) Read(p []byte) (int, error) {
-	for len(r.cur) == 0 {
-		if r.err != nil {
-			return 0, r.err
-		}
-		if r.buf != nil {
-			r.free <- r.buf
-			r.buf = nil
-		}
-		var c streamRead
-		select {
-		case c = <-r.chunks:
-		default:
-			var err error
-			c, err = r.await()
-			if err != nil {
-				return 0, err
-			}
-		}
-		r.buf, r.cur, r.err = c.buf, c.buf[:c.n], c.err
-	}
-	if err := r.wake(time.Now(), false); err != nil {
-		return 0, err
-	}
-	n := copy(p, r.cur)
-	r.cur = r.cur[n:]
-	return n, nil
-}
-
-// await waits for the input, waking the output at once and every tick.
-func (r *streamReader) await() (streamRead, error) {
-	if err := r.wake(time.Now(), true); err != nil {
-		return streamRead{}, err
-	}
-	t := time.NewTicker(r.tick)
-	defer t.Stop()
+// read reads into p, waking every tick until the input answers. p is the
+// goroutine's until then, even when a wake fails meanwhile: that error
+// waits for the read.
+func (g *readerGoroutine) read(p []byte, tick time.Duration, wake func(time.Time, bool) error) (streamRead, error) {
+	g.reqs <- p
+	var werr error
+	g.timer.Reset(tick)
+	defer g.timer.Stop()
 	for {
 		select {
-		case c := <-r.chunks:
-			return c, nil
-		case now := <-t.C:
-			if err := r.wake(now, true); err != nil {
-				return streamRead{}, err
+		case res := <-g.results:
+			return res, werr
+		case now := <-g.timer.C:
+			if werr == nil {
+				werr = wake(now, true)
 			}
+			g.timer.Reset(tick)
 		}
 	}
 }
-
-// Close stops the input goroutine once its read in progress returns.
-func (r *streamReader) Close() { close(r.done) }

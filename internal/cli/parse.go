@@ -45,14 +45,30 @@ parse fails with the offset, or only warns with --partial.`,
 			if err != nil {
 				return err
 			}
-			tf, filter, err := traceInputs(inputs, e.stdin, &flags.filters)
+			// Standard input is read as a stream below the file sniffer's
+			// buffer, which then reads only what has come.
+			stdin := e.stdin
+			var stdinStream *streamReader
+			if slices.Contains(inputs, "-") && isStreamPath("-", stdin) {
+				stdinStream = newStreamReader(stdin, streamTick)
+				defer stdinStream.Close()
+				stdin = stdinStream
+			}
+			tf, filter, err := traceInputs(inputs, stdin, &flags.filters)
 			if err != nil {
 				return err
 			}
 			defer tf.close()
-			streams := make([]bool, len(tf.names))
+			streams := make([]*streamReader, len(tf.names))
 			for i, name := range tf.names {
-				streams[i] = isStreamPath(name, e.stdin)
+				switch {
+				case name == "-":
+					streams[i] = stdinStream
+				case isStreamPath(name, nil):
+					streams[i] = newStreamReader(tf.ins[i], streamTick)
+					defer streams[i].Close()
+					tf.ins[i] = streams[i]
+				}
 			}
 			return parseTraces(tf, e.stdout, e.stderr, &filter, flags.json, flags.partial, streams)
 		},
@@ -128,27 +144,25 @@ func parseTrace(in io.Reader, stdout, stderr io.Writer, filter *event.Filter, as
 
 // parseLive prints a trace still being written, as live's recorder writes it.
 func parseLive(in io.Reader, stdout, stderr io.Writer, filter *event.Filter, asJSON bool) error {
-	return parseTraces(&traceFiles{names: []string{"-"}, ins: []io.Reader{in}}, stdout, stderr, filter, asJSON, false, []bool{true})
+	sr := newStreamReader(in, streamTick)
+	defer sr.Close()
+	return parseTraces(&traceFiles{names: []string{"-"}, ins: []io.Reader{sr}}, stdout, stderr, filter, asJSON, false, []*streamReader{sr})
 }
 
 // parseTraces prints every event of a recording's files, then the summary.
-// The files streams marks as still being written (a pipe, live's recorder)
+// The inputs read through streams (non-nil for a pipe, live's recorder)
 // are printed as they come, each event within a second; files on disk in
 // large writes.
-func parseTraces(tf *traceFiles, stdout, stderr io.Writer, filter *event.Filter, asJSON bool, partial partialFlag, streams []bool) error {
+func parseTraces(tf *traceFiles, stdout, stderr io.Writer, filter *event.Filter, asJSON bool, partial partialFlag, streams []*streamReader) error {
 	out := bufio.NewWriterSize(stdout, 1<<20)
 	var buf []byte
 	sum := analyze.NewSummary()
 	lo := &liveOutput{out: out, sum: sum}
-	ins := slices.Clone(tf.ins)
-	for i, in := range ins {
-		if i < len(streams) && streams[i] {
-			sr := newStreamReader(in, lo.wake, flushEvery/2)
-			defer sr.Close()
-			ins[i] = sr
+	for _, sr := range streams {
+		if sr != nil {
+			sr.wake = lo.wake
 		}
 	}
-	tf = &traceFiles{names: tf.names, ins: ins, close: tf.close}
 	// A flight recorder's windows and triggers are printed inline, as
 	// blkparse prints its notify records: each window where it begins, each
 	// trigger before the event that fired it.
