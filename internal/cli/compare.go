@@ -57,7 +57,7 @@ differential flame graph of two profiles, normalized per packet.`,
 				if err != nil {
 					return err
 				}
-				if err := writeFile(flameOut, e.stdout, func(w io.Writer) error { return flame.WriteHTML(w, page) }); err != nil {
+				if err := writeFile(flameOut, e.stdout, e.stderr, func(w io.Writer) error { return flame.WriteHTML(w, page) }); err != nil {
 					return err
 				}
 				if flameOut == "-" {

@@ -88,7 +88,7 @@ Each --peer agent is asked before the observation starts.`,
 			}()
 			out := e.stdout
 			if output != "" && output != "-" {
-				f, err := createPending(output, e.stdout)
+				f, err := createPending(output, e.stdout, e.stderr)
 				if err != nil {
 					return err
 				}
@@ -97,7 +97,7 @@ Each --peer agent is asked before the observation starts.`,
 			}
 			opts := observe.Options{Netns: netns, Deep: deep, Timeline: format == "html"}
 			if traceFile != "" {
-				f, err := createPending(traceFile, e.stdout)
+				f, err := createPending(traceFile, e.stdout, e.stderr)
 				if err != nil {
 					return err
 				}
@@ -117,9 +117,6 @@ Each --peer agent is asked before the observation starts.`,
 			for _, p := range pending {
 				if err := p.commit(); err != nil {
 					return err
-				}
-				if !p.inPlace || p.file != nil {
-					fmt.Fprintf(e.stderr, "skbtrace: wrote %s\n", p.path)
 				}
 			}
 			// The report is written: the command's failure is the doctor's
@@ -276,11 +273,8 @@ func runDoctor(opts observe.Options, d time.Duration, argv []string, format stri
 			obs.Evidence.Notes = append(obs.Evidence.Notes, "not profiled: "+profErr.Error())
 		} else {
 			obs.Evidence.Profile = prof.Summary()
-			if err := writeFile(profOut, stdout, prof.WritePprof); err != nil {
+			if err := writeFile(profOut, stdout, stderr, prof.WritePprof); err != nil {
 				return nil, err
-			}
-			if profOut != "-" {
-				fmt.Fprintf(stderr, "skbtrace: wrote %s\n", profOut)
 			}
 		}
 	}

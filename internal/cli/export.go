@@ -69,7 +69,7 @@ and warns of the damage.`,
 			sum := analyze.NewSummary()
 			var outs []exporter
 			if perfettoOut != "" {
-				x, err := newPerfettoFile(perfettoOut, e.stdout, sum)
+				x, err := newPerfettoFile(perfettoOut, e.stdout, e.stderr, sum)
 				if err != nil {
 					return err
 				}
@@ -83,7 +83,7 @@ and warns of the damage.`,
 					}
 					return err
 				}
-				outs = append(outs, x)
+				outs = append(outs, parquetOut{x, parquetDir, e.stderr})
 			}
 			_, rerr := replayFiles(tf, &filter, sum, func(ev *event.Event) error {
 				for _, x := range outs {
@@ -129,6 +129,21 @@ and warns of the damage.`,
 	return c
 }
 
+// parquetOut says what the Parquet export wrote once its tables are in place.
+type parquetOut struct {
+	*parquet.Exporter
+	dir    string
+	stderr io.Writer
+}
+
+func (p parquetOut) Close() error {
+	if err := p.Exporter.Close(); err != nil {
+		return err
+	}
+	wroteDir(p.stderr, p.dir, p.Written())
+	return nil
+}
+
 // perfettoFile writes Perfetto's trace events into a pendingFile.
 type perfettoFile struct {
 	*perfetto.Exporter
@@ -136,8 +151,8 @@ type perfettoFile struct {
 	buf *bufio.Writer
 }
 
-func newPerfettoFile(path string, stdout io.Writer, sum *analyze.Summary) (*perfettoFile, error) {
-	f, err := createPending(path, stdout)
+func newPerfettoFile(path string, stdout, stderr io.Writer, sum *analyze.Summary) (*perfettoFile, error) {
+	f, err := createPending(path, stdout, stderr)
 	if err != nil {
 		return nil, err
 	}

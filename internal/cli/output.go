@@ -9,21 +9,25 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/skbtrace/skbtrace/internal/units"
 )
 
 // pendingFile is an output written beside its path and moved over it only
 // when the command succeeds: a failed run leaves an earlier file as it was.
 // A path that is not a regular file (/dev/stdout, a FIFO) is written in
 // place: renaming over it would replace the device; "-" is standard output.
+// A committed file is announced on stderr (nil: not announced).
 type pendingFile struct {
 	io.Writer
 	file    *os.File // nil on standard output
 	path    string
 	inPlace bool
 	done    bool
+	stderr  io.Writer
 }
 
-func createPending(path string, stdout io.Writer) (*pendingFile, error) {
+func createPending(path string, stdout, stderr io.Writer) (*pendingFile, error) {
 	if path == "-" {
 		return &pendingFile{Writer: stdout, path: "standard output", inPlace: true}, nil
 	}
@@ -42,10 +46,12 @@ func createPending(path string, stdout io.Writer) (*pendingFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating %s: %w", path, err)
 	}
-	return &pendingFile{Writer: f, file: f, path: path}, nil
+	return &pendingFile{Writer: f, file: f, path: path, stderr: stderr}, nil
 }
 
-// commit closes the file and renames it over path.
+// commit closes the file, renames it over path and says so on stderr:
+// "skbtrace: wrote FILE (SIZE)". A device or FIFO written in place is a
+// stream the user reads, not a file to find: it is not announced.
 func (p *pendingFile) commit() error {
 	p.done = true
 	if p.file == nil {
@@ -68,7 +74,30 @@ func (p *pendingFile) commit() error {
 		os.Remove(p.file.Name())
 		return fmt.Errorf("writing %s: %w", p.path, err)
 	}
+	wrote(p.stderr, p.path)
 	return nil
+}
+
+// wrote says on stderr that a command wrote path, with its size.
+func wrote(stderr io.Writer, path string) {
+	if stderr == nil {
+		return
+	}
+	if st, err := os.Stat(path); err == nil {
+		fmt.Fprintf(stderr, "skbtrace: wrote %s (%s)\n", path, units.SignedBytes(st.Size()))
+	}
+}
+
+// wroteDir says on stderr that a command wrote files into dir: how many
+// and their size together.
+func wroteDir(stderr io.Writer, dir string, files []string) {
+	var size int64
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil {
+			size += st.Size()
+		}
+	}
+	fmt.Fprintf(stderr, "skbtrace: wrote %s (%s, %s)\n", dir, units.Count(len(files), "file", "files"), units.SignedBytes(size))
 }
 
 // discard removes the file unless it was committed or written in place.
@@ -88,8 +117,8 @@ func (p *pendingFile) discard() {
 
 // writeFile writes through fn beside path (or to stdout for "-") and moves
 // the file over path only when it is complete.
-func writeFile(path string, stdout io.Writer, fn func(io.Writer) error) error {
-	f, err := createPending(path, stdout)
+func writeFile(path string, stdout, stderr io.Writer, fn func(io.Writer) error) error {
+	f, err := createPending(path, stdout, stderr)
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ func TestPendingFileReplacesOnlyOnCommit(t *testing.T) {
 	}
 	write := func(p string, commit bool) {
 		t.Helper()
-		f, err := createPending(p, nil)
+		f, err := createPending(p, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

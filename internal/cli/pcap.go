@@ -92,10 +92,11 @@ no --graphs unless --partial accepts it.`,
 				return err
 			}
 			if graphs != "" && partial.writes(readErr != nil) {
-				if err := report.WriteGraphs(graphs, a.Graphs(graphFlows)); err != nil {
+				files, err := report.WriteGraphs(graphs, a.Graphs(graphFlows))
+				if err != nil {
 					return err
 				}
-				fmt.Fprintf(e.stderr, "skbtrace: graphs in %s/index.html\n", graphs)
+				wroteDir(e.stderr, graphs, files)
 			}
 			if readErr != nil {
 				return partial.settle(e.stderr, fmt.Errorf("%s: %w", name, readErr), "the report covers everything before it", fileOutputs(graphs))
@@ -105,7 +106,7 @@ no --graphs unless --partial accepts it.`,
 	}
 	c.Flags().StringVarP(&input, "input", "i", "", "capture `FILE` (or give it as an argument), or - for standard input")
 	c.Flags().BoolVar(&asJSON, "json", false, "write the report as JSON")
-	c.Flags().StringVar(&graphs, "graphs", "", "write SVG graphs and an HTML page showing them into `DIR`")
+	c.Flags().StringVar(&graphs, "graphs", "", "write SVG graphs and an HTML page showing them, DIR/index.html, into `DIR`")
 	c.Flags().StringVar(&flow, "flow", "", "only flows with an endpoint matching `FILTER`: ADDR, ADDR:PORT or :PORT")
 	partial.bind(c.Flags())
 	c.Flags().IntVar(&mtu, "mtu", 0, "judge frames against this `MTU` (default: from the handshake's MSS, else 1500)")

@@ -82,7 +82,7 @@ file name (.pb.gz, .folded, .html) unless --format says.`,
 			if output == "" {
 				return nil
 			}
-			return writeFile(output, e.stdout, func(w io.Writer) error {
+			return writeFile(output, e.stdout, e.stderr, func(w io.Writer) error {
 				switch format {
 				case "pprof":
 					return p.WritePprof(w)

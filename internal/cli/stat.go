@@ -79,7 +79,7 @@ then stat fails and writes no --html page unless --partial accepts it.`,
 				if rerr != nil {
 					damage = rerr.Error()
 				}
-				if err := writeFile(htmlOut, e.stdout, func(w io.Writer) error {
+				if err := writeFile(htmlOut, e.stdout, e.stderr, func(w io.Writer) error {
 					return report.WriteStatHTML(w, sum, st, series.Build(sum.Names.NetnsName), text.String(), damage)
 				}); err != nil {
 					return err

@@ -3,9 +3,11 @@ package report
 import (
 	"fmt"
 	"html"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/skbtrace/skbtrace/internal/analyze/pcap"
@@ -15,18 +17,19 @@ import (
 // WriteGraphs draws, for each flow direction, a tcptrace-style
 // time-sequence graph (data, the ACK line, the receive-window line,
 // retransmissions and SACKs marked), throughput, RTT and packet size over
-// time, as SVG files and one self-contained HTML page showing them all.
+// time, as SVG files and one self-contained HTML page showing them all;
+// it returns the paths it wrote.
 //
 // The files are written into a staging directory inside dir and moved into
 // place only when all are written: a failed run leaves an earlier set as it
 // was; a complete one replaces it, earlier flows' files included.
-func WriteGraphs(dir string, graphs []pcap.FlowGraph) error {
+func WriteGraphs(dir string, graphs []pcap.FlowGraph) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("creating the graphs directory: %w", err)
+		return nil, fmt.Errorf("creating the graphs directory: %w", err)
 	}
 	staging, err := os.MkdirTemp(dir, ".graphs-*")
 	if err != nil {
-		return fmt.Errorf("creating the graphs directory: %w", err)
+		return nil, fmt.Errorf("creating the graphs directory: %w", err)
 	}
 	defer os.RemoveAll(staging)
 	var page strings.Builder
@@ -48,7 +51,7 @@ func WriteGraphs(dir string, graphs []pcap.FlowGraph) error {
 			svg := c.draw(g)
 			name := fmt.Sprintf("flow%d-%s.svg", i+1, c.name)
 			if err := os.WriteFile(filepath.Join(staging, name), []byte(svg), 0o644); err != nil {
-				return fmt.Errorf("writing %s: %w", name, err)
+				return nil, fmt.Errorf("writing %s: %w", name, err)
 			}
 			names[name] = true
 			page.WriteString(svg)
@@ -56,13 +59,15 @@ func WriteGraphs(dir string, graphs []pcap.FlowGraph) error {
 	}
 	page.WriteString("</body></html>\n")
 	if err := os.WriteFile(filepath.Join(staging, "index.html"), []byte(page.String()), 0o644); err != nil {
-		return fmt.Errorf("writing index.html: %w", err)
+		return nil, fmt.Errorf("writing index.html: %w", err)
 	}
 	names["index.html"] = true
-	for name := range names {
+	var written []string
+	for _, name := range slices.Sorted(maps.Keys(names)) {
 		if err := os.Rename(filepath.Join(staging, name), filepath.Join(dir, name)); err != nil {
-			return fmt.Errorf("writing %s: %w", name, err)
+			return nil, fmt.Errorf("writing %s: %w", name, err)
 		}
+		written = append(written, filepath.Join(dir, name))
 	}
 	// An earlier run's graphs of flows this one does not have.
 	stale, _ := filepath.Glob(filepath.Join(dir, "flow*-*.svg"))
@@ -71,7 +76,7 @@ func WriteGraphs(dir string, graphs []pcap.FlowGraph) error {
 			os.Remove(p)
 		}
 	}
-	return nil
+	return written, nil
 }
 
 func span(g pcap.FlowGraph) (float64, float64) {

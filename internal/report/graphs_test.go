@@ -40,7 +40,7 @@ func TestGraphsPageFitsTheWindow(t *testing.T) {
 	dir := t.TempDir()
 	g := pcap.FlowGraph{Title: "a -> b", Points: []pcap.GraphPoint{
 		{T: 0, HasData: true, SeqMax: 1000}, {T: 1, HasAck: true, Ack: 1000, Win: 65000}, {T: 3, HasData: true, SeqMin: 1000, SeqMax: 2000}}}
-	if err := WriteGraphs(dir, []pcap.FlowGraph{g}); err != nil {
+	if _, err := WriteGraphs(dir, []pcap.FlowGraph{g}); err != nil {
 		t.Fatal(err)
 	}
 	page, err := os.ReadFile(filepath.Join(dir, "index.html"))

@@ -46,6 +46,7 @@ type Exporter struct {
 	// dir is where the tables are written, a staging directory inside
 	// final; Close moves them into final only once all are written.
 	dir, final string
+	written    []string // the tables commit moved into final
 	sum        *analyze.Summary
 	meta       meta
 	stat       *analyze.Stat
@@ -164,12 +165,19 @@ func (x *Exporter) commit() error {
 	}
 	for _, n := range names {
 		err := os.Rename(filePath(x.dir, n), filePath(x.final, n))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // a family the trace did not hold has no table
+		}
+		if err != nil {
 			return fmt.Errorf("moving %s.parquet into %s: %w", n, x.final, err)
 		}
+		x.written = append(x.written, filePath(x.final, n))
 	}
 	return nil
 }
+
+// Written is the tables a committed export wrote.
+func (x *Exporter) Written() []string { return x.written }
 
 type closer interface{ close() error }
 
