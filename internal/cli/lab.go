@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -165,6 +166,17 @@ driver cannot make is reported as skipped, with the reason.`,
 				}
 				if !asJSON {
 					printLabReport(e, rep)
+				}
+			}
+			for _, d := range []struct{ dir, ext string }{{traceDir, ".trace"}, {htmlDir, ".html"}} {
+				if d.dir != "" {
+					var files []string
+					for _, r := range reports {
+						if p := filepath.Join(d.dir, r.Name+d.ext); r.Skipped == "" && regularFile(p) {
+							files = append(files, p)
+						}
+					}
+					wroteDir(e.stderr, d.dir, files)
 				}
 			}
 			if asJSON {

@@ -88,6 +88,12 @@ func wrote(stderr io.Writer, path string) {
 	}
 }
 
+// regularFile says whether path is a regular file.
+func regularFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
+}
+
 // wroteDir says on stderr that a command wrote files into dir: how many
 // and their size together.
 func wroteDir(stderr io.Writer, dir string, files []string) {
