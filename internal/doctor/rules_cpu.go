@@ -75,7 +75,16 @@ func cpuSaturated(ev *Evidence) []finding.Finding {
 			remedy = append(remedy, fmt.Sprintf("find what runs on CPU %d: top -1, or perf top -C %d", c.CPU, c.CPU),
 				"move competing work to other CPUs (taskset -pc CPUS PID, cgroup cpusets) or give the network path its own CPU")
 		}
-		if idle := spare; idle != nil {
+		var limit *finding.Limit
+		if lim := steering(ev, c); lim != nil {
+			// A mask put the receive work here: it is the limit, and
+			// its change the first remedy.
+			limit = lim
+			evidence = append(evidence, fmt.Sprintf("CPU %d meanwhile was %s busy", spare.CPU, pct(spare.Busy())), lim.Describe())
+			explanation += fmt.Sprintf(" The receive work of %s is steered here by its %s (%s), while CPU %d has time to spare: the mask placed it, not the load.",
+				lim.Applies.Devices[0], lim.Kind, lim.Value, spare.CPU)
+			remedy = append(lim.Remedy(), remedy...)
+		} else if idle := spare; idle != nil {
 			evidence = append(evidence, fmt.Sprintf("CPU %d meanwhile was %s busy", idle.CPU, pct(idle.Busy())))
 			explanation += fmt.Sprintf(" A NIC's interrupts, and the receive work they start, land on this CPU while CPU %d has time to spare: "+
 				"the work is placed, not too much.", idle.CPU)
@@ -89,7 +98,7 @@ func cpuSaturated(ev *Evidence) []finding.Finding {
 		}
 		out = append(out, finding.Finding{ID: "cpu-saturated", Severity: finding.Warning,
 			Title:    fmt.Sprintf("CPU %d is saturated (%s busy)", c.CPU, pct(c.Busy())),
-			Evidence: evidence, Explanation: explanation, Remedy: remedy, Scope: fmt.Sprintf("cpu %d", c.CPU),
+			Evidence: evidence, Explanation: explanation, Remedy: remedy, Scope: fmt.Sprintf("cpu %d", c.CPU), Limit: limit,
 			Impact: impact, ImpactText: fmt.Sprintf("up to %s of throughput", pct(impact)), Confidence: finding.Likely,
 			Confirm: []string{fmt.Sprintf("mpstat -P %d 1 during the transfer (is it 100 %% busy throughout?), then perf top -C %d: what runs there", c.CPU, c.CPU)}})
 	}
@@ -130,7 +139,7 @@ func misplacedScope(ev *Evidence, scope string) bool {
 // interrupts, another CPU with time to spare: receive work could move
 // there. Such saturation is its own cause, whatever else costs CPU.
 func misplaced(ev *Evidence, c *CPUUse) *CPUUse {
-	if c.Busy() < cpuBusy || len(interruptsOn(ev, c.CPU)) == 0 {
+	if c.Busy() < cpuBusy || len(interruptsOn(ev, c.CPU)) == 0 && steering(ev, c) == nil {
 		return nil
 	}
 	for i := range ev.CPUs {

@@ -1,0 +1,106 @@
+package doctor
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/skbtrace/skbtrace/internal/finding"
+)
+
+// The prog fixtures are the doctor's evidence of the fault runs of
+// internal/lab/variants_prog.go (skbtrace lab run NAME --doctor --json),
+// on a 2-CPU VM shared with other work.
+
+// An XDP program dropping 1 % of the frames on the receiver's veth: the
+// loss and both offload findings name it, and its detachment is the fix.
+func TestXDPProgramNamedAsCause(t *testing.T) {
+	ev := load(t, "prog/xdp-drop-veth.json")
+	rep := Diagnose(ev)
+	top := rep.Top(finding.Warning)
+	if top == nil || top.ID != "packet-loss" {
+		t.Fatalf("top finding %v, want packet-loss", top)
+	}
+	if top.Limit == nil || top.Limit.Kind != kindXDP || !strings.Contains(top.Title, "XDP path") {
+		t.Fatalf("packet-loss names no XDP program: %q, limit %+v", top.Title, top.Limit)
+	}
+	if want := "ip link set dev skbr14262-1 xdpdrv off"; !strings.HasSuffix(top.Remedy[0], want) || top.Limit.Undo[0].Netns == "" {
+		t.Errorf("first remedy %q (netns %q), want ... %s in the receiver's namespace", top.Remedy[0], top.Limit.Undo[0].Netns, want)
+	}
+	var tso, gro bool
+	for _, f := range rep.Findings {
+		if f.ID != "offload-disabled" {
+			continue
+		}
+		if f.Limit == nil || f.Limit.Kind != kindXDP {
+			t.Errorf("offload finding %q names no program", f.Title)
+			continue
+		}
+		tso = tso || strings.Contains(f.Title, "cannot segment") && strings.Contains(f.Title, "on its peer")
+		gro = gro || strings.Contains(f.Title, "GRO is off") && strings.HasSuffix(f.Remedy[0], "xdpdrv off")
+		for _, r := range f.Remedy {
+			if strings.Contains(r, "refuses it") {
+				t.Errorf("remedy blames the driver: %q", r)
+			}
+		}
+	}
+	if !tso || !gro {
+		t.Errorf("TSO finding on the sender's veth %v, GRO finding on the receiver's %v: want both naming the program", tso, gro)
+	}
+}
+
+// An XDP_PASS program where only ACKs arrive costs nothing: nothing at
+// warning names it (the host's other work may still warn of a busy CPU).
+func TestXDPPassProgramNoWarning(t *testing.T) {
+	ev := load(t, "prog/noise-xdp-pass-veth.json")
+	if ev.xdpOn("skbtrace-14262-2-snd", "skbs14262-2") == nil {
+		t.Fatal("the fixture's XDP program was not read")
+	}
+	for _, f := range Diagnose(ev).Findings {
+		if f.Severity < finding.Warning {
+			continue
+		}
+		if f.ID == "packet-loss" || f.ID == "offload-disabled" || f.Limit != nil && f.Limit.Kind == kindXDP {
+			t.Errorf("warning about a program that passes every frame: %s: %s", f.ID, f.Title)
+		}
+	}
+}
+
+// An RPS mask steering the receiver's veth onto CPU 0, which the sender
+// and a busy loop keep busy. As measured, the host's other work kept CPU 1
+// busy too: no CPU had time to spare, so no mask change could help and
+// none is named. Had CPU 1 been 40 % busy, the mask is the limit and the
+// prescription moves the work there.
+func TestRPSMaskNamedWhereACPUIsSpare(t *testing.T) {
+	ev := load(t, "prog/rps-mask-busy-cpu.json")
+	for _, f := range Diagnose(ev).Findings {
+		if f.Limit != nil && f.Limit.Kind == kindRPS {
+			t.Fatalf("mask named with no CPU to spare: %s: %s", f.ID, f.Title)
+		}
+	}
+	ev = load(t, "prog/rps-mask-busy-cpu.json")
+	for i := range ev.CPUs {
+		if ev.CPUs[i].CPU == 1 {
+			ev.CPUs[i] = CPUUse{CPU: 1, User: 0.3, System: 0.1, Idle: 0.6}
+		}
+	}
+	rep := Diagnose(ev)
+	var named *finding.Finding
+	for i := range rep.Findings {
+		if f := &rep.Findings[i]; f.ID == "cpu-saturated" && f.Scope == "cpu 0" {
+			named = f
+		}
+	}
+	if named == nil || named.Severity < finding.Warning || named.Limit == nil || named.Limit.Kind != kindRPS {
+		t.Fatalf("cpu 0's finding names no RPS mask: %+v", named)
+	}
+	if !strings.Contains(named.Limit.Where.Object, "skbr14262-3") {
+		t.Errorf("mask of %q, want the receiver's veth", named.Limit.Where.Object)
+	}
+	want := "ip netns exec skbtrace-14262-3-rcv sh -c 'echo 2 > /sys/class/net/skbr14262-3/queues/rx-0/rps_cpus'"
+	if named.Remedy[0] != want {
+		t.Errorf("first remedy %q, want %q", named.Remedy[0], want)
+	}
+	if !strings.Contains(named.Limit.Arithmetic, "CPU 1 40 % busy") || !strings.HasSuffix(named.Limit.Arithmetic, "mask 2") {
+		t.Errorf("arithmetic %q", named.Limit.Arithmetic)
+	}
+}
