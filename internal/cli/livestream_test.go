@@ -127,7 +127,7 @@ func TestParseOfAStreamPrintsEachEventAsItComes(t *testing.T) {
 			if err := <-done; err != nil {
 				t.Fatalf("parse failed: %v: %s", err, errs)
 			}
-			if !strings.Contains(errs.String(), "1 sequence numbers missing in 1 gaps") {
+			if !strings.Contains(errs.String(), "1 sequence number missing in 1 gap") {
 				t.Errorf("the summary does not count the number that never came: %s", errs)
 			}
 		})
