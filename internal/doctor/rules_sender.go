@@ -103,7 +103,15 @@ func rwndLimited(ev *Evidence) []finding.Finding {
 		}
 		remedy := []string{}
 		rmemNs := ""
-		if p := ev.peerFlow(f); p != nil {
+		p := ev.peerFlow(f)
+		// What the receiver set, read on its socket and route, before the
+		// sysctl: the window is held where it is set (rules_window.go).
+		need := windowTarget(ev, f, share)
+		if lim := receiverWindowLimit(ev, f, p, need); lim != nil {
+			out = append(out, windowLimitFinding(f, p, share, source, evidence, lim))
+			continue
+		}
+		if p != nil {
 			rmemNs = p.Netns
 			if !p.FromRecording {
 				evidence = append(evidence, fmt.Sprintf("the receiver (%s in netns %s) sized its buffer to %s (tcp_info rcv_space)", p.Local, p.Netns, units.Bytes(uint64(p.RcvSpace))))
@@ -117,7 +125,7 @@ func rwndLimited(ev *Evidence) []finding.Finding {
 		if rmemNs != "" && rmem != "" {
 			evidence = append(evidence, fmt.Sprintf("net.ipv4.tcp_rmem = %s in the receiver's netns %s", rmem, rmemNs))
 		}
-		want := bufferTarget(ev, f, rmem)
+		want := int(need.Bytes)
 		severity, confidence := finding.Warning, measured(source)
 		explanation := "The receiver advertises how many bytes it can still buffer; the sender may not exceed it. A small " +
 			"receive buffer (tcp_rmem) or an application that reads slowly keeps that window below bandwidth x RTT."
@@ -135,7 +143,8 @@ func rwndLimited(ev *Evidence) []finding.Finding {
 			evidence = append(evidence, fmt.Sprintf("the advertised window stayed at or below %s, far below the %s that tcp_rmem allows", units.Bytes(uint64(wnd)), units.Bytes(uint64(maxOf(rmem)))))
 			explanation += " Here the window never grew toward what tcp_rmem allows: the receiving socket's buffer is capped " +
 				"(an SO_RCVBUF set by the application fixes it and turns autotuning off) or its reader does not keep up."
-			remedy = append(remedy, fmt.Sprintf("in the receiving application: drop its setsockopt(SO_RCVBUF), or set at least %d (bandwidth x RTT x 2)", want))
+			remedy = append(remedy, fmt.Sprintf("in the receiving application: drop its setsockopt(SO_RCVBUF), or set at least %d bytes", want))
+			evidence = append(evidence, "the window it needs: "+need.Arithmetic)
 		}
 		if stopped {
 			shut := fmt.Sprintf("the window stayed shut %s at a time on average (tcp_sendlim [swnd] runs)", units.Duration(stall))
@@ -160,8 +169,15 @@ func rwndLimited(ev *Evidence) []finding.Finding {
 			explanation += " Here the buffer may grow to " + fmt.Sprint(maxOf(rmem)) + " bytes and the path is a virtual device: " +
 				"the reader is CPU-bound, as expected."
 		}
-		remedy = append(remedy, "on the receiver: "+nsPrefix(rmemNs)+fmt.Sprintf("sysctl -w net.ipv4.tcp_rmem=\"%s\"", tripleWithMax(rmem, want)),
-			"if the receiving application reads slowly (check its CPU), make it read more often or in larger chunks")
+		// The sysctl only where its maximum is below what the flow needs:
+		// a larger one changes nothing.
+		if maxOf(rmem) < want {
+			remedy = append(remedy, "on the receiver: "+nsPrefix(rmemNs)+fmt.Sprintf("sysctl -w net.ipv4.tcp_rmem=\"%s\"", tripleWithMax(rmem, want)))
+			if !capped {
+				evidence = append(evidence, "the window it needs: "+need.Arithmetic)
+			}
+		}
+		remedy = append(remedy, "if the receiving application reads slowly (check its CPU), make it read more often or in larger chunks")
 		out = append(out, finding.Finding{ID: "rwnd-limited", Severity: severity,
 			Title:       fmt.Sprintf("the receiver's window caps %s -> %s", f.Local, f.Peer),
 			Evidence:    evidence,

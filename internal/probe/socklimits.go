@@ -121,10 +121,13 @@ func decodeSockSettings(raw []byte) ([]SockSettings, error) {
 func settingsOf(r *SockLimitsSockLimitsRec) SockSettings {
 	s := SockSettings{State: r.State, WindowClamp: r.WindowClamp, RcvSsthresh: r.RcvSsthresh, ScalingRatio: r.ScalingRatio,
 		RcvBuf: int(r.Rcvbuf), SndBuf: int(r.Sndbuf), RcvBufLocked: r.Userlocks&sockRcvbufLock != 0, SndBufLocked: r.Userlocks&sockSndbufLock != 0,
-		NotSentLowat: r.NotsentLowat, NoDelay: r.Nonagle&tcpNagleOff != 0, Cork: r.Nonagle&tcpNagleCork != 0,
+		NoDelay: r.Nonagle&tcpNagleOff != 0, Cork: r.Nonagle&tcpNagleCork != 0,
 		Inode: r.Ino, UID: r.Uid}
 	if r.MaxPacingRate != ^uint64(0) && r.MaxPacingRate != uint64(^uint32(0)) {
 		s.MaxPacingRate = r.MaxPacingRate
+	}
+	if r.NotsentLowat != ^uint32(0) { // UINT_MAX is the sysctl's own "none"
+		s.NotSentLowat = r.NotsentLowat
 	}
 	var ca []byte
 	for _, c := range r.Ca {

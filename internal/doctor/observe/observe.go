@@ -168,6 +168,8 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	pollDone := make(chan struct{})
 	go func() { poller.run(pollCtx); close(pollDone) }()
+	settings := startSettingsWatch(spaces, rec != nil)
+	defer settings.stop()
 
 	// Whose time each CPU spent is sampled where this process may (root or
 	// CAP_PERFMON); else it is read from the threads' times.
@@ -251,6 +253,7 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 	}
 	netnsIDs(spaces, ev)
 	ev.Flows = poller.flows(seconds, ev, &notes)
+	ev.Limits = append(ev.Limits, settings.finish(ev, &notes)...)
 	poller.notes(&notes)
 	for _, w := range spaces {
 		if w.noTCPInfo == nil {

@@ -1,0 +1,68 @@
+package doctor
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/skbtrace/skbtrace/internal/finding"
+)
+
+func rwndFinding(t *testing.T, rep *Report) *finding.Finding {
+	t.Helper()
+	for i := range rep.Findings {
+		if rep.Findings[i].ID == "rwnd-limited" {
+			return &rep.Findings[i]
+		}
+	}
+	t.Fatalf("no rwnd-limited among %v", ids(rep.Findings))
+	return nil
+}
+
+// A receiver that set TCP_WINDOW_CLAMP beside a roomy SO_RCVBUF (the lab's
+// rwnd-python-window-clamp): the clamp is named, with the process that set
+// it, and neither SO_RCVBUF nor tcp_rmem is prescribed.
+func TestRwndNamesTheWindowClamp(t *testing.T) {
+	rep := Diagnose(load(t, "window/rwnd-window-clamp.json"))
+	if got := top(rep); got != "rwnd-limited" {
+		t.Fatalf("top %q, want rwnd-limited; findings %v", got, ids(rep.Findings))
+	}
+	f := rwndFinding(t, rep)
+	if f.Limit == nil || f.Limit.Kind != "tcp_window_clamp" || f.Limit.SetBy == nil || f.Limit.SetBy.Comm != "python3" {
+		t.Fatalf("limit %+v, want tcp_window_clamp set by python3", f.Limit)
+	}
+	r := strings.Join(f.Remedy, "\n")
+	if !strings.HasPrefix(f.Remedy[0], "in python3[") || !strings.Contains(f.Remedy[0], "TCP_WINDOW_CLAMP, 8192") ||
+		strings.Contains(r, "tcp_rmem") || strings.Contains(r, "SO_RCVBUF") {
+		t.Errorf("remedy %q", f.Remedy)
+	}
+	if !strings.Contains(f.Limit.Arithmetic, "x srtt") || !strings.Contains(strings.Join(f.Evidence, "\n"), "tcp_window_clamp = 8192 bytes") {
+		t.Errorf("arithmetic %q, evidence %q", f.Limit.Arithmetic, f.Evidence)
+	}
+}
+
+// A window metric on the receiver's route back to the sender (the lab's
+// rwnd-route-window): the route is named, and the first remedy is the ip
+// route command without the metric, runnable as printed.
+func TestRwndNamesTheRouteWindow(t *testing.T) {
+	f := rwndFinding(t, Diagnose(load(t, "window/rwnd-route-window.json")))
+	if f.Limit == nil || f.Limit.Kind != "route_window" || f.Limit.Where.Layer != finding.LayerRoute {
+		t.Fatalf("limit %+v, want route_window", f.Limit)
+	}
+	a := f.Limit.Undo[0]
+	if len(a.Argv) < 4 || strings.Join(a.Argv[:3], " ") != "ip route change" || a.Netns == "" || strings.Contains(a.Text, "window") {
+		t.Errorf("first action %+v", a)
+	}
+	if strings.Contains(strings.Join(f.Remedy, "\n"), "tcp_rmem") {
+		t.Errorf("remedy %q prescribes the sysctl", f.Remedy)
+	}
+}
+
+// The window a clamp allows is 64 KiB below 64 KiB (no window scale), and
+// the scale's step above it.
+func TestScaledWindow(t *testing.T) {
+	for clamp, want := range map[uint64]uint64{0: 0, 8192: 65535, 65535: 65535, 65536: 131070, 300000: 524280} {
+		if got := scaledWindow(clamp); got != want {
+			t.Errorf("scaledWindow(%d) = %d, want %d", clamp, got, want)
+		}
+	}
+}
