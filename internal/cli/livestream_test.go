@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -127,7 +128,7 @@ func TestParseOfAStreamPrintsEachEventAsItComes(t *testing.T) {
 			if err := <-done; err != nil {
 				t.Fatalf("parse failed: %v: %s", err, errs)
 			}
-			if !strings.Contains(errs.String(), "1 sequence number missing in 1 gap") {
+			if !regexp.MustCompile(`\b1 sequence numbers? missing in 1 gaps?\b`).MatchString(errs.String()) {
 				t.Errorf("the summary does not count the number that never came: %s", errs)
 			}
 		})
