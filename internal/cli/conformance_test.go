@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -71,12 +72,15 @@ func badInputs(t *testing.T, dir string, good []byte) map[string]string {
 	}
 }
 
+// eventsRead is parse's summary line of what was read.
+var eventsRead = regexp.MustCompile(` events? read, `)
+
 // errorLines are stderr's lines that report a failure: parse and export
 // also print their summary of what was read.
 func errorLines(stderr string) []string {
 	var out []string
 	for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
-		if l == "" || strings.Contains(l, " events read, ") || strings.HasPrefix(l, "skbtrace: warning: ") {
+		if l == "" || eventsRead.MatchString(l) || strings.HasPrefix(l, "skbtrace: warning: ") {
 			continue
 		}
 		out = append(out, l)

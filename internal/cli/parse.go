@@ -14,6 +14,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/report"
 	"github.com/skbtrace/skbtrace/internal/trace"
+	"github.com/skbtrace/skbtrace/internal/units"
 )
 
 type parseFlags struct {
@@ -208,19 +209,19 @@ func printSummary(w io.Writer, s *analyze.Summary, read int64, files int) {
 	for _, n := range s.ByType {
 		total += n
 	}
-	fmt.Fprintf(w, "skbtrace: %d events read, %d printed, %d bytes", total, s.Matched, read)
+	fmt.Fprintf(w, "skbtrace: %s read, %d printed, %s", units.Count(total, "event", "events"), s.Matched, units.SignedBytes(read))
 	if files > 1 {
 		fmt.Fprintf(w, " in %d files", files)
 	}
 	fmt.Fprintf(w, "; lost %d", s.TotalLost())
 	if s.Missing > 0 {
-		fmt.Fprintf(w, "; %d sequence numbers missing in %d gaps", s.Missing, s.Gaps)
+		fmt.Fprintf(w, "; %s missing in %s", units.Count(s.Missing, "sequence number", "sequence numbers"), units.Count(s.Gaps, "gap", "gaps"))
 	}
 	if s.Late > 0 {
-		fmt.Fprintf(w, "; %d events out of order", s.Late)
+		fmt.Fprintf(w, "; %s out of order", units.Count(s.Late, "event", "events"))
 	}
 	if s.UnknownRecs > 0 {
-		fmt.Fprintf(w, "; %d records of unknown types skipped (written by a newer skbtrace?)", s.UnknownRecs)
+		fmt.Fprintf(w, "; %s of unknown types skipped (written by a newer skbtrace?)", units.Count(s.UnknownRecs, "record", "records"))
 	}
 	fmt.Fprintln(w)
 	if !s.Ended {

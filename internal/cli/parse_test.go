@@ -89,7 +89,7 @@ func TestParseFixturesBothByteOrders(t *testing.T) {
 			}
 			golden(t, name, out.Bytes())
 			summary := errs.String()
-			for _, want := range []string{"7 events read, 7 printed", "lost 1", "1 sequence numbers missing in 1 gaps"} {
+			for _, want := range []string{"7 events read, 7 printed", "lost 1", "1 sequence number missing in 1 gap"} {
 				if !strings.Contains(summary, want) {
 					t.Errorf("%s summary %q lacks %q", c.file, summary, want)
 				}

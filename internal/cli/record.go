@@ -24,6 +24,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/probe"
 	"github.com/skbtrace/skbtrace/internal/record"
 	"github.com/skbtrace/skbtrace/internal/trace"
+	"github.com/skbtrace/skbtrace/internal/units"
 	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
@@ -518,7 +519,7 @@ func printTotals(w io.Writer, t collect.Totals, dest string) {
 	for _, n := range names {
 		parts = append(parts, fmt.Sprintf("%s %d", n, t.Events[n]))
 	}
-	fmt.Fprintf(w, "skbtrace: recorded %d events in %.1fs, %s", total, t.Duration.Seconds(), collect.HumanBytes(t.Bytes))
+	fmt.Fprintf(w, "skbtrace: recorded %s in %.1f s, %s", units.Count(total, "event", "events"), t.Duration.Seconds(), units.SignedBytes(t.Bytes))
 	if dest != "" {
 		fmt.Fprintf(w, " to %s", dest)
 	}
@@ -540,13 +541,13 @@ func printTotals(w io.Writer, t collect.Totals, dest string) {
 }
 
 func printFlight(w io.Writer, st record.FlightStats, o *record.FlightOptions) {
-	fmt.Fprintf(w, "skbtrace: flight recorder: %d firings, %d windows written (%v of events, %d of %d blocks)",
-		st.Firings, st.Windows, st.Written.Round(time.Millisecond), st.Blocks, st.Seen)
+	fmt.Fprintf(w, "skbtrace: flight recorder: %s, %s written (%s of events, %d of %d blocks)",
+		units.Count(st.Firings, "firing", "firings"), units.Count(st.Windows, "window", "windows"), units.Duration(st.Written), st.Blocks, st.Seen)
 	if st.Suppressed > 0 {
-		fmt.Fprintf(w, "; %d firings opened no window, over --trigger-limit %d a minute", st.Suppressed, o.MaxWindowsPerMinute)
+		fmt.Fprintf(w, "; %s no window, over --trigger-limit %d a minute", units.Count(st.Suppressed, "firing opened", "firings opened"), o.MaxWindowsPerMinute)
 	}
 	if st.ShortPre > 0 {
-		fmt.Fprintf(w, "; %d windows lack part of their --pre %v: the flight recorder's memory was full (raise --flight-memory)", st.ShortPre, o.Pre)
+		fmt.Fprintf(w, "; %s part of their --pre %s: the flight recorder's memory was full (raise --flight-memory)", units.Count(st.ShortPre, "window lacks", "windows lack"), units.Duration(o.Pre))
 	}
 	fmt.Fprintln(w)
 }

@@ -117,7 +117,7 @@ func TestRecordRefusesACommandThatCannotRunBeforeWriting(t *testing.T) {
 func TestRecordTotalsNameTheOutput(t *testing.T) {
 	var b bytes.Buffer
 	printTotals(&b, collect.Totals{Events: map[string]uint64{"tcp_conn": 2}, Bytes: 4096, Duration: 5 * time.Second}, "run.trace")
-	if want := "skbtrace: recorded 2 events in 5.0s, 4.0 KiB to run.trace (tcp_conn 2); lost 0\n"; b.String() != want {
+	if want := "skbtrace: recorded 2 events in 5.0 s, 4.0 KiB to run.trace (tcp_conn 2); lost 0\n"; b.String() != want {
 		t.Errorf("totals %q, want %q", b.String(), want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/skbtrace/skbtrace/internal/event"
+	"github.com/skbtrace/skbtrace/internal/units"
 )
 
 // Trigger is one --trigger expression, ready to test events against.
@@ -131,7 +132,7 @@ func (t *Trigger) Match(ev *event.Event, names kernelNames) (string, bool) {
 		return fmt.Sprintf("skb_drop [%s] on %s, %d packets", reason, dev, ev.Drop.Cnt), true
 	case triggerSRTT:
 		if ev.Type == event.TypeTCPRTT && time.Duration(ev.RTT.SrttUs)*time.Microsecond > t.over {
-			return fmt.Sprintf("tcp_rtt srtt %v %s -> %s", time.Duration(ev.RTT.SrttUs)*time.Microsecond, ev.Socket.Local, ev.Socket.Peer), true
+			return fmt.Sprintf("tcp_rtt srtt %s %s -> %s", units.Duration(time.Duration(ev.RTT.SrttUs)*time.Microsecond), ev.Socket.Local, ev.Socket.Peer), true
 		}
 	case triggerZeroWindow:
 		switch {
@@ -146,7 +147,7 @@ func (t *Trigger) Match(ev *event.Event, names kernelNames) (string, bool) {
 		}
 	case triggerSendlim:
 		if ev.Type == event.TypeTCPSendlim && ev.Sendlim.Reason == t.limit && time.Duration(ev.Time-ev.Sendlim.Begin) > t.over {
-			return fmt.Sprintf("tcp_sendlim [%s] for %v %s -> %s", t.limit, time.Duration(ev.Time-ev.Sendlim.Begin).Round(time.Microsecond),
+			return fmt.Sprintf("tcp_sendlim [%s] for %s %s -> %s", t.limit, units.Duration(time.Duration(ev.Time-ev.Sendlim.Begin)),
 				ev.Sendlim.Local, ev.Sendlim.Peer), true
 		}
 	}

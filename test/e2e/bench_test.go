@@ -24,7 +24,7 @@ import (
 var (
 	lostRe   = regexp.MustCompile(`lost (\d+)`)
 	bytesRe  = regexp.MustCompile(`(\d+) bytes;`)
-	eventsRe = regexp.MustCompile(`(\d+) events read`)
+	eventsRe = regexp.MustCompile(`(\d+) events? read`)
 )
 
 // overhead measures what recording with args costs one TCP stream (CUBIC,

@@ -66,7 +66,7 @@ func churn(t *testing.T, ln net.Listener, n int) {
 }
 
 var (
-	missingRe = regexp.MustCompile(`(\d+) sequence numbers missing`)
+	missingRe = regexp.MustCompile(`(\d+) sequence numbers? missing`)
 	recLostRe = regexp.MustCompile(`lost (\d+) \(tcp_conn (\d+)`)
 )
 
