@@ -44,7 +44,10 @@ type Evidence struct {
 	// Limits are the settings read on the host that may hold flows back,
 	// with where they are set and who set them; rules choose among them.
 	Limits []finding.Limit `json:"limits,omitempty"`
-	Notes  []string        `json:"notes,omitempty"`
+	// CgroupCPU are the CPU-quota'd cgroups of the processes that owned
+	// the flows' sockets, with their throttling over the observation.
+	CgroupCPU []CgroupCPU `json:"cgroup_cpu,omitempty"`
+	Notes     []string    `json:"notes,omitempty"`
 }
 
 // MarshalJSON writes the evidence with each flow's namespace inode beside

@@ -81,6 +81,7 @@ var Rules = []Rule{
 	{"cwnd-limited", cwndLimited},
 	{"packet-loss", packetLoss},
 	{"app-limited", appLimited},
+	{"cgroup-cpu-throttled", cgroupCPUThrottled},
 	{"offload-disabled", offloadDisabled},
 	{"known-nic-issue", knownNICIssue},
 	{"mtu-mismatch", mtuMismatch},

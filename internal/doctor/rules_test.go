@@ -150,6 +150,7 @@ func TestEveryRuleFiresAndStaysQuiet(t *testing.T) {
 			{"lab/rate-shaped.json", nil, false}, {"lab/baseline.json", nil, false}},
 		"reader-late": {{"lab/reader-late.json", nil, true}, {"lab/reader-late.json", loneStall("rx_queue"), false}, {"lab/reader-late.json", controlConnection, false}, {"lab/send-queue-bloat.json", nil, false}, {"lab/baseline.json", nil, false},
 			{"lab/reader-late.json", stageWait("rx_queue", 3000), false}, {"lab/reader-late.json", busyCPU, false}},
+		"cgroup-cpu-throttled": {{"cgroup/cgroup-cpu-quota.json", nil, true}, {"cgroup/noise-cgroup-quota-unreached.json", nil, false}, {"lab/baseline.json", nil, false}},
 		"rx-backlog": {{"lab/reader-late.json", busyWith(stageWait("rx_stack", 400_000)), true}, {"lab/reader-late.json", stageWait("rx_stack", 400_000), false},
 			{"lab/reader-late.json", nil, false}, {"lab/baseline.json", nil, false}},
 	}

@@ -64,6 +64,12 @@ const iperf3Port = 5301
 // generator's options that iperf3 has carry over: UDP (-u -b 0), Size (-l),
 // SndBuf (-w: both ends' buffers), NoDelay (-N), Streams (-P).
 func iperf3(args ...string) func(ctx context.Context, p *Pair, o load.Options) (*load.Result, error) {
+	return iperf3Placed(nil, args...)
+}
+
+// iperf3Placed is iperf3 with place (nil: none) called with the client's
+// PID as soon as it starts, before it connects (into a cgroup).
+func iperf3Placed(place func(p *Pair, pid int) error, args ...string) func(ctx context.Context, p *Pair, o load.Options) (*load.Result, error) {
 	return func(ctx context.Context, p *Pair, o load.Options) (*load.Result, error) {
 		args := slices.Clone(args)
 		if o.Mode == load.UDP {
@@ -98,7 +104,13 @@ func iperf3(args ...string) func(ctx context.Context, p *Pair, o load.Options) (
 		if runtime.NumCPU() >= 2 {
 			cargs = append(cargs, "-A", "0,1")
 		}
-		out, err := p.Sender.Output(exec.CommandContext(ctx, "iperf3", append(cargs, args...)...))
+		cmd := exec.CommandContext(ctx, "iperf3", append(cargs, args...)...)
+		var out []byte
+		if place == nil {
+			out, err = p.Sender.Output(cmd)
+		} else {
+			out, err = outputPlaced(p, cmd, place)
+		}
 		if err != nil {
 			// iperf3 -J reports its errors on standard output.
 			return nil, fmt.Errorf("%w: %s", err, out)

@@ -197,8 +197,16 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 	} else {
 		threadsBefore, threadsErr = host.ReadThreadTimes()
 	}
+	// The cgroups' CPU quotas and throttling, around the workload too.
+	cgroups := startCgroupWatch(250 * time.Millisecond)
 	workStart := time.Now()
 	workErr := opts.Workload(ctx)
+	var cgroupCPU []doctor.CgroupCPU
+	if cgroups != nil {
+		var cgNotes []string
+		cgroupCPU, cgNotes = cgroups.finish()
+		notes = append(notes, cgNotes...)
+	}
 	var samples *CPUSamples
 	if sampler != nil {
 		samples, sampleErr = sampler.disable()
@@ -254,6 +262,7 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 	netnsIDs(spaces, ev)
 	ev.Flows = poller.flows(seconds, ev, &notes)
 	ev.Limits = append(ev.Limits, settings.finish(ev, &notes)...)
+	keepCgroupsOf(ev, cgroupCPU)
 	poller.notes(&notes)
 	for _, w := range spaces {
 		if w.noTCPInfo == nil {
