@@ -228,6 +228,11 @@ type Flow struct {
 	BusyUs          uint64 `json:"busy_us"`
 	RwndLimitedUs   uint64 `json:"rwnd_limited_us"`
 	SndbufLimitedUs uint64 `json:"sndbuf_limited_us"`
+	// DSACKDups are the retransmitted segments the peer reported as
+	// duplicates (tcp_info dsack_dups), ReordSeen the reorderings the sender
+	// detected (reord_seen): Linux 4.19 and later.
+	DSACKDups uint32 `json:"dsack_dups,omitempty"`
+	ReordSeen uint32 `json:"reord_seen,omitempty"`
 	// From the recording: shares of the sender's time per tcp_sendlim reason,
 	// decisions per reason, retransmitted segments, congestion states entered.
 	LimitShares map[string]float64 `json:"limit_shares,omitempty"`

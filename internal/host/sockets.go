@@ -34,6 +34,10 @@ type TCPSocket struct {
 	BytesAcked, BytesReceived, BytesSent, BytesRetrans uint64
 	SegsOut, TotalRetrans                              uint32
 	BusyUs, RwndLimitedUs, SndbufLimitedUs             uint64
+	// DSACKDups are the segments the peer reported received twice
+	// (retransmissions it did not need), ReordSeen the reorderings the
+	// sender detected: both cumulative, both zero before Linux 4.19.
+	DSACKDups, ReordSeen uint32
 	// DeliveryRate is bytes per second. (The app-limited bit is not read:
 	// netlink v1.3.1 decodes that bitfield from the wrong end on little-endian.)
 	DeliveryRate uint64
@@ -77,6 +81,7 @@ func tcpSocket(m *netlink.Socket, i *netlink.TCPInfo) TCPSocket {
 		BytesAcked: i.Bytes_acked, BytesReceived: i.Bytes_received, BytesSent: i.Bytes_sent, BytesRetrans: i.Bytes_retrans,
 		SegsOut: i.Segs_out, TotalRetrans: i.Total_retrans,
 		BusyUs: i.Busy_time, RwndLimitedUs: i.Rwnd_limited, SndbufLimitedUs: i.Sndbuf_limited,
+		DSACKDups: i.Dsack_dups, ReordSeen: i.Reord_seen,
 		DeliveryRate: i.Delivery_rate,
 	}
 }

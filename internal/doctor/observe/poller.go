@@ -158,7 +158,8 @@ func socketFlow(netns string, b, s host.TCPSocket, span float64, pk peaks) (doct
 		RTTus: s.RTTus, MinRTTus: s.MinRTTus, Cwnd: s.SndCwnd, SndMSS: s.SndMSS, AdvMSS: s.AdvMSS, PMTU: s.PMTU,
 		SndWnd: s.SndWnd, MaxSndWnd: pk.sndWnd, RcvSpace: s.RcvSpace, DeliveryRate: s.DeliveryRate,
 		MaxNotSent: pk.notSent, SegsOut: s.SegsOut - b.SegsOut, Retrans: s.TotalRetrans - b.TotalRetrans,
-		BusyUs: s.BusyUs - b.BusyUs, RwndLimitedUs: s.RwndLimitedUs - b.RwndLimitedUs, SndbufLimitedUs: s.SndbufLimitedUs - b.SndbufLimitedUs}
+		BusyUs: s.BusyUs - b.BusyUs, RwndLimitedUs: s.RwndLimitedUs - b.RwndLimitedUs, SndbufLimitedUs: s.SndbufLimitedUs - b.SndbufLimitedUs,
+		DSACKDups: s.DSACKDups - b.DSACKDups, ReordSeen: s.ReordSeen - b.ReordSeen}
 	return f, f.BytesAcked != 0 || f.BytesReceived != 0 || f.Retrans != 0
 }
 
