@@ -78,19 +78,19 @@ func (e *Evidence) streaming(rate float64, sender *Flow) bool {
 }
 
 // lostRetrans are a flow's retransmissions less its share of those its
-// namespace's receivers proved needless (DSACK): reordering, not loss, and
-// TCP undoes the window cuts they caused.
+// namespace's receivers proved needless (DSACK), or took as needless with
+// them (splitRetrans): reordering, not loss, and TCP undoes the window cuts
+// they caused.
 func (ev *Evidence) lostRetrans(f *Flow) uint64 {
 	ns := ev.NamespaceNamed(f.Netns)
 	if ns == nil || f.Retrans == 0 {
 		return uint64(f.Retrans)
 	}
-	all := ns.Counters["Tcp.RetransSegs"]
-	dup := min(all, dsackSegs(ns.Counters))
-	if all <= 0 || dup <= 0 {
+	s := ev.splitRetrans(ns, ev.locatedLoss())
+	if s.retrans <= 0 || s.lost() >= s.retrans {
 		return uint64(f.Retrans)
 	}
-	return uint64(float64(f.Retrans) * float64(all-dup) / float64(all))
+	return uint64(float64(f.Retrans) * float64(s.lost()) / float64(s.retrans))
 }
 
 // dsackSegs is how many retransmitted segments the receiver reported as

@@ -12,32 +12,34 @@ import (
 )
 
 func packetLoss(ev *Evidence) []finding.Finding {
-	var retrans, segs int64
-	var packets uint64
-	var where []string
-	for _, ns := range ev.Namespaces {
-		r, n := ns.Counters["Tcp.RetransSegs"], ns.Counters["Tcp.OutSegs"]
-		// Retransmissions the receiver reported as duplicates (DSACK) were
-		// not lost: reordering or a too-early timer sent them.
-		dup := min(r, dsackSegs(ns.Counters))
-		if r > 0 {
-			w := fmt.Sprintf("%d of %d segments sent in netns %s were retransmissions (Tcp.RetransSegs)", r, n, ns.Name)
-			if dup > 0 {
-				w += fmt.Sprintf(", %d of them proven needless by the receiver's DSACKs (TcpExt.TCPDSACKRecvSegs)", dup)
-			}
-			where = append(where, w)
-		}
-		retrans, segs = retrans+r-dup, segs+n
-		for _, d := range ns.Devices {
-			packets += d.Stats.RxPackets + d.Stats.TxPackets
-		}
-	}
 	var drops []Drop
-	var dropped uint64
+	var dropped, late uint64
+	reordered := ev.reordered()
 	for _, d := range ev.Drops {
 		if !benign(&d) && ev.suffered(&d) {
+			if lateCopy(&d, reordered) {
+				late += d.Count
+				continue
+			}
 			drops = append(drops, d)
 			dropped += d.Count
+		}
+	}
+	// Retransmissions the receivers proved needless (DSACK), and the rest
+	// with them when most were, beyond what located drops explain, were not
+	// lost: reordering or a too-early timer sent them (rules_reorder.go).
+	located := ev.locatedLoss()
+	var retrans, segs, rawRetrans, needless int64
+	var packets uint64
+	var where []string
+	for i := range ev.Namespaces {
+		ns := &ev.Namespaces[i]
+		s := ev.splitRetrans(ns, located)
+		where = append(where, s.describe()...)
+		retrans, segs = retrans+s.lost(), segs+s.segs
+		rawRetrans, needless = rawRetrans+s.retrans, needless+s.proven+s.assumed
+		for _, d := range ns.Devices {
+			packets += d.Stats.RxPackets + d.Stats.TxPackets
 		}
 	}
 	ratio, dropRatio := 0.0, 0.0
@@ -81,8 +83,11 @@ func packetLoss(ev *Evidence) []finding.Finding {
 	ringLoss := ring != nil && packets > 0 && ring.missed >= 10 && float64(ring.missed)/float64(packets) >= 0.001
 	// Relative thresholds: a busy host drops a few packets in any second.
 	lost := retrans >= 10 && ratio >= 0.001 || dropped >= 10 && dropRatio >= 0.001 || local || stalled != nil
+	if late > 0 {
+		where = append(where, fmt.Sprintf("%d segments discarded by the receivers as older than those they had (skb_drop [TCP_RFC7323_PAWS]): late copies on a path that reorders, not loss", late))
+	}
 	if !lost && !ringLoss {
-		return nil
+		return needlessRetrans(where, rawRetrans, segs, needless)
 	}
 	// A ring's misses that TCP flows did not retransmit were not their
 	// segments (a missed segment is sent again; a real overflow's
