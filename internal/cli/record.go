@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/skbtrace/skbtrace/internal/collect"
 	"github.com/skbtrace/skbtrace/internal/collect/pktfilter"
@@ -389,9 +391,9 @@ SIGINT/SIGTERM. Everything is detached on exit. Read the trace with parse.`,
 			}
 			var out io.Writer = e.stdout
 			if output != "-" {
-				f, err := os.Create(output)
-				if err != nil {
-					return fmt.Errorf("creating trace file: %w", err)
+				f := &createOnWrite{path: output}
+				if err := f.check(); err != nil {
+					return err
 				}
 				defer f.Close()
 				out = f
@@ -550,4 +552,43 @@ func printFlight(w io.Writer, st record.FlightStats, o *record.FlightOptions) {
 		fmt.Fprintf(w, "; %s part of their --pre %s: the flight recorder's memory was full (raise --flight-memory)", units.Count(st.ShortPre, "window lacks", "windows lack"), units.Duration(o.Pre))
 	}
 	fmt.Fprintln(w)
+}
+
+// createOnWrite creates its file at the first write: the trace's header,
+// written once the programs are attached. A run that cannot attach leaves
+// an earlier trace of that name as it was; one that attached writes in
+// place, so that a crash leaves what was recorded readable.
+type createOnWrite struct {
+	path string
+	f    *os.File
+}
+
+// check refuses at once a path that cannot be created: its directory
+// missing or not writable, or a directory in its place.
+func (c *createOnWrite) check() error {
+	if st, err := os.Stat(c.path); err == nil && st.IsDir() {
+		return fmt.Errorf("creating trace file: %s is a directory", c.path)
+	}
+	if err := unix.Access(filepath.Dir(c.path), unix.W_OK); err != nil {
+		return fmt.Errorf("creating trace file %s: %w", c.path, err)
+	}
+	return nil
+}
+
+func (c *createOnWrite) Write(p []byte) (int, error) {
+	if c.f == nil {
+		f, err := os.Create(c.path)
+		if err != nil {
+			return 0, fmt.Errorf("creating trace file: %w", err)
+		}
+		c.f = f
+	}
+	return c.f.Write(p)
+}
+
+func (c *createOnWrite) Close() error {
+	if c.f == nil {
+		return nil
+	}
+	return c.f.Close()
 }

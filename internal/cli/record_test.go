@@ -121,3 +121,34 @@ func TestRecordTotalsNameTheOutput(t *testing.T) {
 		t.Errorf("totals %q, want %q", b.String(), want)
 	}
 }
+
+// A recording that cannot attach leaves an earlier trace of its name as it
+// was: the file is created at the header, once the programs are attached.
+func TestATraceFileIsCreatedAtItsFirstWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run.trace")
+	if err := os.WriteFile(path, []byte("earlier"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := &createOnWrite{path: path}
+	if err := f.check(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "earlier" {
+		t.Errorf("a run that wrote nothing replaced the earlier trace: %q", b)
+	}
+	if _, err := f.Write([]byte("header")); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if b, _ := os.ReadFile(path); string(b) != "header" {
+		t.Errorf("the trace holds %q, want what was written", b)
+	}
+	for _, bad := range []string{filepath.Join(t.TempDir(), "missing", "run.trace"), t.TempDir()} {
+		if err := (&createOnWrite{path: bad}).check(); err == nil || !strings.HasPrefix(err.Error(), "creating trace file") {
+			t.Errorf("%s: %v, want a refusal saying what was being created", bad, err)
+		}
+	}
+}
