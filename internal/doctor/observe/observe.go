@@ -260,6 +260,7 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 		ev.Namespaces = append(ev.Namespaces, namespaceEvidence(w, b, after))
 	}
 	netnsIDs(spaces, ev)
+	ev.Limits = append(ev.Limits, deviceLimits(spaces, ev.CPUCount, &notes)...)
 	ev.Flows = poller.flows(seconds, ev, &notes)
 	ev.Limits = append(ev.Limits, settings.finish(ev, &notes)...)
 	keepCgroupsOf(ev, cgroupCPU)
