@@ -379,7 +379,7 @@ type ProcessCPU struct {
 type Command struct {
 	Argv     []string `json:"argv"`
 	Program  string   `json:"program,omitempty"`
-	Netns    string   `json:"netns,omitempty"`
+	Netns    string   `json:"netns_name,omitempty"`
 	ExitCode int      `json:"exit_code"`
 	Stopped  bool     `json:"stopped,omitempty"`
 	// LastLine is the last line a failed command printed: its own error.

@@ -48,7 +48,7 @@ const (
 // carries it (a socket's addresses, a route, a cgroup's path, a device).
 type Place struct {
 	Layer  string `json:"layer"`
-	Netns  string `json:"netns,omitempty"`
+	Netns  string `json:"netns_name,omitempty"`
 	Object string `json:"object"`
 }
 
@@ -97,7 +97,7 @@ type Scope struct {
 // application's own call), what to change, in Text alone.
 type Action struct {
 	Argv  []string `json:"argv,omitempty"`
-	Netns string   `json:"netns,omitempty"`
+	Netns string   `json:"netns_name,omitempty"`
 	// Text is the action as printed: the command line, or the change.
 	Text string `json:"text"`
 }
