@@ -192,8 +192,14 @@ const (
 // still ran (above a quarter of the control's throughput: this VM's rate
 // swings up to twice between seconds, and the noise takes CPU too).
 func quietVerdict(happened func(c, f *Measurement, p *Pair) (string, bool)) func(c, f *Measurement, p *Pair) (string, bool) {
+	return quietVerdictAbove(0.25, happened)
+}
+
+// quietVerdictAbove is quietVerdict for noise that costs the stream more
+// of its rate by itself: the stream must keep above share of the control's.
+func quietVerdictAbove(share float64, happened func(c, f *Measurement, p *Pair) (string, bool)) func(c, f *Measurement, p *Pair) (string, bool) {
 	return func(c, f *Measurement, p *Pair) (string, bool) {
 		what, ok := happened(c, f, p)
-		return fmt.Sprintf("%s; the stream %s", what, change(c, f)), ok && f.Load.Bps > c.Load.Bps/4
+		return fmt.Sprintf("%s; the stream %s", what, change(c, f)), ok && f.Load.Bps > c.Load.Bps*share
 	}
 }

@@ -2,8 +2,6 @@ package lab
 
 import (
 	"fmt"
-	"os/exec"
-	"runtime"
 	"strings"
 
 	"github.com/vishvananda/netlink"
@@ -17,9 +15,11 @@ func init() {
 	Noise = append(Noise, progNoise...)
 }
 
-// progVariants build faults that a program or a steering mask on the path
-// causes, named by the device-side provenance the doctor reads (netlink's
-// XDP attachment, BPF program info, sysfs RPS masks).
+// progVariants build faults that a program on the path causes, named by
+// the device-side provenance the doctor reads (netlink's XDP attachment,
+// BPF program info). A steering mask has none: on two CPUs, which this
+// lab's hosts have, receive work steered onto a busy CPU leaves no CPU idle
+// to name as the mask's better choice (docs/lab.md).
 var progVariants = []*Scenario{
 	{
 		Name: "xdp-drop-veth",
@@ -42,58 +42,6 @@ var progVariants = []*Scenario{
 				drops > 10*(c.devDrops(p.ReceiverDev)+1) && retrans > 10*(netRetrans(c)+1)
 		},
 	},
-	{
-		Name: "rps-mask-busy-cpu",
-		Mechanism: "an RPS mask (sysfs rps_cpus) on the receiver's veth steering its receive processing away from the receiver's CPU " +
-			"onto CPU 0, which the sender and a busy loop already keep busy",
-		Fault: "rps_cpus of the receiver's veth set to 1, CPU 0, where the sender and a shell busy loop run " +
-			"(control: 2, CPU 1, the receiver's; the busy loop runs in both)",
-		Expect:   "cpu-saturated",
-		Families: []string{"tcp_conn", "softirq"},
-		Load:     bulk,
-		// The busy loop runs in every run, the calibration's too: the
-		// mask is the fault, not the loop.
-		Prepare: func(p *Pair) error { return p.busyLoop(0) },
-		Inject:  func(p *Pair) error { return p.steerReceiver("1") },
-		Fix:     func(p *Pair) error { return p.steerReceiver("2") },
-		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
-			return fmt.Sprintf("CPU 0 busy %.0f %%, CPU 1 %.0f %% (control %.0f %%, %.0f %%); throughput %s",
-					f.cpuBusy(0)*100, f.cpuBusy(1)*100, c.cpuBusy(0)*100, c.cpuBusy(1)*100, change(c, f)),
-				runtime.NumCPU() >= 2 && f.cpuBusy(0) >= cpuSaturated && f.cpuBusy(1) < c.cpuBusy(1)-0.1
-		},
-	},
-}
-
-// busyLoop keeps a CPU busy with a shell's busy loop, pinned there, until
-// the pair is closed.
-func (p *Pair) busyLoop(cpu int) error {
-	if runtime.NumCPU() < 2 {
-		return &NotBuildable{Reason: "one CPU: nothing to steer receive work away from"}
-	}
-	cmd := exec.Command("sh", "-c", "while :; do :; done")
-	cmd.SysProcAttr = &unix.SysProcAttr{Pdeathsig: unix.SIGKILL} // nothing outlives the lab
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting a busy loop: %w", err)
-	}
-	var set unix.CPUSet
-	set.Set(cpu)
-	if err := unix.SchedSetaffinity(cmd.Process.Pid, &set); err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
-		return fmt.Errorf("pinning the busy loop to CPU %d: %w", cpu, err)
-	}
-	p.undo = append(p.undo, func() error {
-		cmd.Process.Kill()
-		cmd.Wait()
-		return nil
-	})
-	return nil
-}
-
-// steerReceiver sets the RPS mask of the receiver's veth's queue.
-func (p *Pair) steerReceiver(mask string) error {
-	_, err := p.Receiver.Run("sh", "-c", fmt.Sprintf("echo %s > /sys/class/net/%s/queues/rx-0/rps_cpus", mask, p.ReceiverDev))
-	return err
 }
 
 // progNoise are the healthy controls of progVariants.

@@ -39,7 +39,10 @@ var reorderNoise = []*Scenario{
 		},
 		// Reordered, not lost: the sender retransmitted, the receiver
 		// proved most of it needless, and the ifb's queue dropped nothing.
-		Verdict: quietVerdict(func(c, f *Measurement, p *Pair) (string, bool) {
+		// The detour costs the stream most of its rate by itself (each
+		// needless retransmission halves the window until the DSACK undoes
+		// it; 7.9 against 32.8 Gbit/s on an idle host): it need keep a tenth.
+		Verdict: quietVerdictAbove(0.1, func(c, f *Measurement, p *Pair) (string, bool) {
 			retrans, dups := counter(p.Sender, "Tcp.RetransSegs"), counter(p.Sender, "TcpExt.TCPDSACKRecvSegs")
 			out, _ := p.Receiver.Run("tc", "-s", "qdisc", "show", "dev", netIfb(p))
 			dropped := strings.Contains(out, "(dropped ") && !strings.Contains(out, "(dropped 0,")
