@@ -254,7 +254,13 @@ func (s *Scenario) perform(ctx context.Context, opts RunOptions, start time.Time
 			return nil, fmt.Errorf("%s: preparing: %w", s.Name, err)
 		}
 	}
-	control, err := s.measure(ctx, pair, s.Load, RunOptions{})
+	// A calibration compares the remedied run with the control: each is
+	// the median of calibrationRuns, as single runs here swing up to 2x.
+	runs := 1
+	if opts.Calibrate {
+		runs = calibrationRuns
+	}
+	control, err := s.measureMedian(ctx, pair, s.Load, runs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: control run: %w", s.Name, err)
 	}
@@ -332,94 +338,6 @@ func (s *Scenario) perform(ctx context.Context, opts RunOptions, start time.Time
 		}
 	}
 	return rep, nil
-}
-
-// calibration is the remedy a calibration run applies.
-type calibration struct {
-	// From says whose remedy it is: RemedyDoctor (the doctor's first,
-	// exactly as printed), RemedyWorkload (the doctor's first is a change to
-	// the application, made by the workload's switch) or RemedyScenario
-	// (the doctor's names no setting: the scenario's own fix); "" for none.
-	From   string
-	Text   string
-	Impact float64 // the doctor's estimate of what the fault costs
-	action *finding.Action
-}
-
-// Where a calibration run's remedy comes from (Report.RemedyFrom).
-const (
-	RemedyDoctor   = "doctor"
-	RemedyWorkload = "workload"
-	RemedyScenario = "scenario"
-)
-
-// remedyFor chooses the calibration's remedy: the first action of the
-// limit the doctor's top finding names, applied as printed, wherever a
-// command can apply it.
-func (s *Scenario) remedyFor(rep *doctor.Report) calibration {
-	var c calibration
-	if rep != nil {
-		if top := rep.Top(finding.Warning); top != nil {
-			c.Impact = top.Impact
-			if top.Limit != nil && len(top.Limit.Undo) > 0 {
-				first := top.Limit.Undo[0]
-				switch {
-				case len(first.Argv) > 0:
-					c.From, c.Text, c.action = RemedyDoctor, first.Text, &first
-					return c
-				case s.FixLoad != nil:
-					c.From, c.Text = RemedyWorkload, first.Text
-					return c
-				}
-			}
-		}
-	}
-	if s.Fix != nil || s.FixLoad != nil {
-		c.From, c.Text = RemedyScenario, "the scenario's own fix"
-	}
-	return c
-}
-
-// calibrate applies the remedy and measures the fault's load again.
-func (s *Scenario) calibrate(ctx context.Context, p *Pair, o load.Options, c calibration) (*Measurement, error) {
-	switch c.From {
-	case RemedyDoctor:
-		if err := applyAction(c.action); err != nil {
-			return nil, fmt.Errorf("applying the doctor's remedy %q: %w", c.Text, err)
-		}
-	case RemedyWorkload:
-		s.FixLoad(&o)
-	default:
-		if s.Fix != nil {
-			if err := s.Fix(p); err != nil {
-				return nil, fmt.Errorf("applying the remedy: %w", err)
-			}
-		}
-		if s.FixLoad != nil {
-			s.FixLoad(&o)
-		}
-	}
-	return s.measure(ctx, p, o, RunOptions{})
-}
-
-// applyAction runs a remedy's command in its network namespace, as
-// ip netns exec would.
-func applyAction(a *finding.Action) error {
-	cmd := exec.Command(a.Argv[0], a.Argv[1:]...)
-	if a.Netns == "" {
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("%w: %s", err, bytes.TrimSpace(out))
-		}
-		return nil
-	}
-	ns, err := host.OpenNetns(a.Netns)
-	if err != nil {
-		return err
-	}
-	defer ns.Close()
-	_, err = ns.Output(cmd)
-	return err
 }
 
 // setUp builds a fresh pair (on the wire's devices when given) emulating two hosts, with the load server
