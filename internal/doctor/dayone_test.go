@@ -105,3 +105,43 @@ func TestTheReportStatesTheThroughputAndThePeer(t *testing.T) {
 		}
 	}
 }
+
+// UDP that a veth of a smaller MTU drops whole moves nothing a flow or a
+// device counter shows, yet it was offered and is all at stake: the
+// mtu-mismatch-veth-ends-udp variant's 31,240 drops lost their warning to
+// the no-traffic rule in CI.
+func TestDroppedTrafficWasOffered(t *testing.T) {
+	ev := load(t, "lab/mtu-mismatch.json")
+	ev.Flows = nil
+	for i := range ev.Namespaces {
+		for j := range ev.Namespaces[i].Devices {
+			d := &ev.Namespaces[i].Devices[j]
+			d.Stats.TxBytes, d.Stats.RxBytes = 0, 0
+		}
+	}
+	for i := range ev.Drops {
+		ev.Drops[i].Protocol = "ipv4/udp"
+	}
+	before := ev.Drops
+	ev.Drops = nil
+	if rep := Diagnose(ev); rep.NoTraffic == "" {
+		t.Fatalf("nothing moved and nothing was dropped, yet traffic counted: %v", ids(rep.Findings))
+	}
+	ev = load(t, "lab/mtu-mismatch.json")
+	ev.Flows = nil
+	for i := range ev.Namespaces {
+		for j := range ev.Namespaces[i].Devices {
+			d := &ev.Namespaces[i].Devices[j]
+			d.Stats.TxBytes, d.Stats.RxBytes = 0, 0
+		}
+	}
+	ev.Drops = before
+	ev.Drops[0].Count = 31240
+	rep := Diagnose(ev)
+	if rep.NoTraffic != "" {
+		t.Fatalf("31240 dropped datagrams read as no traffic: %s", rep.NoTraffic)
+	}
+	if top := rep.Top(finding.Warning); top == nil || top.ID != "mtu-mismatch" {
+		t.Fatalf("findings %v, want mtu-mismatch first as a warning", ids(rep.Findings))
+	}
+}

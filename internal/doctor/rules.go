@@ -21,6 +21,7 @@ const SpareBusy = 0.6
 const (
 	bulkBps        = 100e6
 	minBulkBps     = 1e6  // a stream not paced by its application counts from here (streaming)
+	offeredDrops   = 1000 // a flow's packets dropped: traffic offered, whatever moved
 	limitShare     = 0.3  // a send-limit reason holding the sender this share of the time
 	cpuBusy        = 0.9  // a CPU this busy is a bottleneck candidate
 	competingUser  = 0.4  // user time that is not the network path's: a stream's own sender and reader take up to about a quarter
@@ -202,10 +203,13 @@ func Diagnose(ev *Evidence) *Report {
 	return rep
 }
 
-// trafficMoved says whether anything moved whose throughput can be
-// judged: a TCP flow that moved data (a path MTU black hole's small
-// segments too), a device that moved minBulkBps, or iperf3's own result.
-// A connection that never came up (SYNs retransmitted) moved nothing.
+// trafficMoved says whether anything moved, or was offered, whose
+// throughput can be judged: a TCP flow that moved data (a path MTU black
+// hole's small segments too), a device that moved minBulkBps, iperf3's own
+// result, sockets that were handed minBulkBps, or a flow's packets dropped
+// by the thousand (UDP a device drops whole, as the veth of a smaller MTU
+// does, moves nothing a counter shows). A connection that never came up
+// (SYNs retransmitted) moved nothing.
 func trafficMoved(ev *Evidence) bool {
 	for i := range ev.Flows {
 		if f := &ev.Flows[i]; f.BytesAcked > 0 || f.BytesReceived > 0 {
@@ -213,6 +217,20 @@ func trafficMoved(ev *Evidence) bool {
 		}
 	}
 	if r := ev.Command.iperf3(); r != nil && max(r.SentBps, r.ReceivedBps) > 0 {
+		return true
+	}
+	var sent, dropped uint64
+	for _, io := range ev.SockIO {
+		if io.Dir == "send" {
+			sent += io.Bytes
+		}
+	}
+	for i := range ev.Drops {
+		if d := &ev.Drops[i]; ev.suffered(d) {
+			dropped += d.Count
+		}
+	}
+	if rate(sent, ev.Seconds) >= minBulkBps || dropped >= offeredDrops {
 		return true
 	}
 	for _, d := range ev.devices {

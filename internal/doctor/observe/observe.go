@@ -432,7 +432,6 @@ func startRecording(opts Options, notes []string) (*collect.Recording, []string)
 	return rec, notes
 }
 
-
 // userHZ is the unit of /proc's CPU times on every Linux architecture.
 const userHZ = 100
 
