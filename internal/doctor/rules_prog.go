@@ -219,6 +219,13 @@ func programID(l *finding.Limit) string {
 // with the change that moves it there (the mask of the CPUs measured below
 // SpareBusy); nil when nothing steers there.
 func steering(ev *Evidence, c *CPUUse) *finding.Limit {
+	// The mask is the cause only where the work it steers is what fills
+	// the CPU: a receiver's own application at 68 % user time on its CPU,
+	// the lab's cpu-receiver-app-work, lost 60 % more when its receive
+	// work was steered onto the sender's CPU as a mask remedy would.
+	if c.Softirq < c.User {
+		return nil
+	}
 	var spare []int
 	var shares []string
 	for _, o := range ev.CPUs {
