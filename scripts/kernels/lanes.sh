@@ -22,6 +22,10 @@ first=out/lane-kernels.log second=out/lane-nics.log
 # Each lane in a session of its own, so that an interrupted run stops both
 # lanes' guests (run.sh stops its guest on TERM); the script waits with
 # wait, which a signal interrupts, so its trap runs at once.
+# Both logs exist before tail follows the second: the background job's
+# redirection may not have run yet when tail starts.
+: >"$first"
+: >"$second"
 setsid "$here/lane-kernels.sh" >"$first" 2>&1 &
 first_pid=$!
 setsid "$here/nics.sh" "$@" >"$second" 2>&1 &
