@@ -50,7 +50,7 @@ type Finding struct {
 	// Limit is the setting the finding holds responsible, where one was
 	// read: the remedy is rendered from its actions.
 	Limit *Limit `json:"limit,omitempty"`
-	Scope       string   `json:"scope"`
+	Scope string `json:"scope"`
 	// Impact is the estimated share of throughput at stake (0..1), the rank
 	// within a severity; ImpactText says how it was estimated.
 	Impact     float64 `json:"impact"`
