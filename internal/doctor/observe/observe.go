@@ -169,6 +169,8 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 	go func() { poller.run(pollCtx); close(pollDone) }()
 	settings := startSettingsWatch(spaces, rec != nil)
 	defer settings.stop()
+	// The netfilter rules' counters, read before and after (limits_nft.go).
+	nft := startNftWatch(spaces, &notes)
 
 	// Whose time each CPU spent is sampled where this process may (root or
 	// CAP_PERFMON); else it is read from the threads' times.
@@ -262,6 +264,7 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 	ev.Limits = append(ev.Limits, deviceLimits(spaces, ev.CPUCount, &notes)...)
 	ev.Flows = poller.flows(seconds, ev, &notes)
 	ev.Limits = append(ev.Limits, settings.finish(ev, &notes)...)
+	ev.Limits = append(ev.Limits, nft.finish(spaces, ev.Flows, &notes)...)
 	keepCgroupsOf(ev, cgroupCPU)
 	poller.notes(&notes)
 	for _, w := range spaces {
