@@ -54,7 +54,7 @@ func mtuMismatch(ev *Evidence) []finding.Finding {
 				"device's leniency (virtio-net with mergeable buffers, many NICs up to their buffer size). A switch or NIC that "+
 				"keeps to the MTU drops them without a \"fragmentation needed\" reply: a black hole.", pd.Name)
 		}
-		out = append(out, finding.Finding{ID: "mtu-mismatch", Severity: severity,
+		fd := finding.Finding{ID: "mtu-mismatch", Severity: severity,
 			Title:       title,
 			Evidence:    evidence,
 			Explanation: explanation,
@@ -64,7 +64,17 @@ func mtuMismatch(ev *Evidence) []finding.Finding {
 				nsPrefix(f.Netns) + "sysctl -w net.ipv4.tcp_mtu_probing=1   (recovers from black holes by probing)",
 			},
 			Scope: flowScope(f), Impact: impact, ImpactText: impactText, Confidence: finding.Strong,
-			Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ping -M do -s %d -c 3 %s   (a full-size packet with DF: no reply through the hole)", packet-28, f.Peer.Addr())}})
+			Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ping -M do -s %d -c 3 %s   (a full-size packet with DF: no reply through the hole)", packet-28, f.Peer.Addr())}}
+		// What makes the packets too big: a route at the receiver that
+		// advertises an MSS above its own MTU, else the sender's MTU
+		// above its veth peer's.
+		probing := "or " + nsPrefix(f.Netns) + "sysctl -w net.ipv4.tcp_mtu_probing=1   (the sender recovers from black holes by probing)"
+		if l := ev.advmssLimit(p, pd.MTU); l != nil {
+			nameLimit(&fd, l, probing)
+		} else if l := ev.deviceLimit(kindMTU, f.Netns, f.Dev); l != nil {
+			nameLimit(&fd, l, probing)
+		}
+		out = append(out, fd)
 	}
 	out = append(out, pathMTUHoles(ev, out)...)
 	out = append(out, mtuDiffers(ev, out)...)
@@ -90,6 +100,7 @@ func pathMTUHoles(ev *Evidence, already []finding.Finding) []finding.Finding {
 	type hole struct {
 		drops   []string
 		dropped uint64
+		netns   string // of the hop that dropped them
 	}
 	holes := map[*Flow]*hole{}
 	var order []*Flow
@@ -109,6 +120,9 @@ func pathMTUHoles(ev *Evidence, already []finding.Finding) []finding.Finding {
 			order = append(order, f)
 		}
 		h.dropped += d.Count
+		if h.netns == "" {
+			h.netns = ev.deviceNetns(d.Dev)
+		}
 		h.drops = append(h.drops, fmt.Sprintf("%d of its packets dropped as too big for the next link: skb_drop [PKT_TOO_BIG] at %s on %s%s",
 			d.Count, d.Location, orNone(d.Dev), unobserved(ev, d.Dev)))
 	}
@@ -140,7 +154,7 @@ func pathMTUHoles(ev *Evidence, already []finding.Finding) []finding.Finding {
 				pct(rto), max(uint64(f.Retrans), f.TraceRetrans), units.Bits(f.SendBps())))
 			severity, impact = finding.Critical, 0.99
 		}
-		out = append(out, finding.Finding{ID: "mtu-mismatch", Severity: severity,
+		fd := finding.Finding{ID: "mtu-mismatch", Severity: severity,
 			Title:    fmt.Sprintf("a path-MTU black hole: a hop drops %s -> %s's full-size packets and the sender is never told", f.Local, f.Peer),
 			Evidence: evidence,
 			Explanation: "A link on the path has a smaller MTU than the ends. A router drops what it cannot forward and replies " +
@@ -152,7 +166,12 @@ func pathMTUHoles(ev *Evidence, already []finding.Finding) []finding.Finding {
 				nsPrefix(f.Netns) + fmt.Sprintf("ip route change %s/%d ... advmss LOWER-MSS   (or clamp the MSS on the router)", f.Peer.Addr(), f.Peer.Addr().BitLen()),
 			},
 			Scope: flowScope(f), Impact: impact, ImpactText: "bulk data stalls in timeouts", Confidence: finding.Strong,
-			Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ping -M do -s %d -c 3 %s   (a full-size packet with DF: no reply, no error)", fullSizePing(f), f.Peer.Addr())}})
+			Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ping -M do -s %d -c 3 %s   (a full-size packet with DF: no reply, no error)", fullSizePing(f), f.Peer.Addr())}}
+		// The rule that drops the hop's reply, where this host has it.
+		if l := ev.icmpDropLimit(h.netns); l != nil {
+			nameLimit(&fd, l, fd.Remedy[1:]...)
+		}
+		out = append(out, fd)
 	}
 	return out
 }
@@ -216,7 +235,7 @@ func mtuDiffers(ev *Evidence, already []finding.Finding) []finding.Finding {
 			}
 			impactText = fmt.Sprintf("about %s (from the link's drops and retransmissions)", pct(impact))
 		}
-		out = append(out, finding.Finding{ID: "mtu-mismatch", Severity: severity,
+		fd := finding.Finding{ID: "mtu-mismatch", Severity: severity,
 			Title:    fmt.Sprintf("the ends of a link disagree on the MTU: %s %d, %s %d", d.Name, d.MTU, o.Name, o.MTU),
 			Evidence: evidence,
 			Explanation: "Each end derives its MSS from its own MTU, so TCP often works across it; but a packet larger than " +
@@ -225,7 +244,17 @@ func mtuDiffers(ev *Evidence, already []finding.Finding) []finding.Finding {
 			Remedy: []string{nsPrefix(ns.Name) + fmt.Sprintf("ip link set %s mtu %d", d.Name, min(d.MTU, o.MTU)) +
 				"   (or " + nsPrefix(ons.Name) + fmt.Sprintf("ip link set %s mtu %d: one MTU on both ends)", o.Name, max(d.MTU, o.MTU))},
 			Scope: "device " + d.Name, Impact: impact, ImpactText: impactText, Confidence: confidence,
-			Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("ping -M do -s %d -c 3 ADDRESS-BEHIND-%s   (a packet of the larger MTU dies on the link)", max(d.MTU, o.MTU)-28, o.Name)}})
+			Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("ping -M do -s %d -c 3 ADDRESS-BEHIND-%s   (a packet of the larger MTU dies on the link)", max(d.MTU, o.MTU)-28, o.Name)}}
+		// The larger end is the limit: lowering it keeps every packet
+		// within what the other end takes.
+		big, bigNs, small, smallNs := d, ns, o, ons
+		if o.MTU > d.MTU {
+			big, bigNs, small, smallNs = o, ons, d, ns
+		}
+		if l := ev.deviceLimit(kindMTU, bigNs.Name, big.Name); l != nil {
+			nameLimit(&fd, l, "or "+nsPrefix(smallNs.Name)+fmt.Sprintf("ip link set dev %s mtu %d, and the MTU of every hop beyond it", small.Name, big.MTU))
+		}
+		out = append(out, fd)
 	}
 	return out
 }

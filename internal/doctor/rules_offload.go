@@ -61,22 +61,26 @@ func offloadDisabled(ev *Evidence) []finding.Finding {
 				remedy = []string{nsPrefix(ns.Name) + fmt.Sprintf("tc -s qdisc show dev %s", d.Name)}
 			}
 			severity, explanation = cpuHeadroom(ev, severity, explanation)
-			ev := []string{fmt.Sprintf("%s sends %s of TCP", d.Name, units.Bits(tx))}
+			lines := []string{fmt.Sprintf("%s sends %s of TCP", d.Name, units.Bits(tx))}
 			if d.Xmit != nil {
-				ev = append(ev, fmt.Sprintf("%.2f segments per skb at transmit over %d skbs (dev_xmit)", d.Xmit.SegsPerSkb(), d.Xmit.Skbs))
+				lines = append(lines, fmt.Sprintf("%.2f segments per skb at transmit over %d skbs (dev_xmit)", d.Xmit.SegsPerSkb(), d.Xmit.Skbs))
 			} else {
-				ev = append(ev, fmt.Sprintf("%.0f bytes per transmitted packet (device counters)", d.txBytesPerPacket()))
+				lines = append(lines, fmt.Sprintf("%.0f bytes per transmitted packet (device counters)", d.txBytesPerPacket()))
 			}
 			if off != "" {
-				ev = append(ev, fmt.Sprintf("%s off (ethtool -k %s)", off, d.Name))
+				lines = append(lines, fmt.Sprintf("%s off (ethtool -k %s)", off, d.Name))
 			}
-			out = append(out, finding.Finding{ID: "offload-disabled", Severity: severity,
-				Title: title, Evidence: ev, Explanation: explanation, Remedy: remedy,
+			f := finding.Finding{ID: "offload-disabled", Severity: severity,
+				Title: title, Evidence: lines, Explanation: explanation, Remedy: remedy,
 				Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: impact,
 				ImpactText: "CPU per byte several times higher; throughput where the CPU is the limit",
-				Confidence: shapeConfidence(d.Xmit != nil, severity),
-				Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -k %s | grep -e segmentation -e checksum", d.Name),
-					"turn it on for one run and compare: " + remedy[0]}})
+				Confidence: shapeConfidence(d.Xmit != nil, severity)}
+			if l := ev.deviceLimit(kindSegOff, ns.Name, d.Name); l != nil && off != "" {
+				nameLimit(&f, l)
+			}
+			f.Confirm = []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -k %s | grep -e segmentation -e checksum", d.Name),
+				"turn it on for one run and compare: " + f.Remedy[0]}
+			out = append(out, f)
 		}
 		// Without dev_recv, received packets no larger than the MTU show
 		// that nothing upstream (the peer's GSO over veth) made them large.
@@ -85,7 +89,7 @@ func offloadDisabled(ev *Evidence) []finding.Finding {
 		if rx > 0 && notMerged && d.featureOff(featGRO) {
 			severity, explanation := receiveHeadroom(ev, d, "GRO merges consecutive segments of a flow into one large skb before the stack processes it; "+
 				"without it every MSS-sized packet pays the whole receive path.")
-			out = append(out, finding.Finding{ID: "offload-disabled", Severity: severity,
+			f := finding.Finding{ID: "offload-disabled", Severity: severity,
 				Title: fmt.Sprintf("GRO is off on %s", d.Name),
 				Evidence: []string{
 					fmt.Sprintf("%s receives %s of TCP", d.Name, units.Bits(rx)),
@@ -96,7 +100,11 @@ func offloadDisabled(ev *Evidence) []finding.Finding {
 				Remedy:      []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s gro on", d.Name)},
 				Scope:       fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: 0.4,
 				ImpactText: "receive CPU per byte several times higher", Confidence: shapeConfidence(d.Recv != nil, severity),
-				Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s gro on for one run and compare", d.Name)}})
+				Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("ethtool -K %s gro on for one run and compare", d.Name)}}
+			if l := ev.deviceLimit(kindGROOff, ns.Name, d.Name); l != nil {
+				nameLimit(&f, l)
+			}
+			out = append(out, f)
 		}
 		// A NIC that can check receive checksums but was told not to:
 		// the stack sums every byte of every segment in software. (A
@@ -314,7 +322,7 @@ func groBlocked(ev *Evidence) []finding.Finding {
 			out = append(out, lroBypass(ns, blocked, evidence))
 			continue
 		}
-		out = append(out, finding.Finding{ID: "gro-blocked", Severity: finding.Warning,
+		f := finding.Finding{ID: "gro-blocked", Severity: finding.Warning,
 			Title:    fmt.Sprintf("GRO is on but merges nothing on %s", blocked.Name),
 			Evidence: evidence,
 			Explanation: "GRO only merges packets that could have come from one segmentation: same flow, consecutive sequence " +
@@ -326,7 +334,11 @@ func groBlocked(ev *Evidence) []finding.Finding {
 			},
 			Scope: fmt.Sprintf("device %s (netns %s)", blocked.Name, ns.Name), Impact: 0.45,
 			ImpactText: "receive CPU per byte several times higher; drops where the receive path overflows", Confidence: finding.Likely,
-			Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("tcpdump -i %s -s 128 -c 20000 -w gro.pcap, then skbtrace pcap gro.pcap: IP-ID continuity of DF=0 packets, outer and inner", blocked.Name)}})
+			Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("tcpdump -i %s -s 128 -c 20000 -w gro.pcap, then skbtrace pcap gro.pcap: IP-ID continuity of DF=0 packets, outer and inner", blocked.Name)}}
+		if l := ev.groLimit(ns, blocked); l != nil {
+			groBlockedBy(&f, blocked, l)
+		}
+		out = append(out, f)
 	}
 	return out
 }

@@ -77,7 +77,9 @@ func programsOnDevices(netns string) ([]finding.Limit, error) {
 	for _, l := range links {
 		a := l.Attrs()
 		if x := a.Xdp; x != nil && x.Attached && x.ProgId != 0 {
-			out = append(out, xdpLimit(netns, a.Name, x.ProgId, x.AttachMode))
+			lim := xdpLimit(netns, a.Name, x.ProgId, x.AttachMode)
+			xdpByLink(&lim, a.Index, x.ProgId)
+			out = append(out, lim)
 		}
 		for _, dir := range []struct {
 			name   string
