@@ -38,9 +38,12 @@ func (p *Pair) Background(ns *host.Netns, name string, args ...string) (stop fun
 	return stop, nil
 }
 
-// waitListening waits until something in ns listens on the TCP port.
+// waitListening waits until something in ns listens on the TCP port. A
+// kernel guest under emulation took more than 5 s to start a python3
+// server: the wait ends as soon as one listens, so its bound is generous.
 func waitListening(ctx context.Context, ns *host.Netns, port int) error {
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+	const bound = 30 * time.Second
+	for deadline := time.Now().Add(bound); time.Now().Before(deadline); {
 		out, _ := ns.Run("ss", "-Htln", fmt.Sprintf("sport = :%d", port))
 		if strings.TrimSpace(out) != "" {
 			return nil
@@ -51,7 +54,7 @@ func waitListening(ctx context.Context, ns *host.Netns, port int) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("nothing listens on port %d in %s after 5s", port, ns.Name)
+	return fmt.Errorf("nothing listens on port %d in %s after %v", port, ns.Name, bound)
 }
 
 // iperf3Port is where a variant's iperf3 server listens, beside the lab's
