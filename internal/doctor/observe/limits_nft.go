@@ -3,6 +3,7 @@ package observe
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -131,7 +132,7 @@ func parseNftRuleset(js, text []byte) (*nfdRuleset, error) {
 	if err := json.Unmarshal(js, &doc); err != nil {
 		return nil, fmt.Errorf("reading nft's JSON: %w", err)
 	}
-	texts, comments := parseNftText(text)
+	texts, comments, devices := parseNftText(text)
 	rs := &nfdRuleset{chains: map[nfdChainKey]*nfdChain{}, comments: comments}
 	for _, obj := range doc.Nftables {
 		if raw, ok := obj["chain"]; ok {
@@ -143,7 +144,8 @@ func parseNftRuleset(js, text []byte) (*nfdRuleset, error) {
 				return nil, fmt.Errorf("reading an nft chain: %w", err)
 			}
 			k := nfdChainKey{c.Family, c.Table, c.Name}
-			rs.chains[k] = &nfdChain{nfdChainKey: k, hook: c.Hook, dev: c.Dev, policy: c.Policy, prio: c.Prio, base: c.Hook != ""}
+			// nft 1.0's JSON leaves a netdev chain's device out; its text has it.
+			rs.chains[k] = &nfdChain{nfdChainKey: k, hook: c.Hook, dev: cmp.Or(c.Dev, devices[nfdHandleKey(k, 0)]), policy: c.Policy, prio: c.Prio, base: c.Hook != ""}
 		}
 		if raw, ok := obj["rule"]; ok {
 			var r struct {
@@ -204,12 +206,14 @@ var (
 	nfdHandleTail  = regexp.MustCompile(`\s*# handle (\d+)$`)
 	nfdCounterVals = regexp.MustCompile(`counter packets \d+ bytes \d+`)
 	nfdComment     = regexp.MustCompile(`^comment "(.*)"$`)
+	nfdDevice      = regexp.MustCompile(`hook \S+ (?:device "?([^";\s]+)"?|devices = \{ ([^}]*) \})`)
 )
 
 // parseNftText reads nft -a's text: each rule as written (its counter's
-// values left out: they change), by handle, and the tables' comments.
-func parseNftText(text []byte) (rules, comments map[string]string) {
-	rules, comments = map[string]string{}, map[string]string{}
+// values left out: they change), by handle, the tables' comments and the
+// netdev chains' devices (by handle 0).
+func parseNftText(text []byte) (rules, comments, devices map[string]string) {
+	rules, comments, devices = map[string]string{}, map[string]string{}, map[string]string{}
 	var family, table, chain string
 	sc := bufio.NewScanner(bytes.NewReader(text))
 	sc.Buffer(make([]byte, 1<<16), 1<<22)
@@ -227,6 +231,10 @@ func parseNftText(text []byte) (rules, comments map[string]string) {
 			comments[family+" "+table] = m[1]
 			continue
 		}
+		if m := nfdDevice.FindStringSubmatch(line); m != nil && chain != "" {
+			devices[nfdHandleKey(nfdChainKey{family, table, chain}, 0)] = strings.ReplaceAll(cmp.Or(m[1], strings.TrimSpace(m[2])), " ", "")
+			continue
+		}
 		m := nfdHandleTail.FindStringSubmatchIndex(line)
 		if m == nil || chain == "" {
 			continue
@@ -234,7 +242,7 @@ func parseNftText(text []byte) (rules, comments map[string]string) {
 		h, _ := strconv.Atoi(line[m[2]:m[3]])
 		rules[nfdHandleKey(nfdChainKey{family, table, chain}, h)] = nfdCounterVals.ReplaceAllString(line[:m[0]], "counter")
 	}
-	return rules, comments
+	return rules, comments, devices
 }
 
 func parseNftMatch(raw json.RawMessage) (nfdMatch, bool) {
@@ -463,7 +471,7 @@ func nfdLimits(netns string, before, after *nfdRuleset, flows []doctor.Flow) []f
 			if moved == 0 {
 				continue
 			}
-			arithmetic = fmt.Sprintf("its counter moved %d packets in %.1f s", moved, seconds)
+			arithmetic = fmt.Sprintf(doctor.NftCounterMoved, moved, seconds)
 			if r.matchesAfter > 0 {
 				arithmetic += fmt.Sprintf(" (it counts what reached it: %d more match(es) stand between it and the %s)", r.matchesAfter, r.verdict)
 			}

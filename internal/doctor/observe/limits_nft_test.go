@@ -119,3 +119,21 @@ func TestNfdMatchValues(t *testing.T) {
 		}
 	}
 }
+
+// nft 1.0's JSON leaves a netdev chain's device out: the place names it
+// from the text, one device or several.
+func TestNftLimitsNetdevChainDevice(t *testing.T) {
+	rs := readNfdFixture(t, "netdev", time.Unix(1000, 0))
+	flow := doctor.Flow{Local: netip.MustParseAddrPort("10.0.0.1:33000"), Peer: netip.MustParseAddrPort("10.0.0.2:5201")}
+	var got []string
+	for _, l := range nfdLimits("", rs, rs, []doctor.Flow{flow}) {
+		got = append(got, l.Where.Object)
+	}
+	want := []string{
+		"table netdev t chain c handle 2 (hook egress device hnftv0, priority 0)",
+		"table netdev t chain i handle 4 (hook ingress device hnftv0,hnftv1, priority 0)",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("places %q, want %q", got, want)
+	}
+}

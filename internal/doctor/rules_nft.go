@@ -1,0 +1,171 @@
+package doctor
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/skbtrace/skbtrace/internal/finding"
+)
+
+// kindNftRule is a netfilter rule that drops or rejects, as the observer
+// reads it (observe/limits_nft.go).
+const kindNftRule = "nft_rule"
+
+// NftCounterMoved opens an nft_rule limit's arithmetic where the rule has a
+// counter: the packets it moved during the observation and the seconds.
+const NftCounterMoved = nftMovedPrefix + "%d packets in %.1f s"
+
+const nftMovedPrefix = "its counter moved "
+
+// nftMoved is what a rule's counter moved, and whether it has one.
+func nftMoved(l *finding.Limit) (uint64, bool) {
+	rest, ok := strings.CutPrefix(l.Arithmetic, nftMovedPrefix)
+	var n uint64
+	if !ok {
+		return 0, false
+	}
+	if _, err := fmt.Sscanf(rest, "%d", &n); err != nil {
+		return 0, false
+	}
+	return n, true
+}
+
+// netfilterDrop says whether netfilter dropped the packet: its reason, or,
+// on kernels before 5.17 that give none, where it was freed (nf_hook_slow
+// frees what a hook's verdict dropped).
+func netfilterDrop(d *Drop) bool {
+	return d.Reason == "NETFILTER_DROP" || nfHookSlow(d)
+}
+
+func nfHookSlow(d *Drop) bool {
+	return (d.Reason == "" || d.Reason == "NO_REASON" || d.Reason == "NOT_SPECIFIED") && strings.HasPrefix(d.Location, "nf_hook_slow")
+}
+
+// lossByNft names the rule that dropped the flows' packets, where the drops
+// are netfilter's: in the namespace where they were counted, the drop rule
+// whose counter moved most, else one without a counter whose matches fit
+// an observed flow. Its deletion is the remedy.
+func lossByNft(ev *Evidence, f *finding.Finding) {
+	counted := map[string]uint64{} // by namespace; "" where the device is not known
+	var total uint64
+	var oldKernel bool
+	for _, d := range ev.Drops {
+		if benign(&d) || !ev.suffered(&d) || !netfilterDrop(&d) {
+			continue
+		}
+		counted[ev.deviceNetns(d.Dev)] += d.Count
+		total += d.Count
+		oldKernel = oldKernel || nfHookSlow(&d)
+	}
+	if total < minLocatedDrops {
+		return
+	}
+	if oldKernel {
+		f.Evidence = append(f.Evidence, "this kernel gives drops no reason (they arrive in 5.17): netfilter's were known by their location, nf_hook_slow, "+
+			"where a hook's drop verdict frees the packet; which hook and which of its rules are not in the drop")
+	}
+	type candidate struct {
+		l       *finding.Limit
+		moved   uint64
+		counter bool
+	}
+	var cands []candidate
+	for i := range ev.Limits {
+		l := &ev.Limits[i]
+		if l.Kind != kindNftRule {
+			continue
+		}
+		if _, here := counted[l.Where.Netns]; !here && counted[""] == 0 {
+			continue
+		}
+		moved, counter := nftMoved(l)
+		if !counter && !ev.appliesToFlow(l) {
+			continue
+		}
+		cands = append(cands, candidate{l, moved, counter})
+	}
+	if len(cands) == 0 {
+		spaces := make([]string, 0, len(counted))
+		for ns := range counted {
+			spaces = append(spaces, orNone(ns))
+		}
+		sort.Strings(spaces)
+		f.Evidence = append(f.Evidence, fmt.Sprintf("no nftables rule in the observed namespaces (%s) counted a drop or matches the flows: "+
+			"the rule may be iptables-legacy's (iptables -L -v -n), a chain's drop policy, or on a host the doctor does not observe", strings.Join(spaces, ", ")))
+		return
+	}
+	// A rule whose counter moved dropped, or met, the packets; one with no
+	// counter only may have.
+	sort.SliceStable(cands, func(i, j int) bool {
+		if cands[i].counter != cands[j].counter {
+			return cands[i].counter
+		}
+		return cands[i].moved > cands[j].moved
+	})
+	l := *cands[0].l
+	ns := l.Where.Netns
+	in := counted[ns]
+	if in == 0 {
+		in = counted[""]
+	}
+	l.Arithmetic = strings.TrimPrefix(fmt.Sprintf("%s; skb_drop [NETFILTER_DROP] counted %d of the flows' packets in netns %s", l.Arithmetic, in, orNone(ns)), "; ")
+	f.Title = fmt.Sprintf("packets are dropped by the nftables rule \"%s\" (%s, netns %s)", nftRuleText(&l), l.Where.Object, orNone(ns))
+	f.Evidence = append(f.Evidence, l.Describe(), "how: "+l.Arithmetic)
+	for _, c := range cands[1:] {
+		f.Evidence = append(f.Evidence, "also: "+c.l.Describe()+"; "+c.l.Arithmetic)
+	}
+	if !cands[0].counter {
+		f.Evidence = append(f.Evidence, "no drop rule's counter moved in that namespace: the rule is named because its matches fit the flow; "+
+			"add a counter to it to see what it drops (nft list ruleset then shows its packets)")
+	}
+	f.Explanation += " A netfilter rule drops the flow's packets: the rule, not the network, is the loss's cause; deleting it (or narrowing its matches) ends the loss."
+	f.Remedy = append(l.Remedy(), "or keep the rule and narrow its matches: "+nsPrefix(ns)+"nft -a list chain "+nftChainOf(&l))
+	f.Limit = &l
+}
+
+// appliesToFlow says whether a limit names one of the observed flows.
+func (ev *Evidence) appliesToFlow(l *finding.Limit) bool {
+	for _, fl := range l.Applies.Flows {
+		for i := range ev.Flows {
+			if ev.Flows[i].Local.String()+" "+ev.Flows[i].Peer.String() == fl {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// nftRuleText is the rule's text without the table comment the observer
+// adds to its value.
+func nftRuleText(l *finding.Limit) string {
+	s, _, _ := strings.Cut(l.Value, " (table comment ")
+	return s
+}
+
+// nftChainOf is "family table chain" of a rule limit's place.
+func nftChainOf(l *finding.Limit) string {
+	var family, table, chain string
+	fmt.Sscanf(l.Where.Object, "table %s %s chain %s", &family, &table, &chain)
+	return family + " " + table + " " + chain
+}
+
+// packet-loss names the rule that dropped where the drops are netfilter's;
+// wrapped here, as rules_prog.go wraps it, so that rules_loss.go stays as
+// it is.
+func init() {
+	for i := range Rules {
+		if Rules[i].ID == "packet-loss" {
+			check := Rules[i].Check
+			Rules[i].Check = func(ev *Evidence) []finding.Finding {
+				fs := check(ev)
+				for i := range fs {
+					if fs[i].ID == "packet-loss" && fs[i].Severity >= finding.Warning {
+						lossByNft(ev, &fs[i])
+					}
+				}
+				return fs
+			}
+		}
+	}
+}
