@@ -323,8 +323,18 @@ func (ev *Evidence) suffered(d *Drop) bool {
 		return true
 	}
 	src, dstp := unmapped(d.Src), unmapped(d.Dst)
+	// A fragment after the first carries no ports (an e1000e's TSO under
+	// QEMU sends a segment as IP fragments, which an XDP program dropped
+	// one by one): its addresses alone tie it to the flows between them.
+	addressesOnly := src.Port() == 0 && dstp.Port() == 0
 	for i := range ev.Flows {
 		local, peer := unmapped(ev.Flows[i].Local), unmapped(ev.Flows[i].Peer)
+		if addressesOnly {
+			if la, pa := local.Addr(), peer.Addr(); la == src.Addr() && pa == dstp.Addr() || la == dstp.Addr() && pa == src.Addr() {
+				return true
+			}
+			continue
+		}
 		if local == src && peer == dstp || local == dstp && peer == src {
 			return true
 		}

@@ -40,3 +40,24 @@ func TestFlowNetnsIsTheInodeBesideTheName(t *testing.T) {
 		t.Errorf("an earlier version's flow read as %+v", old)
 	}
 }
+
+// A dropped fragment after the first has no ports: its addresses tie it to
+// the flows between them, and to no other.
+func TestADroppedFragmentIsSufferedByTheFlowBetweenItsAddresses(t *testing.T) {
+	ev := &Evidence{Flows: []Flow{{Local: netip.MustParseAddrPort("10.200.0.1:40396"), Peer: netip.MustParseAddrPort("10.200.0.2:5201")}}}
+	for _, c := range []struct {
+		src, dst string
+		want     bool
+	}{
+		{"10.200.0.1:0", "10.200.0.2:0", true},
+		{"10.200.0.2:0", "10.200.0.1:0", true},
+		{"10.200.0.1:0", "10.200.0.3:0", false},
+		{"10.200.0.1:40396", "10.200.0.2:5201", true},
+		{"10.200.0.1:40397", "10.200.0.2:5201", false},
+	} {
+		d := &Drop{Protocol: "ipv4/tcp", Src: netip.MustParseAddrPort(c.src), Dst: netip.MustParseAddrPort(c.dst), Count: 82}
+		if got := ev.suffered(d); got != c.want {
+			t.Errorf("a drop %s -> %s suffered: %v, want %v", c.src, c.dst, got, c.want)
+		}
+	}
+}
