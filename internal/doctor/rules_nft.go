@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -42,6 +43,10 @@ func nfHookSlow(d *Drop) bool {
 	return (d.Reason == "" || d.Reason == "NO_REASON" || d.Reason == "NOT_SPECIFIED") && strings.HasPrefix(d.Location, "nf_hook_slow")
 }
 
+// unobservedNetns keys the drops counted on a device no observed namespace
+// holds.
+const unobservedNetns = "\x00unobserved"
+
 // lossByNft names the rule that dropped the flows' packets, where the drops
 // are netfilter's: in the namespace where they were counted, the drop rule
 // whose counter moved most, else one without a counter whose matches fit
@@ -50,11 +55,20 @@ func lossByNft(ev *Evidence, f *finding.Finding) {
 	counted := map[string]uint64{} // by namespace; "" where the device is not known
 	var total uint64
 	var oldKernel bool
+	var unobservedDevs []string
 	for _, d := range ev.Drops {
 		if benign(&d) || !ev.suffered(&d) || !netfilterDrop(&d) {
 			continue
 		}
-		counted[ev.deviceNetns(d.Dev)] += d.Count
+		ns := ev.deviceNetns(d.Dev)
+		if ns == "" && d.Dev != "" {
+			// No rule of an observed namespace can have dropped these.
+			if !slices.Contains(unobservedDevs, d.Dev) {
+				unobservedDevs = append(unobservedDevs, d.Dev)
+			}
+			ns = unobservedNetns
+		}
+		counted[ns] += d.Count
 		total += d.Count
 		oldKernel = oldKernel || nfHookSlow(&d)
 	}
@@ -86,13 +100,24 @@ func lossByNft(ev *Evidence, f *finding.Finding) {
 		cands = append(cands, candidate{l, moved, counter})
 	}
 	if len(cands) == 0 {
-		spaces := make([]string, 0, len(counted))
+		var spaces []string
 		for ns := range counted {
-			spaces = append(spaces, orNone(ns))
+			if ns != "" && ns != unobservedNetns {
+				spaces = append(spaces, ns)
+			}
 		}
 		sort.Strings(spaces)
-		f.Evidence = append(f.Evidence, fmt.Sprintf("no nftables rule in the observed namespaces (%s) counted a drop or matches the flows: "+
-			"the rule may be iptables-legacy's (iptables -L -v -n), a chain's drop policy, or on a host the doctor does not observe", strings.Join(spaces, ", ")))
+		where := "in the observed namespaces"
+		if len(spaces) > 0 {
+			where = "in netns " + strings.Join(spaces, ", ")
+		}
+		line := fmt.Sprintf("no nftables rule %s counted a drop or matches the flows: the rule may be iptables-legacy's (iptables -L -v -n) or a chain's drop policy", where)
+		if len(unobservedDevs) > 0 {
+			// A router between the ends drops on its own devices.
+			line = fmt.Sprintf("the drops were counted on %s, which no observed namespace holds: the rule is in that device's namespace "+
+				"(a router between the ends?); observe it too (doctor --netns) to have its rule named", strings.Join(unobservedDevs, ", "))
+		}
+		f.Evidence = append(f.Evidence, line)
 		return
 	}
 	// A rule whose counter moved dropped, or met, the packets; one with no
@@ -109,7 +134,12 @@ func lossByNft(ev *Evidence, f *finding.Finding) {
 	if in == 0 {
 		in = counted[""]
 	}
-	l.Arithmetic = strings.TrimPrefix(fmt.Sprintf("%s; skb_drop [NETFILTER_DROP] counted %d of the flows' packets in netns %s", l.Arithmetic, in, orNone(ns)), "; ")
+	at := "in netns " + orNone(ns)
+	if counted[ns] == 0 {
+		// Output hooks drop before a device is chosen: no namespace to read.
+		at = "on no device (an output hook's, before routing picks one)"
+	}
+	l.Arithmetic = strings.TrimPrefix(fmt.Sprintf("%s; skb_drop [NETFILTER_DROP] counted %d of the flows' packets %s", l.Arithmetic, in, at), "; ")
 	f.Title = fmt.Sprintf("packets are dropped by the nftables rule \"%s\" (%s, netns %s)", nftRuleText(&l), l.Where.Object, orNone(ns))
 	f.Evidence = append(f.Evidence, l.Describe(), "how: "+l.Arithmetic)
 	for _, c := range cands[1:] {

@@ -137,9 +137,29 @@ func TestNftRuleElsewhereNotNamed(t *testing.T) {
 		if top.Limit != nil {
 			t.Errorf("%s: named %+v", name, top.Limit)
 		}
-		if !slices.ContainsFunc(top.Evidence, func(e string) bool { return strings.HasPrefix(e, "no nftables rule in the observed namespaces") }) {
+		if !slices.ContainsFunc(top.Evidence, func(e string) bool { return strings.HasPrefix(e, "no nftables rule in netns skbtrace-27738-1-rcv") }) {
 			t.Errorf("%s: evidence does not say no rule was found: %q", name, top.Evidence)
 		}
+	}
+}
+
+// Drops on a device no observed namespace holds (a router's between the
+// ends) name no rule: the evidence says where they were counted.
+func TestNftDropsOnUnobservedDevice(t *testing.T) {
+	ev := load(t, "nft/packet-loss.json")
+	for i := range ev.Drops {
+		if ev.Drops[i].Reason == "NETFILTER_DROP" {
+			ev.Drops[i].Dev = "skbf27738-1"
+		}
+	}
+	top := nftTop(t, ev)
+	if top.Limit != nil {
+		t.Errorf("named %+v for drops in a namespace the doctor does not observe", top.Limit)
+	}
+	if !slices.ContainsFunc(top.Evidence, func(e string) bool {
+		return strings.HasPrefix(e, "the drops were counted on skbf27738-1, which no observed namespace holds")
+	}) {
+		t.Errorf("evidence does not say where the drops were counted: %q", top.Evidence)
 	}
 }
 
