@@ -263,7 +263,9 @@ func parseNftMatch(raw json.RawMessage) (nfdMatch, bool) {
 		case "saddr", "daddr", "sport", "dport", "protocol", "nexthdr":
 			return nfdMatch{op: m.Op, proto: pl.Protocol, field: pl.Field, right: m.Right}, true
 		}
-		return nfdMatch{}, false
+		// Any field of a header (icmp type, sctp vtag ...) matches only
+		// packets that carry that header.
+		return nfdMatch{op: m.Op, proto: pl.Protocol}, true
 	}
 	if p := m.Left["meta"]; p != nil {
 		var mk struct{ Key string }
@@ -280,6 +282,10 @@ type nfdPacket struct {
 	l4       string
 }
 
+// nfdAnyTransport are the headers a packet of any transport has, or that
+// say nothing of its transport.
+var nfdAnyTransport = map[string]bool{"ip": true, "ip6": true, "th": true, "meta": true, "ether": true, "vlan": true}
+
 // fits says whether a rule's matches on addresses, ports and protocol
 // can all hold for the packet; matches it cannot judge do not exclude it.
 func (r *nfdRule) fits(p nfdPacket) bool {
@@ -292,7 +298,7 @@ func (r *nfdRule) fits(p nfdPacket) bool {
 		switch {
 		case m.proto == "ip" && !v4, m.proto == "ip6" && v4:
 			return false
-		case (m.proto == "tcp" || m.proto == "udp") && m.proto != p.l4:
+		case !nfdAnyTransport[m.proto] && m.proto != p.l4:
 			return false
 		case m.field == "saddr":
 			value = p.src.Addr().Unmap()

@@ -104,6 +104,8 @@ func TestNfdMatchValues(t *testing.T) {
 		{`[{"match":{"op":"==","left":{"payload":{"protocol":"tcp","field":"dport"}},"right":53}}]`, false},
 		{`[{"match":{"op":"==","left":{"meta":{"key":"l4proto"}},"right":"udp"}}]`, true},
 		{`[{"match":{"op":"==","left":{"payload":{"protocol":"ip","field":"daddr"}},"right":"@allowed"}}]`, true},
+		{`[{"match":{"op":"==","left":{"payload":{"protocol":"icmp","field":"type"}},"right":"destination-unreachable"}}]`, false},
+		{`[{"match":{"op":"==","left":{"payload":{"protocol":"th","field":"dport"}},"right":53}}]`, true},
 	} {
 		js := `{"nftables":[{"chain":{"family":"inet","table":"t","name":"c","hook":"input","prio":0,"policy":"accept"}},` +
 			`{"rule":{"family":"inet","table":"t","chain":"c","handle":2,"expr":` + strings.TrimSuffix(c.rule, "]") + `,{"drop":null}]}}]}`
