@@ -280,7 +280,11 @@ func smallPacketBound(ev *Evidence) []finding.Finding {
 			fmt.Sprintf("%s (pid %d) made %.0f %s calls/s of %.0f bytes on average: %s of payload (sock_io)",
 				s.Comm, s.Pid, callRate, s.Dir, perCall, units.Bits(float64(s.Bytes)*8/ev.Seconds)),
 		}
-		out = append(out, smallPacketFinding(ev, evidence, fmt.Sprintf("%s (pid %d)", s.Comm, s.Pid), perCall))
+		fd := smallPacketFinding(ev, evidence, fmt.Sprintf("%s (pid %d)", s.Comm, s.Pid), perCall)
+		// The application's calls as the limit (rules_applimits.go).
+		lim := writeSizeLimit(s, perCall)
+		fd.Limit, fd.Remedy = lim, append(lim.Remedy(), fd.Remedy[2:]...)
+		out = append(out, fd)
 	}
 	if len(ev.SockIO) > 0 {
 		return out

@@ -57,10 +57,7 @@ func rateShaped(ev *Evidence) []finding.Finding {
 				remedyBurst = nsPrefix(ns.Name) + fmt.Sprintf("tc qdisc change dev %s %s %s rate %.0fkbit burst 256k ...   (a bucket of several TSO bursts)",
 					d.Name, parentArg(q.Parent), q.Kind, limit/1e3)
 			}
-			impact := 0.5
-			if d.physical() {
-				impact = max(0, 1-limit/(float64(d.SpeedMbps)*1e6))
-			}
+			impact, impactHow := shaperImpact(ev, d, tx, limit)
 			if remedyBurst != "" {
 				impact = max(impact, 1-tx/limit)
 			}
@@ -71,11 +68,17 @@ func rateShaped(ev *Evidence) []finding.Finding {
 			if remedyBurst != "" {
 				remedy = append([]string{remedyBurst}, remedy...)
 			}
-			out = append(out, finding.Finding{ID: "rate-shaped", Severity: finding.Warning,
+			fd := finding.Finding{ID: "rate-shaped", Severity: finding.Warning,
 				Title: title, Evidence: evidence, Explanation: explanation, Remedy: remedy,
 				Scope: fmt.Sprintf("device %s (netns %s)", d.Name, ns.Name), Impact: impact,
-				ImpactText: "everything above the configured rate", Confidence: finding.Strong,
-				Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("tc -s qdisc show dev %s twice, a second apart: overlimits and the backlog grow with the flow", d.Name)}})
+				ImpactText: "everything above the configured rate: " + impactHow, Confidence: finding.Strong,
+				Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("tc -s qdisc show dev %s twice, a second apart: overlimits and the backlog grow with the flow", d.Name)}}
+			// The shaper as the observer read it (rules_shaper.go): who
+			// feeds it, and the tc commands that lift it, as run.
+			if lim := shaperLimit(ev, ns.Name, d.Name, q.Handle); lim != nil {
+				shaperFinding(&fd, lim, qdiscRate{RateBps: q.RateBps}, remedyBurst != "")
+			}
+			out = append(out, fd)
 		}
 	}
 	if len(out) == 0 {

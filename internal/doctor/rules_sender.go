@@ -10,70 +10,6 @@ import (
 	"github.com/skbtrace/skbtrace/internal/units"
 )
 
-func sndbufLimited(ev *Evidence) []finding.Finding {
-	var out []finding.Finding
-	for _, f := range ev.senders() {
-		share, source := limitEvidence(f, "sndbuf", f.SndbufLimitedUs)
-		if share < limitShare {
-			continue
-		}
-		evidence := []string{
-			fmt.Sprintf("the sender waited for send-buffer space %s of the time (%s)", pct(share), source),
-			fmt.Sprintf("throughput %s, srtt %d us", units.Bits(f.SendBps()), f.RTTus),
-		}
-		// A buffer caps a flow while the bytes it holds are in flight on
-		// the path. When the round trip is many times its minimum, they
-		// wait in a queue instead (here the receiver's backlog on a busy
-		// CPU): the path is full, and a larger buffer would only lengthen
-		// the queue, unless the buffer holds the sender most of its time.
-		if f.MinRTTus > 0 && f.RTTus >= standingQueueRTT*f.MinRTTus && share < heldShare {
-			out = append(out, finding.Finding{ID: "sndbuf-limited", Severity: finding.Info,
-				Title:    fmt.Sprintf("%s -> %s waits for send-buffer space behind a queue", f.Local, f.Peer),
-				Evidence: append(evidence, fmt.Sprintf("srtt %d us is %.0f times the minimum %d us: the buffer's bytes wait in a queue, not on the path", f.RTTus, float64(f.RTTus)/float64(f.MinRTTus), f.MinRTTus)),
-				Explanation: "The send buffer was full of unacknowledged data, but most of its round trip was spent queued: " +
-					"the path was already full, and whatever drains that queue (a busy CPU, a link), not the buffer, sets the rate.",
-				Scope: flowScope(f), Impact: share / 4, ImpactText: "none that a larger buffer recovers", Confidence: measured(source),
-				Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ss -ti dst %s   (rtt far above minrtt while the flow runs)", f.Peer)}})
-			continue
-		}
-		wmem := ev.sysctl(f.Netns, "net.ipv4.tcp_wmem")
-		// A limit many times what the flow keeps in flight (rate x srtt)
-		// is not what holds a sender waiting part of its time: the buffer
-		// could still grow, and raising the limit changes nothing (a noisy
-		// host's healthy 15 Gbit/s stream waited 39 % under a 4 MB limit,
-		// 16 times its 256 KB in flight). Held most of its time, a socket's
-		// own SO_SNDBUF may cap it whatever the sysctl says.
-		inFlight := f.SendBps() / 8 * float64(f.RTTus) / 1e6
-		if limit := maxOf(wmem); share < heldShare && inFlight > 0 && float64(limit) >= 4*inFlight {
-			out = append(out, finding.Finding{ID: "sndbuf-limited", Severity: finding.Info,
-				Title: fmt.Sprintf("%s -> %s waits for send-buffer space well below its limit", f.Local, f.Peer),
-				Evidence: append(evidence, fmt.Sprintf("net.ipv4.tcp_wmem = %s in netns %s: a limit of %s, %.0f times the %s in flight (rate x srtt)",
-					wmem, f.Netns, units.Bytes(uint64(limit)), float64(limit)/inFlight, units.Bytes(uint64(inFlight)))),
-				Explanation: "The send buffer filled part of the time, but the limit it grows to is far above what the flow keeps in flight: " +
-					"the bytes waited locally (the qdisc, the device, the socket's own growth), and a larger limit would not raise the rate.",
-				Scope: flowScope(f), Impact: share / 4, ImpactText: "none that a larger limit recovers", Confidence: measured(source),
-				Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ss -tim dst %s   (skmem tb: the buffer, below net.ipv4.tcp_wmem's maximum)", f.Peer)}})
-			continue
-		}
-		want := bufferTarget(ev, f, wmem)
-		if wmem != "" {
-			evidence = append(evidence, fmt.Sprintf("net.ipv4.tcp_wmem = %s in netns %s", wmem, f.Netns))
-		}
-		out = append(out, finding.Finding{ID: "sndbuf-limited", Severity: finding.Warning,
-			Title:    fmt.Sprintf("the send buffer caps %s -> %s", f.Local, f.Peer),
-			Evidence: evidence,
-			Explanation: "TCP may only keep as many unacknowledged bytes in flight as the socket's send buffer holds; " +
-				"when the buffer is smaller than bandwidth x RTT the sender stops and waits for ACKs instead of sending.",
-			Remedy: []string{
-				nsPrefix(f.Netns) + fmt.Sprintf("sysctl -w net.ipv4.tcp_wmem=\"%s\"", tripleWithMax(wmem, want)),
-				fmt.Sprintf("or, in the application, setsockopt(SO_SNDBUF) of at least %d (capped by net.core.wmem_max)", want/2),
-			},
-			Scope: flowScope(f), Impact: share, ImpactText: fmt.Sprintf("%s of the sender's time", pct(share)),
-			Confidence: measured(source), Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ss -tim dst %s   (skmem tb: the send buffer; sndbuf_limited grows)", f.Peer)}})
-	}
-	return out
-}
-
 func rwndLimited(ev *Evidence) []finding.Finding {
 	var out []finding.Finding
 	for _, f := range ev.senders() {
@@ -302,16 +238,14 @@ func nagleDelay(ev *Evidence) []finding.Finding {
 			evidence = append(evidence, fmt.Sprintf("each hold kept the segment waiting %.1f ms on average, %s of the sender's time",
 				float64(wait)/1000, pct(f.LimitShares["nagle"])))
 		}
-		out = append(out, finding.Finding{ID: "nagle-delay", Severity: finding.Warning,
+		lim := nagleLimit(ev, f, n)
+		out = append(out, finding.Finding{ID: "nagle-delay", Severity: finding.Warning, Limit: lim,
 			Title:    fmt.Sprintf("Nagle's algorithm holds back small writes on %s -> %s", f.Local, f.Peer),
 			Evidence: evidence,
 			Explanation: "With Nagle on, TCP sends a small segment only when all earlier data is acknowledged. An application " +
 				"that writes one message in several small writes waits for the peer's delayed ACK (up to 40 ms on Linux) on every message.",
-			Remedy: []string{
-				"in the application: setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, 1) on the socket",
-				"or write each message in one call (writev, or TCP_CORK around the writes and uncork after the last)",
-			},
-			Scope: flowScope(f), Impact: 0.9, ImpactText: "most of it: each message waits for a delayed ACK", Confidence: finding.Strong,
+			Remedy: lim.Remedy(),
+			Scope:  flowScope(f), Impact: 0.9, ImpactText: "most of it: each message waits for a delayed ACK", Confidence: finding.Strong,
 			Confirm: []string{"strace -f -e trace=setsockopt,write,sendto,sendmsg -p PID   (small writes, no TCP_NODELAY)",
 				fmt.Sprintf("skbtrace record -e tcp_sendlim --filter-port %d -d 5, then skbtrace parse: [nagle] runs", f.Local.Port())}})
 	}

@@ -190,7 +190,7 @@ func sendQueueBloat(ev *Evidence, f *Flow, st *StageTime, share float64) []findi
 	} else {
 		explanation += " The kernel's autotuning grew the buffer (as it does behind a shaper or while losses hold the window small): reported for the latency it adds, not as a limit on throughput."
 	}
-	return []finding.Finding{{ID: "send-queue-bloat", Severity: severity,
+	fd := finding.Finding{ID: "send-queue-bloat", Severity: severity,
 		Title:       fmt.Sprintf("%s -> %s: written bytes wait %s in the send queue before they are sent", f.Local, f.Peer, units.Duration(wait)),
 		Evidence:    evidence,
 		Explanation: explanation,
@@ -200,7 +200,15 @@ func sendQueueBloat(ev *Evidence, f *Flow, st *StageTime, share float64) []findi
 		},
 		Scope: flowScope(f), Impact: stageImpact(share), ImpactText: "the share of each byte's way spent in the send queue",
 		Confidence: finding.Strong,
-		Confirm:    []string{nsPrefix(f.Netns) + fmt.Sprintf("ss -tmi dst %s: notsent bytes (unsent) of several round trips' worth", f.Peer.Addr())}}}
+		Confirm:    []string{nsPrefix(f.Netns) + fmt.Sprintf("ss -tmi dst %s: notsent bytes (unsent) of several round trips' worth", f.Peer.Addr())}}
+	if severity == finding.Warning {
+		// What let the queue grow, as read (rules_sndbuf.go).
+		if lim := bloatedBufferLimit(ev, f); lim != nil {
+			fd.Evidence = append(fd.Evidence, lim.Describe(), "the buffer it needs: "+lim.Arithmetic)
+			fd.Limit, fd.Remedy = lim, lim.Remedy()
+		}
+	}
+	return []finding.Finding{fd}
 }
 
 // wmemMax is tcp_wmem's third field, 0 when unknown.
@@ -399,7 +407,7 @@ func forwardingQueues(ev *Evidence, already []finding.Finding) []finding.Finding
 				continue
 			}
 			rate := float64(q.RateBps) * 8
-			out = append(out, finding.Finding{ID: "qdisc-bloat", Severity: finding.Warning,
+			fd := finding.Finding{ID: "qdisc-bloat", Severity: finding.Warning,
 				Title: fmt.Sprintf("a %s qdisc on %s queues %s of packets at its rate", q.Kind, d.Name, units.Duration(sojourn)),
 				Evidence: []string{
 					fmt.Sprintf("%s %s on %s shapes to %s; its backlog reached %s (qdisc events): %s at that rate",
@@ -415,7 +423,13 @@ func forwardingQueues(ev *Evidence, already []finding.Finding) []finding.Finding
 				},
 				Scope: scope, Impact: stageImpact(1 - float64(held.MinRTTus)/float64(max(held.RTTus, 1))),
 				ImpactText: "the share of the flow's round trip spent in the queue", Confidence: finding.Likely,
-				Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("tc -s qdisc show dev %s during the transfer: a standing backlog", d.Name)}})
+				Confirm: []string{nsPrefix(ns.Name) + fmt.Sprintf("tc -s qdisc show dev %s during the transfer: a standing backlog", d.Name)}}
+			// The shaper's queue limit as read (rules_shaper.go).
+			if lim := shaperQueueLimit(ev, ns.Name, d.Name, q.Handle, q.RateBps); lim != nil {
+				fd.Evidence = append(fd.Evidence, lim.Describe(), "the queue it needs: "+lim.Arithmetic)
+				fd.Limit, fd.Remedy = lim, lim.Remedy()
+			}
+			out = append(out, fd)
 		}
 	}
 	return out

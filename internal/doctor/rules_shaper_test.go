@@ -1,0 +1,93 @@
+package doctor
+
+import (
+	"strings"
+	"testing"
+)
+
+// The lab's rate-shaped (tbf 200mbit on the sender's veth): the tbf is
+// named, and the first remedy deletes it where it is, runnable as printed.
+func TestRateShapedNamesTheTbf(t *testing.T) {
+	rep := Diagnose(load(t, "sock/rate-shaped.json"))
+	if got := top(rep); got != "rate-shaped" {
+		t.Fatalf("top %q, want rate-shaped; findings %v", got, ids(rep.Findings))
+	}
+	f := findingNamed(t, rep, "rate-shaped")
+	if f.Limit == nil || f.Limit.Kind != KindTBFRate || !strings.HasPrefix(f.Limit.Value, "rate 200.00 Mbit/s burst ") {
+		t.Fatalf("limit %+v, want the tbf", f.Limit)
+	}
+	a := f.Limit.Undo[0]
+	if strings.Join(a.Argv[:4], " ") != "tc qdisc del dev" || a.Argv[len(a.Argv)-1] != "root" || a.Netns == "" {
+		t.Errorf("first action %+v", a)
+	}
+	if f.Remedy[0] != a.Text {
+		t.Errorf("remedy %q", f.Remedy)
+	}
+}
+
+// rate-shaped-tbf-one-packet-bucket (500mbit, burst 1540: the flow stays
+// far below the rate): the tbf is deleted first, and then its bucket may be
+// raised to two TSO skbs.
+func TestRateShapedBucketRaisedSecond(t *testing.T) {
+	f := findingNamed(t, Diagnose(load(t, "sock/rate-tbf-one-packet-bucket.json")), "rate-shaped")
+	if f.Limit == nil || len(f.Limit.Undo) < 2 {
+		t.Fatalf("limit %+v", f.Limit)
+	}
+	if !strings.Contains(f.Limit.Undo[0].Text, "tc qdisc del dev") ||
+		!strings.Contains(f.Limit.Undo[1].Text, "tc qdisc change dev") || !strings.Contains(f.Limit.Undo[1].Text, "tbf rate 500000000bit burst 131072 latency 20ms") {
+		t.Errorf("undo %q", f.Limit.Remedy())
+	}
+	if !strings.Contains(f.Limit.Arithmetic, "two 64 KiB TSO skbs") {
+		t.Errorf("arithmetic %q", f.Limit.Arithmetic)
+	}
+}
+
+// rate-shaped-htb-filter: the class is named with the u32 filter that
+// sends the lab's port to it, and the htb is deleted on its device. Its
+// impact comes from what the flow would carry without it (on a veth the
+// CPU bounds it: here the busiest CPU was 6 % busy at 286 Mbit/s), not the
+// fixed half of before.
+func TestRateShapedNamesTheHtbClassAndFilter(t *testing.T) {
+	f := findingNamed(t, Diagnose(load(t, "sock/rate-htb-filter.json")), "rate-shaped")
+	if f.Limit == nil || f.Limit.Kind != KindHTBClassRate || !strings.Contains(f.Limit.Value, "u32 filter pref") ||
+		!strings.HasSuffix(f.Limit.Where.Object, "handle 1:10") {
+		t.Fatalf("limit %+v", f.Limit)
+	}
+	if a := f.Limit.Undo[0]; len(a.Argv) == 0 || a.Argv[len(a.Argv)-1] != "root" || a.Argv[2] != "del" {
+		t.Errorf("first action %+v", a)
+	}
+	if f.Impact != maxShaperImpact || !strings.Contains(f.ImpactText, "busiest CPU") {
+		t.Errorf("impact %.2f (%s)", f.Impact, f.ImpactText)
+	}
+}
+
+// rate-shaped-ifb-ingress: the tbf sits on an ifb the receiver's ingress
+// redirects to; the first remedy deletes it in the receiver's namespace,
+// the second the redirect.
+func TestRateShapedNamesTheIfbAndItsRedirect(t *testing.T) {
+	f := findingNamed(t, Diagnose(load(t, "sock/rate-ifb-ingress.json")), "rate-shaped")
+	if f.Limit == nil || f.Limit.Kind != KindTBFRate || !strings.Contains(f.Limit.Value, "fed by the ingress of") || len(f.Limit.Undo) != 2 {
+		t.Fatalf("limit %+v", f.Limit)
+	}
+	dev := f.Limit.Applies.Devices[0]
+	if a := f.Limit.Undo[0]; !strings.HasSuffix(a.Text, "tc qdisc del dev "+dev+" root") || !strings.HasSuffix(a.Netns, "-rcv") {
+		t.Errorf("first action %+v", a)
+	}
+	if a := f.Limit.Undo[1]; !strings.HasSuffix(a.Text, "tc qdisc del dev "+f.Limit.Applies.Devices[1]+" ingress") {
+		t.Errorf("second action %+v", a)
+	}
+}
+
+// The lab's qdisc-bloat (a router's tbf of 200 Mbit/s with an 8 MB queue,
+// observed): the tbf's queue limit is named, and the first remedy changes
+// it in the router's namespace to 5 ms at its rate, keeping rate and bucket.
+func TestQdiscBloatNamesTheTbfLimit(t *testing.T) {
+	f := findingNamed(t, Diagnose(load(t, "sock/qdisc-bloat.json")), "qdisc-bloat")
+	if f.Limit == nil || f.Limit.Kind != KindTBFLimit || !strings.HasPrefix(f.Limit.Value, "limit ") {
+		t.Fatalf("limit %+v", f.Limit)
+	}
+	a := f.Limit.Undo[0]
+	if !strings.Contains(a.Text, "tc qdisc change dev ") || !strings.HasSuffix(a.Text, "tbf rate 200000000bit burst 65525 limit 125000") || a.Netns == "" {
+		t.Errorf("first action %+v", a)
+	}
+}
