@@ -139,13 +139,24 @@ func Diagnose(ev *Evidence) *Report {
 		if fs[i].ID == "cpu-saturated" && misplacedScope(ev, fs[i].Scope) {
 			continue // its cause is where the work runs
 		}
+		// Every present cause is raised to the symptom's stake (a CPU
+		// saturated by TSO off and GRO blocked together), so that they then
+		// rank by their own costs; the first one listed is named.
+		if fs[i].Severity < finding.Warning {
+			continue
+		}
+		named := ""
 		for _, cause := range symptoms[fs[i].ID] {
-			if present[cause] && fs[i].Severity >= finding.Warning {
+			if present[cause] {
 				heaviest[cause] = max(heaviest[cause], fs[i].Impact)
-				fs[i].Severity = finding.Info
-				fs[i].Explanation += " This is a consequence of " + cause + ", reported above."
-				break
+				if named == "" {
+					named = cause
+				}
 			}
+		}
+		if named != "" {
+			fs[i].Severity = finding.Info
+			fs[i].Explanation += " This is a consequence of " + named + ", reported above."
 		}
 	}
 	for i := range fs {

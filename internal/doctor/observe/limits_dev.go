@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,9 +14,11 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
 
 	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/finding"
+	"github.com/skbtrace/skbtrace/internal/host"
 )
 
 // Limit kinds of the devices' own settings and of the nftables rules that
@@ -63,7 +66,13 @@ func devLimits(spaces []*watched, ev *doctor.Evidence, notes *[]string) []findin
 			}
 		}
 	}
-	for _, w := range spaces {
+	next, via := neighbours(spaces, ev)
+	defer func() {
+		for _, w := range next {
+			w.ns.Close()
+		}
+	}()
+	for _, w := range append(slices.Clone(spaces), next...) {
 		if w.gone {
 			continue
 		}
@@ -72,9 +81,64 @@ func devLimits(spaces []*watched, ev *doctor.Evidence, notes *[]string) []findin
 			*notes = append(*notes, fmt.Sprintf("netns %s: its nftables rules were not read: %v", w.name, err))
 			continue
 		}
-		out = append(out, nftLimits(w.name, text)...)
+		got := nftLimits(w.name, text)
+		for i := range got {
+			if v := via[w.name]; v != "" {
+				got[i].Source += ", in the namespace at the other end of " + v
+			}
+		}
+		out = append(out, got...)
 	}
 	return out
+}
+
+// neighbours are the named namespaces at the other end of the observed
+// namespaces' veths that are not observed themselves: a router between
+// the ends, whose rules the flows pass. Each is found by the id the
+// observed namespace gives it (the veth's link netnsid); via names the
+// veth. Their handles are the caller's to close.
+func neighbours(spaces []*watched, ev *doctor.Evidence) (out []*watched, via map[string]string) {
+	via = map[string]string{}
+	watchedName := map[string]bool{}
+	for _, w := range spaces {
+		watchedName[w.name] = true
+	}
+	for _, w := range spaces {
+		ns := ev.NamespaceNamed(w.name)
+		if ns == nil || w.gone {
+			continue
+		}
+		want := map[int]string{}
+		for _, d := range ns.Devices {
+			if d.Kind == "veth" && d.PeerNetnsID >= 0 && !slices.Contains(slices.Collect(maps.Values(ns.NetnsIDs)), d.PeerNetnsID) {
+				want[d.PeerNetnsID] = fmt.Sprintf("%s (netns %s)", d.Name, ns.Name)
+			}
+		}
+		if len(want) == 0 {
+			continue
+		}
+		for _, name := range host.NamedNetns() {
+			if watchedName[name] || via[name] != "" {
+				continue
+			}
+			other, err := host.OpenNetns(name)
+			if err != nil {
+				continue
+			}
+			id := -1
+			_ = w.do(func() error {
+				id, _ = netlink.GetNetNsIdByFd(int(other.Handle()))
+				return nil
+			})
+			if dev, ok := want[id]; ok && id >= 0 {
+				via[name] = dev
+				out = append(out, &watched{name: name, ns: other})
+				continue
+			}
+			other.Close()
+		}
+	}
+	return out, via
 }
 
 // featureState is a feature as ethtool -k prints it: "off [fixed]", "off
@@ -225,10 +289,11 @@ func nftRuleset(w *watched) (string, error) {
 }
 
 var (
-	nftTable  = regexp.MustCompile(`^table (\S+) (\S+) \{`)
-	nftChain  = regexp.MustCompile(`^chain (\S+) \{`)
-	nftHook   = regexp.MustCompile(`type \S+ hook (\S+)`)
-	nftHandle = regexp.MustCompile(`\s+# handle (\d+)$`)
+	nftTable   = regexp.MustCompile(`^table (\S+) (\S+) \{`)
+	nftChain   = regexp.MustCompile(`^chain (\S+) \{`)
+	nftHook    = regexp.MustCompile(`type \S+ hook (\S+)`)
+	nftHandle  = regexp.MustCompile(`\s+# handle (\d+)$`)
+	nftCounter = regexp.MustCompile(`counter packets \d+ bytes \d+`)
 	// A rule that writes a header field GRO requires equal or consecutive
 	// between the packets it merges: IP ID, TOS (DSCP, ECN), TTL, IPv6's
 	// traffic class and flow label.
@@ -265,7 +330,8 @@ func nftLimits(netns, text string) []finding.Limit {
 		if m == nil || chain == "" || strings.HasPrefix(line, "table ") || strings.HasPrefix(line, "chain ") {
 			continue
 		}
-		rule, handle := line[:m[0]], line[m[2]:m[3]]
+		// The rule as set: its counter's values change as it runs.
+		rule, handle := nftCounter.ReplaceAllString(line[:m[0]], "counter"), line[m[2]:m[3]]
 		var kind string
 		switch {
 		case nftRewrite.MatchString(rule):

@@ -108,8 +108,13 @@ func TestNftLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, l := range nftLimits("r", string(text)) {
+	limits := nftLimits("r", string(text))
+	for _, l := range limits {
 		got = append(got, l.Kind+": "+l.Undo[0].Text+" | "+l.Where.Object)
+	}
+	// The rule as set, without its counter's values.
+	if n := len(limits); n > 0 && limits[n-1].Value != "icmpv6 type packet-too-big counter drop" {
+		t.Errorf("rule text %q", limits[n-1].Value)
 	}
 	want := []string{
 		KindNftRewrite + ": ip netns exec r nft delete rule ip skbtrace-lab c handle 2 | table ip skbtrace-lab chain c (hook forward) handle 2",
