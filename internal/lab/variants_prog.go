@@ -29,7 +29,7 @@ var progVariants = []*Scenario{
 		Expect:   "packet-loss",
 		Families: []string{"tcp_conn", "tcp_retrans", "skb_drop"},
 		Load:     bulk,
-		Inject:   func(p *Pair) error { return attachXDPDrop(p.Receiver, p.ReceiverDev, 100) },
+		Inject:   func(p *Pair) error { return attachXDPDrop(p.Receiver, p.ReceiverDev, 100, unix.XDP_FLAGS_DRV_MODE) },
 		// The doctor's remedy, as it prints it.
 		Fix: func(p *Pair) error {
 			_, err := p.Receiver.Run("ip", "link", "set", "dev", p.ReceiverDev, "xdp", "off")
@@ -53,7 +53,7 @@ var progNoise = []*Scenario{
 		Fault:    "an XDP program attached (native mode) to the sender's veth returns XDP_PASS for every frame",
 		Families: []string{"tcp_conn", "skb_drop"},
 		Load:     bulk,
-		Inject:   func(p *Pair) error { return attachXDPDrop(p.Sender, p.SenderDev, 0) },
+		Inject:   func(p *Pair) error { return attachXDPDrop(p.Sender, p.SenderDev, 0, unix.XDP_FLAGS_DRV_MODE) },
 		Verdict: quietVerdict(func(c, f *Measurement, p *Pair) (string, bool) {
 			out, err := p.Sender.Run("ip", "link", "show", "dev", p.SenderDev)
 			attached := err == nil && strings.Contains(out, "prog/xdp")
@@ -63,12 +63,13 @@ var progNoise = []*Scenario{
 }
 
 // attachXDPDrop attaches the lab's XDP program (bpf/lab/xdp_drop.bpf.c) to
-// a device in native mode, dropping one TCP frame in oneIn at
+// a device in the mode the flags ask (XDP_FLAGS_DRV_MODE: native,
+// XDP_FLAGS_SKB_MODE: generic), dropping one TCP frame in oneIn at
 // random (0: none). It is attached through netlink, not a BPF link, as ip
 // link set dev DEV xdp obj does: ip link set dev DEV xdp off, the doctor's
 // remedy, then detaches it; a BPF link would refuse that. The device holds
 // the program until it is detached or its namespace goes.
-func attachXDPDrop(ns *host.Netns, dev string, oneIn uint32) error {
+func attachXDPDrop(ns *host.Netns, dev string, oneIn uint32, mode int) error {
 	spec, err := LoadXDPDrop()
 	if err != nil {
 		return fmt.Errorf("reading the XDP drop program: %w", err)
@@ -86,7 +87,7 @@ func attachXDPDrop(ns *host.Netns, dev string, oneIn uint32) error {
 		if err != nil {
 			return fmt.Errorf("finding %s: %w", dev, err)
 		}
-		if err := netlink.LinkSetXdpFdWithFlags(l, objs.LabXdpDrop.FD(), unix.XDP_FLAGS_DRV_MODE); err != nil {
+		if err := netlink.LinkSetXdpFdWithFlags(l, objs.LabXdpDrop.FD(), mode); err != nil {
 			return fmt.Errorf("attaching XDP to %s: %w", dev, err)
 		}
 		return nil
