@@ -143,14 +143,15 @@ func offloadByProgram(ev *Evidence, f *finding.Finding) {
 // xdpDropSite says whether a drop's location is in an XDP path: the
 // program's verdict (veth_xdp_rcv*, xdp_do_*, a program's own code, generic
 // XDP), or, on a veth whose program made it queue frames in a ring for its
-// NAPI, that ring overflowing (veth_xmit).
+// NAPI, that ring overflowing (veth_xmit) or the verdict where 5.10 inlines
+// veth_xdp_rcv_skb into veth_poll.
 func xdpDropSite(location string, native bool) bool {
 	for _, p := range []string{"veth_xdp_rcv", "xdp_do_", "bpf_prog_", "do_xdp_generic", "netif_receive_generic_xdp", "bpf_xdp_", "xdp_"} {
 		if strings.HasPrefix(location, p) {
 			return true
 		}
 	}
-	return native && strings.HasPrefix(location, "veth_xmit")
+	return native && (strings.HasPrefix(location, "veth_xmit") || strings.HasPrefix(location, "veth_poll"))
 }
 
 func lossByProgram(ev *Evidence, f *finding.Finding) {

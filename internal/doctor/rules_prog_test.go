@@ -122,3 +122,25 @@ func TestRPSMaskNamedWhereACPUIsSpare(t *testing.T) {
 		t.Errorf("arithmetic %q", named.Limit.Arithmetic)
 	}
 }
+
+// Where each kernel frees a frame an XDP program dropped: 6.x's
+// veth_xdp_rcv_skb, 5.10's veth_poll (it inlines the former), generic XDP;
+// veth_poll and veth_xmit only with a native program on the veth.
+func TestXDPDropSitesOfEachKernel(t *testing.T) {
+	for _, c := range []struct {
+		location string
+		native   bool
+		want     bool
+	}{
+		{"veth_xdp_rcv_skb+0x1b4", true, true},
+		{"veth_poll+0x44a", true, true},
+		{"veth_poll+0x44a", false, false},
+		{"veth_xmit+0x9c", true, true},
+		{"do_xdp_generic+0x2d3", false, true},
+		{"tcp_v4_rcv+0x120", true, false},
+	} {
+		if got := xdpDropSite(c.location, c.native); got != c.want {
+			t.Errorf("xdpDropSite(%q, native %v) = %v, want %v", c.location, c.native, got, c.want)
+		}
+	}
+}
