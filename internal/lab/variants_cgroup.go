@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -128,6 +129,11 @@ func addLabCgroup(p *Pair, cpus float64) error {
 	if version == 0 {
 		return &NotBuildable{"no cgroup hierarchy carries the cpu controller"}
 	}
+	if version == 2 {
+		if err := delegateCPU(p, root); err != nil {
+			return err
+		}
+	}
 	id := strings.TrimSuffix(strings.TrimPrefix(p.Sender.Name, "skbtrace-"), "-snd")
 	cg := &labCgroup{version: version, dir: filepath.Join(root, "skbtrace-lab-"+id)}
 	if err := os.Mkdir(cg.dir, 0o755); err != nil {
@@ -143,6 +149,31 @@ func addLabCgroup(p *Pair, cpus float64) error {
 		return cg.remove()
 	})
 	return cg.setQuota(cpus)
+}
+
+// delegateCPU enables the cpu controller for the root's children, as
+// systemd does at boot, where nothing has (a kernel guest's bare init): a
+// child then has no cpu.max. What it enabled it disables when the pair
+// closes, after the lab's cgroup is gone (undo runs last first).
+func delegateCPU(p *Pair, root string) error {
+	control := filepath.Join(root, "cgroup.subtree_control")
+	b, err := os.ReadFile(control)
+	if err != nil {
+		return fmt.Errorf("reading the cgroup root's controllers: %w", err)
+	}
+	if slices.Contains(strings.Fields(string(b)), "cpu") {
+		return nil
+	}
+	if err := os.WriteFile(control, []byte("+cpu"), 0o644); err != nil {
+		return &NotBuildable{fmt.Sprintf("the cpu controller cannot be enabled for %s's children: %v", root, err)}
+	}
+	p.undo = append(p.undo, func() error {
+		if err := os.WriteFile(control, []byte("-cpu"), 0o644); err != nil {
+			return fmt.Errorf("disabling the cpu controller the lab enabled in %s: %w", control, err)
+		}
+		return nil
+	})
+	return nil
 }
 
 // setQuota sets the quota to cpus of one CPU per 100 ms period; 0 lifts it.
