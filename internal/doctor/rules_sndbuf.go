@@ -86,7 +86,7 @@ func senderBufferLimit(ev *Evidence, f *Flow, need windowNeed) *finding.Limit {
 		// The kernel doubles what setsockopt asks for (the bookkeeping's
 		// share): asking for half the need gives the buffer the need.
 		c.Undo = []finding.Action{finding.Change("in %s: drop its setsockopt(SO_SNDBUF, %d) (an unset buffer is autotuned), or set at least %d bytes (the kernel doubles it to %d; net.core.wmem_max caps it)",
-			ownerOf(l), leadingInt(l.Value), need.Bytes/2, need.Bytes)}
+			senderOf(l), leadingInt(l.Value), need.Bytes/2, need.Bytes)}
 		return &c
 	}
 	for i := range ev.Limits {
@@ -113,6 +113,16 @@ func nsCommandArg(netns string) string {
 		return ""
 	}
 	return netns
+}
+
+// senderOf is who set a sender's limit, as printed in its remedy.
+func senderOf(l *finding.Limit) string {
+	if l.SetBy != nil {
+		if s := l.SetBy.String(); s != "" {
+			return s
+		}
+	}
+	return "the sending application"
 }
 
 func bufferLimitName(kind string) string {
@@ -218,7 +228,7 @@ func bloatedBufferLimit(ev *Evidence, f *Flow) *finding.Limit {
 			c := *l
 			c.Arithmetic = need.Arithmetic
 			c.Undo = []finding.Action{finding.Change("in %s: drop its setsockopt(SO_SNDBUF, %d): an autotuned buffer grows to what the flow keeps in flight (about %d bytes here)",
-				ownerOf(l), leadingInt(l.Value), need.Bytes)}
+				senderOf(l), leadingInt(l.Value), need.Bytes)}
 			return &c
 		case l.Kind == "tcp_wmem" && l.Where.Layer == finding.LayerSysctl && maxOf(l.Value) > defaultWmemMax && uint64(maxOf(l.Value)) > need.Bytes:
 			c := *l

@@ -90,3 +90,16 @@ func TestSndbufNoSysctlWhereItDoesNotLimit(t *testing.T) {
 		t.Errorf("limit %+v named where its maximum is above the need", f.Limit)
 	}
 }
+
+// A locked buffer whose owner was not found is the sending application's,
+// not the receiving one's (the receive window's wording).
+func TestSndbufOwnerUnknownIsTheSender(t *testing.T) {
+	ev := load(t, "sock/sndbuf-so-sndbuf.json")
+	for i := range ev.Limits {
+		ev.Limits[i].SetBy = nil
+	}
+	f := findingNamed(t, Diagnose(ev), "sndbuf-limited")
+	if f.Limit == nil || !strings.HasPrefix(f.Remedy[0], "in the sending application: drop its setsockopt(SO_SNDBUF") {
+		t.Errorf("remedy %q", f.Remedy)
+	}
+}
