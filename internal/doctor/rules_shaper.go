@@ -102,14 +102,27 @@ func shaperImpact(ev *Evidence, d *Device, tx, limit float64) (float64, string) 
 		speed := float64(d.SpeedMbps) * 1e6
 		return max(0, 1-max(tx, limit)/speed), fmt.Sprintf("1 - %s / the link's %s", units.Bits(max(tx, limit)), units.Bits(speed))
 	}
-	c := busiest(ev)
+	// The CPU the flows' work weighs on most: its busy share less the
+	// user time of processes that made no socket call (other work, which
+	// would not stand in the flows' way if they ran faster).
+	var c *CPUUse
+	var busy, other float64
+	for i := range ev.CPUs {
+		_, o := otherWorkOn(ev, ev.CPUs[i].CPU)
+		if b := ev.CPUs[i].Busy() - o; c == nil || b > busy {
+			c, busy, other = &ev.CPUs[i], b, o
+		}
+	}
 	if c == nil || tx <= 0 {
 		return 0.5, "half: neither the link's speed nor the CPUs are known"
 	}
-	busy := max(c.Busy(), 0.01)
+	busy = max(busy, 0.01)
 	without := tx / busy
-	return min(maxShaperImpact, max(0, 1-tx/without)), fmt.Sprintf("1 - %s / %s without it (the flows' rate over the busiest CPU's %s busy: a virtual device has no speed, the CPU bounds them)",
-		units.Bits(tx), units.Bits(without), pct(busy))
+	how := fmt.Sprintf("1 - %s / %s without it (the flows' rate over CPU %d's %s busy", units.Bits(tx), units.Bits(without), c.CPU, pct(busy))
+	if other > 0 {
+		how += fmt.Sprintf(", its %s busy less %s of other processes' user time", pct(c.Busy()), pct(other))
+	}
+	return min(maxShaperImpact, max(0, 1-tx/without)), how + ": a virtual device has no speed, the CPU bounds them)"
 }
 
 // shaperQueue is how long a shaper's queue may be at its rate: a few

@@ -56,7 +56,7 @@ func TestRateShapedNamesTheHtbClassAndFilter(t *testing.T) {
 	if a := f.Limit.Undo[0]; len(a.Argv) == 0 || a.Argv[len(a.Argv)-1] != "root" || a.Argv[2] != "del" {
 		t.Errorf("first action %+v", a)
 	}
-	if f.Impact != maxShaperImpact || !strings.Contains(f.ImpactText, "busiest CPU") {
+	if f.Impact != maxShaperImpact || !strings.Contains(f.ImpactText, "without it (the flows' rate over CPU ") {
 		t.Errorf("impact %.2f (%s)", f.Impact, f.ImpactText)
 	}
 }
