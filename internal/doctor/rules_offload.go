@@ -89,6 +89,15 @@ func offloadDisabled(ev *Evidence) []finding.Finding {
 		if rx > 0 && notMerged && d.featureOff(featGRO) {
 			severity, explanation := receiveHeadroom(ev, d, "GRO merges consecutive segments of a flow into one large skb before the stack processes it; "+
 				"without it every MSS-sized packet pays the whole receive path.")
+			// A veth receives single segments only when its peer makes
+			// them: with the peer's segmentation off (its own finding) the
+			// peer's limit is the cause, and GRO off, veth's default,
+			// costs nothing once it is lifted.
+			if pns, p := ev.vethPeer(ns, d); p != nil && p.featureOff(featTSO) && p.featureOff(featGSO) && ev.deviceLimit(kindSegOff, pns.Name, p.Name) != nil {
+				severity = finding.Info
+				explanation += fmt.Sprintf(" Its peer %s (netns %s) sends them single, with TSO and GSO off: with GSO on there, %s receives whole 64 KB skbs, GRO or not.",
+					p.Name, pns.Name, d.Name)
+			}
 			f := finding.Finding{ID: "offload-disabled", Severity: severity,
 				Title: fmt.Sprintf("GRO is off on %s", d.Name),
 				Evidence: []string{
