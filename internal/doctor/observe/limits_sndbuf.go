@@ -11,8 +11,14 @@ import (
 // sent: net.ipv4.tcp_wmem, the most an autotuned send buffer grows to,
 // read from the namespace's /proc/sys with its other settings. Its undo
 // is rendered by sndbuf-limited from what the flow needs (the number is
-// the flow's, not the observer's).
-func wmemLimits(ev *doctor.Evidence) []finding.Limit {
+// the flow's, not the observer's). Where the sockets' own settings were
+// not read (no BPF, a kernel before 5.9's iter/tcp), a buffer the
+// application locked cannot be told from one the sysctl holds: no limit
+// is read, and sndbuf-limited names neither alone.
+func wmemLimits(ev *doctor.Evidence, socketsRead bool) []finding.Limit {
+	if !socketsRead {
+		return nil
+	}
 	var out []finding.Limit
 	for _, ns := range ev.Namespaces {
 		v := ns.Sysctls[doctor.SysctlTCPWmem]

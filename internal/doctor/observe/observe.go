@@ -267,7 +267,7 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 	ev.Flows = poller.flows(seconds, ev, &notes)
 	ev.Limits = append(ev.Limits, settings.finish(ev, &notes)...)
 	ev.Limits = append(ev.Limits, nft.finish(spaces, ev.Flows, &notes)...)
-	ev.Limits = append(ev.Limits, wmemLimits(ev)...)
+	ev.Limits = append(ev.Limits, wmemLimits(ev, settings.s != nil)...)
 	keepCgroupsOf(ev, cgroupCPU)
 	poller.notes(&notes)
 	for _, w := range spaces {
