@@ -56,6 +56,7 @@ func lossByNft(ev *Evidence, f *finding.Finding) {
 	var total uint64
 	var oldKernel bool
 	var unobservedDevs []string
+	var drops []Drop
 	for _, d := range ev.Drops {
 		if benign(&d) || !ev.suffered(&d) || !netfilterDrop(&d) {
 			continue
@@ -70,6 +71,7 @@ func lossByNft(ev *Evidence, f *finding.Finding) {
 		}
 		counted[ns] += d.Count
 		total += d.Count
+		drops = append(drops, d)
 		oldKernel = oldKernel || nfHookSlow(&d)
 	}
 	if total < minLocatedDrops {
@@ -98,6 +100,9 @@ func lossByNft(ev *Evidence, f *finding.Finding) {
 			continue
 		}
 		cands = append(cands, candidate{l, moved, counter})
+	}
+	if len(cands) == 0 && lossByPolicy(ev, f, counted, drops) {
+		return
 	}
 	if len(cands) == 0 {
 		var spaces []string
@@ -152,6 +157,71 @@ func lossByNft(ev *Evidence, f *finding.Finding) {
 	f.Explanation += " A netfilter rule drops the flow's packets: the rule, not the network, is the loss's cause; deleting it (or narrowing its matches) ends the loss."
 	f.Remedy = append(l.Remedy(), "or keep the rule and narrow its matches: "+nsPrefix(ns)+"nft -a list chain "+nftChainOf(&l))
 	f.Limit = &l
+}
+
+// kindNftPolicy is a base chain whose policy is drop.
+const kindNftPolicy = "nft_chain_policy"
+
+// lossByPolicy names a base chain whose drop policy dropped the flows'
+// packets, where no rule did: a chain of a namespace where the drops were
+// counted, whose policy applies to an observed flow. No counter counts a
+// policy's drops; the chain's rules that match the flow (an accept under a
+// rate limit) are in its arithmetic. The remedy accepts the dropped
+// packets, as the last one's addresses and port name them, ahead of the
+// chain's rules.
+func lossByPolicy(ev *Evidence, f *finding.Finding, counted map[string]uint64, drops []Drop) bool {
+	var l *finding.Limit
+	for i := range ev.Limits {
+		c := &ev.Limits[i]
+		if c.Kind == kindNftPolicy && counted[c.Where.Netns] > 0 && ev.appliesToFlow(c) {
+			l = c
+			break
+		}
+	}
+	if l == nil {
+		return false
+	}
+	var last *Drop
+	for i := range drops {
+		if d := &drops[i]; ev.deviceNetns(d.Dev) == l.Where.Netns && d.Src.IsValid() && (last == nil || d.Count > last.Count) {
+			last = d
+		}
+	}
+	lim := *l
+	ns := lim.Where.Netns
+	lim.Arithmetic = fmt.Sprintf("%s; skb_drop [NETFILTER_DROP] counted %d of the flows' packets in netns %s", lim.Arithmetic, counted[ns], ns)
+	var family, table, chain string
+	fmt.Sscanf(lim.Where.Object, "table %s %s chain %s", &family, &table, &chain)
+	lim.Undo = nil
+	if last != nil {
+		ipKw := "ip"
+		if !last.Src.Addr().Unmap().Is4() {
+			ipKw = "ip6"
+		}
+		l4 := "tcp"
+		if strings.HasSuffix(last.Protocol, "/udp") {
+			l4 = "udp"
+		}
+		argv := []string{"nft", "insert", "rule", family, table, chain,
+			ipKw, "saddr", last.Src.Addr().Unmap().String(), ipKw, "daddr", last.Dst.Addr().Unmap().String(), l4, "dport", fmt.Sprint(last.Dst.Port()), "accept"}
+		if family != "inet" && family != "ip" && family != "ip6" {
+			argv = nil // a netdev or bridge chain: no command is sure to fit
+		}
+		if argv != nil {
+			cmdNs := ns
+			if nsPrefix(ns) == "" {
+				cmdNs = "" // the observer's own namespace: no ip netns exec
+			}
+			lim.Undo = append(lim.Undo, finding.Command(cmdNs, argv...))
+		}
+	}
+	lim.Undo = append(lim.Undo, finding.Change("or accept the flow in the rule that matches it, or raise its rate: %snft -a list chain %s %s %s", nsPrefix(ns), family, table, chain))
+	f.Title = fmt.Sprintf("packets are dropped by the drop policy of the nftables chain %s (netns %s): no rule accepted them", lim.Where.Object, ns)
+	f.Evidence = append(f.Evidence, lim.Describe(), "how: "+lim.Arithmetic)
+	f.Explanation += " A netfilter chain whose policy is drop drops what none of its rules accepted: a rule that accepts the flow under a limit leaves the rest to the policy."
+	f.Remedy = lim.Remedy()
+	f.Limit = &lim
+	return true
 }
 
 // appliesToFlow says whether a limit names one of the observed flows.

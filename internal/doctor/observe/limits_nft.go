@@ -18,9 +18,13 @@ import (
 	"github.com/skbtrace/skbtrace/internal/finding"
 )
 
-// KindNftRule is a netfilter rule that drops or rejects packets
+// KindNftRule is a netfilter rule that drops or rejects packets, and
+// KindNftPolicy a base chain whose policy drops what no rule accepted
 // (docs/findings.md#limits).
-const KindNftRule = "nft_rule"
+const (
+	KindNftRule   = "nft_rule"
+	KindNftPolicy = "nft_chain_policy"
+)
 
 // nfdSource says how the rules are read: nft's JSON gives their matches,
 // verdicts and counters as data, its text (-a) the rule as a user writes
@@ -52,7 +56,7 @@ type nfdChain struct {
 type nfdRule struct {
 	nfdChainKey
 	handle  int
-	verdict string // drop or reject
+	verdict string // drop, reject, accept, or "" (none, or another)
 	// counted says the rule has a counter; packets is its value, and
 	// matchesAfter the matches between it and the verdict (a counter
 	// counts what reached it, not only what the rule dropped).
@@ -170,6 +174,8 @@ func parseNftRuleset(js, text []byte) (*nfdRuleset, error) {
 					if m, ok := parseNftMatch(e["match"]); ok {
 						rule.matches = append(rule.matches, m)
 					}
+				case e["accept"] != nil:
+					rule.verdict = "accept"
 				case e["drop"] != nil:
 					rule.verdict = "drop"
 				case e["reject"] != nil:
@@ -181,9 +187,7 @@ func parseNftRuleset(js, text []byte) (*nfdRuleset, error) {
 					}
 				}
 			}
-			if rule.verdict != "" {
-				rs.rules = append(rs.rules, rule)
-			}
+			rs.rules = append(rs.rules, rule)
 		}
 	}
 	return rs, nil
@@ -456,6 +460,9 @@ func nfdLimits(netns string, before, after *nfdRuleset, flows []doctor.Flow) []f
 	}
 	var out []finding.Limit
 	for _, r := range after.rules {
+		if r.verdict != "drop" && r.verdict != "reject" {
+			continue
+		}
 		var fit []string
 		for _, f := range flows {
 			for _, p := range []nfdPacket{{f.Local, f.Peer, "tcp"}, {f.Peer, f.Local, "tcp"}} {
@@ -488,6 +495,56 @@ func nfdLimits(netns string, before, after *nfdRuleset, flows []doctor.Flow) []f
 		}
 		out = append(out, nfdLimit(netns, after, r, fit, arithmetic))
 	}
+	return append(out, nfdPolicyLimits(netns, after, flows)...)
+}
+
+// nfdPolicyLimits are the base chains whose policy is drop, with the
+// chain's rules that match the observed flows: what such a chain drops is
+// what none of them accepted (a "limit rate ... accept" over its rate),
+// and no counter counts it.
+func nfdPolicyLimits(netns string, rs *nfdRuleset, flows []doctor.Flow) []finding.Limit {
+	var out []finding.Limit
+	for _, c := range rs.chains {
+		if !c.base || c.policy != "drop" {
+			continue
+		}
+		var fit, rules []string
+		for _, f := range flows {
+			for _, p := range []nfdPacket{{f.Local, f.Peer, "tcp"}, {f.Peer, f.Local, "tcp"}} {
+				if (c.family == "ip" || c.family == "ip6") && (c.family == "ip") != p.src.Addr().Unmap().Is4() {
+					continue
+				}
+				if !slices.Contains(fit, fmt.Sprintf("%s %s", f.Local, f.Peer)) {
+					fit = append(fit, fmt.Sprintf("%s %s", f.Local, f.Peer))
+				}
+				for _, r := range rs.rules {
+					if r.nfdChainKey == c.nfdChainKey && r.fits(p) && r.text != "" && !slices.Contains(rules, r.text) {
+						rules = append(rules, r.text)
+					}
+				}
+			}
+		}
+		if len(fit) == 0 {
+			continue
+		}
+		how := "no rule of the chain matches the flows: the policy drops all their packets"
+		if len(rules) > 0 {
+			how = "the chain's rules that match the flows (what they do not accept, the policy drops): " + strings.Join(rules, "; ")
+		}
+		hook := "hook " + c.hook
+		if c.dev != "" {
+			hook += " device " + c.dev
+		}
+		comment := rs.comments[c.family+" "+c.table]
+		out = append(out, finding.Limit{Kind: KindNftPolicy, Value: "policy drop",
+			Where: finding.Place{Layer: finding.LayerRule, Netns: netns,
+				Object: fmt.Sprintf("table %s %s chain %s (%s, priority %d)", c.family, c.table, c.chain, hook, c.prio)},
+			SetBy:      nfdOwner(c.table, c.chain, comment),
+			Applies:    finding.Scope{Flows: fit},
+			Arithmetic: how,
+			Source:     nfdSource})
+	}
+	slices.SortFunc(out, func(a, b finding.Limit) int { return strings.Compare(a.Where.Object, b.Where.Object) })
 	return out
 }
 

@@ -139,3 +139,27 @@ func TestNftLimitsNetdevChainDevice(t *testing.T) {
 		t.Errorf("places %q, want %q", got, want)
 	}
 }
+
+// A base chain whose policy is drop is a limit on the flows of its family,
+// with the chain's rules that match them: the rate-limited accept, not the
+// ICMP or port-22 ones. The ip6 table's chain does not hold an IPv4 flow,
+// nor does a chain whose policy accepts.
+func TestNftPolicyDropLimit(t *testing.T) {
+	rs := readNfdFixture(t, "policy", time.Unix(1000, 0))
+	flow := doctor.Flow{Local: netip.MustParseAddrPort("10.251.0.1:53938"), Peer: netip.MustParseAddrPort("10.251.0.2:5201")}
+	limits := nfdLimits("hnft-r", rs, rs, []doctor.Flow{flow})
+	if len(limits) != 1 {
+		t.Fatalf("got %d limits, want the inet input chain's policy: %+v", len(limits), limits)
+	}
+	l := limits[0]
+	if l.Kind != KindNftPolicy || l.Value != "policy drop" || l.Where.Object != "table inet hnft_fw chain input (hook input, priority 0)" {
+		t.Errorf("limit %s %q at %q", l.Kind, l.Value, l.Where.Object)
+	}
+	if !strings.Contains(l.Arithmetic, "tcp dport 5201 limit rate 8000/second burst 200 packets accept") ||
+		strings.Contains(l.Arithmetic, "icmp") || strings.Contains(l.Arithmetic, "dport 22") {
+		t.Errorf("arithmetic %q, want the rate-limited accept alone among the port rules", l.Arithmetic)
+	}
+	if !slices.Equal(l.Applies.Flows, []string{"10.251.0.1:53938 10.251.0.2:5201"}) {
+		t.Errorf("applies to %v", l.Applies.Flows)
+	}
+}
