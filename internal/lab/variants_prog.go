@@ -35,11 +35,14 @@ var progVariants = []*Scenario{
 			_, err := p.Receiver.Run("ip", "link", "set", "dev", p.ReceiverDev, "xdp", "off")
 			return err
 		},
+		// The retransmissions prove the loss; the skb drops are shown, not
+		// required: 6.1 hands a veth's program a buffer of its own and
+		// frees no skb for a dropped frame (0 skb_drop, 62 retransmitted).
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			drops, retrans := f.devDrops(p.ReceiverDev), netRetrans(f)
 			return fmt.Sprintf("%d skb_drop on %s (%s), %d in the control; %d retransmitted segments (control %d); throughput %s",
 					drops, p.ReceiverDev, f.dropLocation(p.ReceiverDev), c.devDrops(p.ReceiverDev), retrans, netRetrans(c), change(c, f)),
-				drops > 10*(c.devDrops(p.ReceiverDev)+1) && retrans > 10*(netRetrans(c)+1)
+				retrans > 10*(netRetrans(c)+1)
 		},
 	},
 }

@@ -122,6 +122,13 @@ func runLab(t *testing.T, want int, args ...string) []lab.Report {
 			}
 			failures = append(failures, fmt.Sprintf("%s: doctor's top finding %q, want %q; findings:\n%s\nflows:\n%s", r.Name, r.Doctor.Top, r.Expect,
 				strings.Join(found, "\n"), flowSummary(r.Doctor.Evidence)))
+		// The provenance the doctor gave, on every kernel the matrix runs.
+		for _, f := range r.Doctor.Findings {
+			if f.ID == r.Doctor.Top && f.Limit != nil {
+				t.Logf("%-18s limited by %s", r.Name, f.Limit.Describe())
+				break
+			}
+		}
 		}
 	}
 	failures = append(failures, remedyFailures(t, reports)...)
