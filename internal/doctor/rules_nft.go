@@ -56,6 +56,7 @@ func lossByNft(ev *Evidence, f *finding.Finding) {
 	var total uint64
 	var oldKernel bool
 	var unobservedDevs []string
+	unobservedDrops := map[string]uint64{}
 	var drops []Drop
 	for _, d := range ev.Drops {
 		if benign(&d) || !ev.suffered(&d) || !netfilterDrop(&d) {
@@ -67,6 +68,7 @@ func lossByNft(ev *Evidence, f *finding.Finding) {
 			if !slices.Contains(unobservedDevs, d.Dev) {
 				unobservedDevs = append(unobservedDevs, d.Dev)
 			}
+			unobservedDrops[d.Dev] += d.Count
 			ns = unobservedNetns
 		}
 		counted[ns] += d.Count
@@ -92,7 +94,10 @@ func lossByNft(ev *Evidence, f *finding.Finding) {
 		if l.Kind != kindNftRule {
 			continue
 		}
-		if _, here := counted[l.Where.Netns]; !here && counted[""] == 0 {
+		// A router's rules the observer read at the other end of a veth
+		// name its devices: the drops counted on them are its.
+		_, here := counted[l.Where.Netns]
+		if !here && counted[""] == 0 && !slices.ContainsFunc(unobservedDevs, func(d string) bool { return slices.Contains(l.Applies.Devices, d) }) {
 			continue
 		}
 		moved, counter := nftMoved(l)
@@ -140,7 +145,17 @@ func lossByNft(ev *Evidence, f *finding.Finding) {
 		in = counted[""]
 	}
 	at := "in netns " + orNone(ns)
-	if counted[ns] == 0 {
+	var onDevs []string
+	var onCount uint64
+	for _, d := range unobservedDevs {
+		if slices.Contains(l.Applies.Devices, d) {
+			onDevs, onCount = append(onDevs, d), onCount+unobservedDrops[d]
+		}
+	}
+	switch {
+	case counted[ns] == 0 && onCount > 0:
+		in, at = onCount, fmt.Sprintf("on %s, in netns %s", strings.Join(onDevs, ", "), ns)
+	case counted[ns] == 0:
 		// Output hooks drop before a device is chosen: no namespace to read.
 		at = "on no device (an output hook's, before routing picks one)"
 	}

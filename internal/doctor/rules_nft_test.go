@@ -208,3 +208,23 @@ func TestNftPolicyDropNamed(t *testing.T) {
 		t.Errorf("arithmetic %q", l.Arithmetic)
 	}
 }
+
+// The router between the ends is not observed, but the observer read its
+// ruleset at the other end of the sender's veth: the drops counted on the
+// router's device are its forward chain's rule, deleted there. (The
+// fixture's source line is the observer's as it now reads, rewritten from
+// the run's, which said the router's ruleset was read twice; it was read
+// once, at the end.)
+func TestNftRouterRuleNamed(t *testing.T) {
+	top := nftTop(t, load(t, "nft/packet-loss-router-forward.json"))
+	l := top.Limit
+	if l == nil || l.Kind != kindNftRule || l.Where.Netns != "skbtrace-27891-1-rtr" {
+		t.Fatalf("packet-loss names no router rule: %q, limit %+v", top.Title, l)
+	}
+	if want := "ip netns exec skbtrace-27891-1-rtr nft delete rule inet skbtrace_net c handle 2"; top.Remedy[0] != want {
+		t.Errorf("first remedy %q, want %q", top.Remedy[0], want)
+	}
+	if !strings.Contains(l.Arithmetic, "counted 287 of the flows' packets on skbf27891-1, in netns skbtrace-27891-1-rtr") {
+		t.Errorf("arithmetic %q", l.Arithmetic)
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/finding"
 )
@@ -474,6 +476,12 @@ func nfdLimits(netns string, before, after *nfdRuleset, flows []doctor.Flow) []f
 		}
 		var arithmetic string
 		switch {
+		case r.counted && before == nil:
+			// Read once: what the counter holds, not what it moved.
+			if r.packets == 0 && len(fit) == 0 {
+				continue
+			}
+			arithmetic = fmt.Sprintf("its counter reads %d packets (read once, at the end of the observation: since it was set, not during it)", r.packets)
 		case r.counted:
 			var moved uint64
 			if b := start[nfdHandleKey(r.nfdChainKey, r.handle)]; b != nil && b.counted && b.packets <= r.packets {
@@ -621,7 +629,7 @@ func startNftWatch(spaces []*watched, notes *[]string) *nfdWatch {
 
 // finish reads them again and returns the rules that dropped the flows'
 // packets, or may have.
-func (n *nfdWatch) finish(spaces []*watched, flows []doctor.Flow, notes *[]string) []finding.Limit {
+func (n *nfdWatch) finish(spaces []*watched, ev *doctor.Evidence, notes *[]string) []finding.Limit {
 	if n == nil || n.before == nil {
 		return nil
 	}
@@ -629,7 +637,35 @@ func (n *nfdWatch) finish(spaces []*watched, flows []doctor.Flow, notes *[]strin
 	var out []finding.Limit
 	for _, w := range spaces {
 		if a := after[w.name]; a != nil {
-			out = append(out, nfdLimits(w.name, n.before[w.name], a, flows)...)
+			out = append(out, nfdLimits(w.name, n.before[w.name], a, ev.Flows)...)
+		}
+	}
+	// A router between the ends that is not observed (a named namespace at
+	// the other end of an observed veth) is found only now, from the
+	// devices read: its ruleset is read once, and its limits name its
+	// devices, where the drops are counted.
+	next, via := neighbours(spaces, ev)
+	for _, w := range next {
+		rs, err := readNftRuleset(w)
+		var devs []string
+		if err == nil {
+			err = w.do(func() error {
+				links, err := netlink.LinkList()
+				for _, l := range links {
+					devs = append(devs, l.Attrs().Name)
+				}
+				return err
+			})
+		}
+		w.ns.Close()
+		if err != nil {
+			*notes = append(*notes, fmt.Sprintf("netns %s (at the other end of %s): reading its nftables ruleset: %v", w.name, via[w.name], err))
+			continue
+		}
+		for _, l := range nfdLimits(w.name, nil, rs, ev.Flows) {
+			l.Applies.Devices = devs
+			l.Source = "nft -j list ruleset and nft -a list ruleset, read once at the end of the observation, in the namespace at the other end of " + via[w.name]
+			out = append(out, l)
 		}
 	}
 	return out

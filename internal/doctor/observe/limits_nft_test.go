@@ -163,3 +163,19 @@ func TestNftPolicyDropLimit(t *testing.T) {
 		t.Errorf("applies to %v", l.Applies.Flows)
 	}
 }
+
+// A ruleset read once (a router's, found at the end) says what a counter
+// holds, not what it moved: the 9999 rule's zero is left out.
+func TestNftLimitsReadOnce(t *testing.T) {
+	after := readNfdFixture(t, "after", time.Unix(1000, 0))
+	flow := doctor.Flow{Local: netip.MustParseAddrPort("10.9.9.1:40000"), Peer: netip.MustParseAddrPort("10.9.9.2:5300")}
+	var got []string
+	for _, l := range nfdLimits("r", nil, after, []doctor.Flow{flow}) {
+		got = append(got, l.Where.Object+": "+l.Arithmetic)
+	}
+	want := []string{"table inet firewalld chain filter_OUT_ZONES handle 5 (hook output via chain filter_OUTPUT, priority 0): " +
+		"its counter reads 3 packets (read once, at the end of the observation: since it was set, not during it)"}
+	if !slices.Equal(got, want) {
+		t.Errorf("limits %q, want %q", got, want)
+	}
+}

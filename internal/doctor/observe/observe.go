@@ -266,7 +266,7 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 	ev.Limits = append(ev.Limits, devLimits(spaces, ev, &notes)...)
 	ev.Flows = poller.flows(seconds, ev, &notes)
 	ev.Limits = append(ev.Limits, settings.finish(ev, &notes)...)
-	ev.Limits = append(ev.Limits, nft.finish(spaces, ev.Flows, &notes)...)
+	ev.Limits = append(ev.Limits, nft.finish(spaces, ev, &notes)...)
 	ev.Limits = append(ev.Limits, wmemLimits(ev, settings.s != nil)...)
 	keepCgroupsOf(ev, cgroupCPU)
 	poller.notes(&notes)
