@@ -100,10 +100,12 @@ func lossByNft(ev *Evidence, f *finding.Finding) {
 		if !here && counted[""] == 0 && !slices.ContainsFunc(unobservedDevs, func(d string) bool { return slices.Contains(l.Applies.Devices, d) }) {
 			continue
 		}
-		moved, counter := nftMoved(l)
-		if !counter && !ev.appliesToFlow(l) {
+		// A rule whose matches exclude the flows dropped others' packets,
+		// whatever its counter says.
+		if !ev.appliesToFlow(l) {
 			continue
 		}
+		moved, counter := nftMoved(l)
 		cands = append(cands, candidate{l, moved, counter})
 	}
 	if len(cands) == 0 && lossByPolicy(ev, f, counted, drops) {

@@ -77,7 +77,9 @@ func TestNftCountedRuleNamedWithOwner(t *testing.T) {
 }
 
 // Of several rules, the one whose counter moved most is named, a counted
-// one before one without a counter; each other is in the evidence.
+// one before one without a counter; each other is in the evidence. One
+// whose matches fit no flow (port 22's) dropped others' packets, however
+// much its counter moved.
 func TestNftRuleThatMovedMostNamed(t *testing.T) {
 	ev := load(t, "nft/packet-loss-nft-firewall-prerouting.json")
 	i := slices.IndexFunc(ev.Limits, func(l finding.Limit) bool { return l.Kind == kindNftRule })
@@ -90,7 +92,10 @@ func TestNftRuleThatMovedMostNamed(t *testing.T) {
 	less.Arithmetic = strings.Replace(counted.Arithmetic, "moved 563", "moved 5", 1)
 	uncounted := counted
 	uncounted.Value, uncounted.Arithmetic = "tcp dport 5201 drop", "the rule has no counter"
-	ev.Limits = append(ev.Limits, less, uncounted, more)
+	other := counted
+	other.Value, other.Where.Object = "tcp dport 22 counter drop", strings.Replace(counted.Where.Object, "handle 4", "handle 11", 1)
+	other.Arithmetic, other.Applies.Flows = strings.Replace(counted.Arithmetic, "moved 563", "moved 5000", 1), nil
+	ev.Limits = append(ev.Limits, less, uncounted, more, other)
 	top := nftTop(t, ev)
 	if top.Limit == nil || top.Limit.Value != more.Value {
 		t.Fatalf("named %+v, want the rule that moved 900", top.Limit)
@@ -99,6 +104,9 @@ func TestNftRuleThatMovedMostNamed(t *testing.T) {
 		if !slices.ContainsFunc(top.Evidence, func(e string) bool { return strings.HasPrefix(e, "also: "+l.Describe()) }) {
 			t.Errorf("evidence lacks %q", l.Value)
 		}
+	}
+	if slices.ContainsFunc(top.Evidence, func(e string) bool { return strings.Contains(e, other.Value) }) {
+		t.Errorf("a rule whose matches fit no flow is named in the evidence: %q", top.Evidence)
 	}
 }
 
