@@ -39,17 +39,8 @@ const (
 // charged its payload and the kernel's headers and skb, rounded up as the
 // kernel does. The rate without the waits is windowTarget's.
 func sendBufferNeed(ev *Evidence, f *Flow, share float64) windowNeed {
-	rate := f.SendBps()
 	rtt := max(f.RTTus, f.MinRTTus, 1)
-	var want float64
-	var how string
-	if d := ev.DeviceNamed(f.Netns, f.Dev); d.physical() {
-		want = float64(d.SpeedMbps) * 1e6
-		how = fmt.Sprintf("the link's %s", units.Bits(want))
-	} else {
-		want = rate / max(1-share, 1.0/maxWithoutWaits)
-		how = fmt.Sprintf("%s / (1 - %s of the time waiting) = %s without the waits", units.Bits(rate), pct(share), units.Bits(want))
-	}
+	want, how := sendRateWithout(ev, f, share)
 	mss := uint64(max(f.SndMSS, 536))
 	inFlight := want / 8 * float64(rtt) / 1e6
 	segs := uint64(math.Ceil(inFlight / float64(mss)))
@@ -59,6 +50,19 @@ func sendBufferNeed(ev *Evidence, f *Flow, share float64) windowNeed {
 	return windowNeed{Bytes: need, Arithmetic: fmt.Sprintf("%s; x srtt %s = %s in flight, %d segments of %d bytes (congestion window %d); "+
 		"as the kernel sizes a send buffer (tcp_sndbuf_expand): 2 x %d segments x %d bytes each (payload, headers and skb, rounded as the kernel does) = %d bytes",
 		how, units.Duration(us(uint64(rtt))), units.Bytes(uint64(inFlight)), segs, mss, f.Cwnd, nr, perSeg, need)}
+}
+
+// sendRateWithout is the rate a buffer-capped sender would reach without
+// its waits: the link's speed where it has one, else its rate over the
+// share of time it did not wait, at most maxWithoutWaits times it.
+func sendRateWithout(ev *Evidence, f *Flow, share float64) (float64, string) {
+	rate := f.SendBps()
+	if d := ev.DeviceNamed(f.Netns, f.Dev); d.physical() {
+		want := float64(d.SpeedMbps) * 1e6
+		return want, fmt.Sprintf("the link's %s", units.Bits(want))
+	}
+	want := rate / max(1-share, 1.0/maxWithoutWaits)
+	return want, fmt.Sprintf("%s / (1 - %s of the time waiting) = %s without the waits", units.Bits(rate), pct(share), units.Bits(want))
 }
 
 func roundUpPow2(n uint64) uint64 {
@@ -187,6 +191,12 @@ func sndbufLimited(ev *Evidence) []finding.Finding {
 				"when the buffer is smaller than bandwidth x RTT the sender stops and waits for ACKs instead of sending.",
 			Scope: flowScope(f), Impact: share, ImpactText: fmt.Sprintf("%s of the sender's time", pct(share)),
 			Confidence: measured(source), Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ss -tim dst %s   (skmem tb: the send buffer; sndbuf_limited grows)", f.Peer)}}
+		// What the flow would gain: 1 - its rate / the rate without the
+		// waits (the share waited, held below 1 by the cap on that rate).
+		if want, how := sendRateWithout(ev, f, share); want > 0 {
+			fd.Impact = max(0, 1-f.SendBps()/want)
+			fd.ImpactText = fmt.Sprintf("1 - %s / %s (%s)", units.Bits(f.SendBps()), units.Bits(want), how)
+		}
 		// What holds the buffer, read on the socket and in its namespace:
 		// the application's SO_SNDBUF before the sysctl.
 		need := sendBufferNeed(ev, f, share)
