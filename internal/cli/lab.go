@@ -231,6 +231,9 @@ func printLabReport(e *env, r *lab.Report) {
 		fmt.Fprintf(e.stdout, "  fixed:    %s  %.0f ops/s, %s of the control's: the fault cost %s, the doctor estimated %s\n",
 			strings.TrimSpace(bitsPerSecond(r.FixedBps)), r.FixedOps, units.Percent(r.Restored), units.Percent(r.Gain), units.Percent(r.PredictedImpact))
 		fmt.Fprintf(e.stdout, "  remedy:   %s (%s)\n", r.Remedy, remedySource[r.RemedyFrom])
+		if r.RemedyPartial != "" {
+			fmt.Fprintf(e.stdout, "            it cannot restore it all: %s\n", r.RemedyPartial)
+		}
 	}
 	fmt.Fprintf(e.stdout, "  signal:   %s\n", r.Signal)
 	if r.Expect != "" {

@@ -47,7 +47,7 @@ func (s *Scenario) remedyFor(rep *doctor.Report) calibration {
 				case len(first.Argv) > 0:
 					c.From, c.Text, c.action = RemedyDoctor, first.Text, &first
 					return c
-				case s.FixLoad != nil:
+				case s.FixLoad != nil || s.FixIsApp:
 					c.From, c.Text = RemedyWorkload, first.Text
 					return c
 				}
@@ -68,7 +68,14 @@ func (s *Scenario) calibrate(ctx context.Context, p *Pair, o load.Options, c cal
 			return nil, fmt.Errorf("applying the doctor's remedy %q: %w", c.Text, err)
 		}
 	case RemedyWorkload:
-		s.FixLoad(&o)
+		if s.FixIsApp {
+			if err := s.Fix(p); err != nil {
+				return nil, fmt.Errorf("changing the application as the doctor's remedy asks: %w", err)
+			}
+		}
+		if s.FixLoad != nil {
+			s.FixLoad(&o)
+		}
 	default:
 		if s.Fix != nil {
 			if err := s.Fix(p); err != nil {

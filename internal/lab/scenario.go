@@ -77,6 +77,14 @@ type Scenario struct {
 	// estimated. During does not run then: it is part of the fault.
 	Fix     func(*Pair) error
 	FixLoad func(*load.Options)
+	// FixIsApp says Fix changes the application (restarts it with the
+	// control's settings): it is the workload's switch for a remedy that
+	// asks the application to change.
+	FixIsApp bool
+	// RemedyPartial says why the doctor's first remedy alone cannot
+	// restore the control's throughput (a second fault stays): the
+	// calibration still measures it, and CI holds it to no bar.
+	RemedyPartial string
 	// Verdict compares the runs: the signal that shows the fault, and whether it did.
 	Verdict func(control, fault *Measurement, p *Pair) (signal string, reproduced bool)
 	// Unbuilt, if set, says from the runs why the devices did not let the
@@ -176,6 +184,7 @@ type Report struct {
 	// throughput as a share of the control's.
 	Remedy          string  `json:"remedy,omitempty"`
 	RemedyFrom      string  `json:"remedy_from,omitempty"`
+	RemedyPartial   string  `json:"remedy_partial,omitempty"`
 	PredictedImpact float64 `json:"predicted_impact,omitempty"`
 	Restored        float64 `json:"restored,omitempty"`
 	Signal          string  `json:"signal"`
@@ -326,7 +335,7 @@ func (s *Scenario) perform(ctx context.Context, opts RunOptions, start time.Time
 	}
 	if fixed != nil {
 		rep.FixedBps, rep.FixedOps = fixed.Load.Bps, fixed.Load.OpsPerSec
-		rep.Remedy, rep.RemedyFrom, rep.PredictedImpact = remedy.Text, remedy.From, remedy.Impact
+		rep.Remedy, rep.RemedyFrom, rep.PredictedImpact, rep.RemedyPartial = remedy.Text, remedy.From, remedy.Impact, s.RemedyPartial
 		if faultLoad.Mode == load.RR && control.Load.OpsPerSec > 0 {
 			rep.Restored = fixed.Load.OpsPerSec / control.Load.OpsPerSec
 		} else if control.Load.Bps > 0 {

@@ -419,6 +419,7 @@ func sockReceiverApp(s *Scenario, script string, control, fault []string) *Scena
 	s.Prepare = func(p *Pair) error { return start(p, control) }
 	s.Inject = func(p *Pair) error { return start(p, fault) }
 	s.Fix = func(p *Pair) error { return start(p, control) }
+	s.FixIsApp = true
 	return s
 }
 

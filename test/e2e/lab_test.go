@@ -47,9 +47,12 @@ func leftovers(t *testing.T, pid int) []string {
 }
 
 // The lab is the doctor's acceptance test: every fault must reproduce and
-// the doctor, watching the fault run, must rank the expected finding first.
-// The kernel matrix names the scenarios each kernel runs in
-// SKBTRACE_LAB_SCENARIOS (space-separated); the default is all.
+// the doctor, watching the fault run, must rank the expected finding first,
+// and here its first remedy, applied as printed, must restore the stream
+// (remedyFailures). The kernel matrix names the scenarios each kernel runs
+// in SKBTRACE_LAB_SCENARIOS (space-separated); the default is all. Its
+// guests judge function, not speed (emulation, 10 times slower): there the
+// remedies are not measured.
 func TestLabRunAllReproducesEveryFaultAndTheDoctorNamesIt(t *testing.T) {
 	testenv.RequireRoot(t, "CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN")
 	testenv.Tool(t, "ethtool")
@@ -59,7 +62,11 @@ func TestLabRunAllReproducesEveryFaultAndTheDoctorNamesIt(t *testing.T) {
 	if want == 0 {
 		scenarios, want = []string{"all"}, len(lab.Scenarios)
 	}
-	runLab(t, want, append(scenarios, "--doctor")...)
+	args := append(scenarios, "--doctor")
+	if os.Getenv("SKBTRACE_KERNEL_MATRIX") != "1" {
+		args = append(args, "--calibrate")
+	}
+	runLab(t, want, args...)
 }
 
 // The variants build each finding's fault by other mechanisms than the
@@ -115,13 +122,6 @@ func runLab(t *testing.T, want int, args ...string) []lab.Report {
 			continue
 		}
 		t.Logf("%-18s expected=%-18q doctor top=%q", r.Name, r.Expect, r.Doctor.Top)
-		if !r.Doctor.Agrees {
-			var found []string
-			for _, f := range r.Doctor.Findings {
-				found = append(found, f.ID+"/"+f.Severity.String()+": "+strings.Join(f.Evidence, "; "))
-			}
-			failures = append(failures, fmt.Sprintf("%s: doctor's top finding %q, want %q; findings:\n%s\nflows:\n%s", r.Name, r.Doctor.Top, r.Expect,
-				strings.Join(found, "\n"), flowSummary(r.Doctor.Evidence)))
 		// The provenance the doctor gave, on every kernel the matrix runs.
 		for _, f := range r.Doctor.Findings {
 			if f.ID == r.Doctor.Top && f.Limit != nil {
@@ -129,6 +129,13 @@ func runLab(t *testing.T, want int, args ...string) []lab.Report {
 				break
 			}
 		}
+		if !r.Doctor.Agrees {
+			var found []string
+			for _, f := range r.Doctor.Findings {
+				found = append(found, f.ID+"/"+f.Severity.String()+": "+strings.Join(f.Evidence, "; "))
+			}
+			failures = append(failures, fmt.Sprintf("%s: doctor's top finding %q, want %q; findings:\n%s\nflows:\n%s", r.Name, r.Doctor.Top, r.Expect,
+				strings.Join(found, "\n"), flowSummary(r.Doctor.Evidence)))
 		}
 	}
 	failures = append(failures, remedyFailures(t, reports)...)
@@ -264,6 +271,10 @@ func remedyFailures(t *testing.T, reports []lab.Report) []string {
 		}
 		t.Logf("%-18s remedy (%s): %s; restored %.0f %% of the control, gained %.0f %%, estimated %.0f %%",
 			r.Name, r.RemedyFrom, r.Remedy, r.Restored*100, r.Gain*100, r.PredictedImpact*100)
+		if r.RemedyPartial != "" {
+			t.Logf("%-18s held to no bar: %s", r.Name, r.RemedyPartial)
+			continue
+		}
 		if r.RemedyFrom != lab.RemedyScenario && r.Restored < 0.8 {
 			failures = append(failures, fmt.Sprintf("%s: the doctor's remedy %q restored %.0f %% of the control's throughput, want 80 %%", r.Name, r.Remedy, r.Restored*100))
 		}
