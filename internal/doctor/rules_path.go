@@ -138,7 +138,7 @@ func pathQueues(ev *Evidence) []finding.Finding {
 				d.Count, d.Reason, d.Location, orNone(d.Dev)))
 			explanation += " Here the flow also lost packets to something other than a queue (packet-loss): the loss holds its window."
 		}
-		out = append(out, finding.Finding{ID: "rate-shaped", Severity: severity,
+		fd := finding.Finding{ID: "rate-shaped", Severity: severity,
 			Title:       fmt.Sprintf("a queue beyond this host holds %s -> %s to %s: a shaper or a slower link on the path", f.Local, f.Peer, units.Bits(f.SendBps())),
 			Evidence:    evidence,
 			Explanation: explanation,
@@ -148,9 +148,43 @@ func pathQueues(ev *Evidence) []finding.Finding {
 				"keep that queue short (fq_codel or a smaller limit) to take the queueing delay out of every flow through it",
 			},
 			Scope: flowScope(f), Impact: 0.5, ImpactText: "everything above the hop's rate", Confidence: finding.Likely,
-			Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ping -c 20 %s during the transfer and without it: the difference is the queue", f.Peer.Addr())}})
+			Confirm: []string{nsPrefix(f.Netns) + fmt.Sprintf("ping -c 20 %s during the transfer and without it: the difference is the queue", f.Peer.Addr())}}
+		if severity == finding.Warning {
+			hopShaper(ev, f, &fd)
+		}
+		out = append(out, fd)
 	}
 	return out
+}
+
+// hopShaper names the shaper of a queue beyond this host where the
+// observer found exactly one in the namespaces next to the observed ones
+// (a router between the ends that the doctor does not observe): the flow
+// passes it, and nothing else there shapes. Several are listed, none named.
+func hopShaper(ev *Evidence, f *Flow, fd *finding.Finding) {
+	var found []*finding.Limit
+	for i := range ev.Limits {
+		l := &ev.Limits[i]
+		if (l.Kind == KindTBFRate || l.Kind == KindHTBClassRate) && ev.NamespaceNamed(l.Where.Netns) == nil {
+			found = append(found, l)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return
+	case 1:
+		lim := *found[0]
+		lim.Undo = append([]finding.Action{}, lim.Undo...)
+		fd.Evidence = append(fd.Evidence, fmt.Sprintf("the only shaper in the namespaces next to this host's (%s, not observed), which the flow passes, is the next line's", lim.Where.Netns))
+		shaperFinding(fd, &lim, qdiscRate{}, false)
+		fd.Impact, fd.ImpactText = shaperImpact(ev, nil, f.SendBps(), 0)
+		fd.ImpactText = "everything above the shaper's rate: " + fd.ImpactText
+		fd.Confidence = finding.Strong
+	default:
+		for _, l := range found {
+			fd.Evidence = append(fd.Evidence, "a shaper in a namespace next to this host's, one of several: "+l.Describe())
+		}
+	}
 }
 
 // receiverSaturated is a CPU busy (receiverQueueBusy) with receive work

@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -90,4 +91,44 @@ func TestQdiscBloatNamesTheTbfLimit(t *testing.T) {
 	if !strings.Contains(a.Text, "tc qdisc change dev ") || !strings.HasSuffix(a.Text, "tbf rate 200000000bit burst 65525 limit 125000") || a.Netns == "" {
 		t.Errorf("first action %+v", a)
 	}
+}
+
+// rate-shaped-router-tbf: the tbf sits on a router between the ends that
+// the doctor does not observe. The observer reads the namespace at the
+// other end of the sender's veth, and the queue beyond this host is put to
+// the one shaper there, deleted in the router's namespace. With a second
+// shaper there, neither is named: both are listed.
+func TestRateShapedNamesTheUnobservedRoutersTbf(t *testing.T) {
+	ev := load(t, "sock/rate-router-tbf.json")
+	f := findingNamed(t, Diagnose(ev), "rate-shaped")
+	if f.Limit == nil || f.Limit.Kind != KindTBFRate || !strings.HasSuffix(f.Limit.Where.Netns, "-rtr") {
+		t.Fatalf("limit %+v", f.Limit)
+	}
+	if a := f.Limit.Undo[0]; a.Netns != f.Limit.Where.Netns || strings.Join(a.Argv[:3], " ") != "tc qdisc del" || f.Remedy[0] != a.Text {
+		t.Errorf("first action %+v, remedy %q", a, f.Remedy)
+	}
+	var second *Evidence
+	if err := json.Unmarshal(mustJSON(t, ev), &second); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range ev.Limits {
+		if l.Kind == KindTBFRate && strings.HasSuffix(l.Where.Netns, "-rtr") {
+			other := l
+			other.Where.Object = ShaperObject("skbtwo", "1:")
+			second.Limits = append(second.Limits, other)
+		}
+	}
+	g := findingNamed(t, Diagnose(second), "rate-shaped")
+	if g.Limit != nil || !strings.Contains(strings.Join(g.Evidence, "\n"), "one of several") {
+		t.Errorf("two shapers on the router: limit %+v, evidence %q", g.Limit, g.Evidence)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

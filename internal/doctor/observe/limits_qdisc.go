@@ -17,7 +17,10 @@ import (
 // rate and ceiling with the filters that classify traffic into it, and,
 // for an ifb device, the ingress redirects that feed it. Each carries the
 // tc commands that remove it, in its namespace, on its device.
-func shaperLimits(spaces []*watched, notes *[]string) []finding.Limit {
+// A router between the ends that is not observed (a named namespace at the
+// other end of an observed veth, as neighbours finds it) has its shapers
+// read too: a queue beyond this host is theirs to explain.
+func shaperLimits(spaces []*watched, ev *doctor.Evidence, notes *[]string) []finding.Limit {
 	var out []finding.Limit
 	for _, w := range spaces {
 		if w.gone {
@@ -33,6 +36,23 @@ func shaperLimits(spaces []*watched, notes *[]string) []finding.Limit {
 			continue
 		}
 		out = append(out, got...)
+	}
+	next, via := neighbours(spaces, ev)
+	for _, w := range next {
+		var got []finding.Limit
+		err := w.do(func() (err error) {
+			got, err = shapersHere(w.name)
+			return err
+		})
+		w.ns.Close()
+		if err != nil {
+			*notes = append(*notes, fmt.Sprintf("netns %s (at the other end of %s): reading its shapers: %v", w.name, via[w.name], err))
+			continue
+		}
+		for _, l := range got {
+			l.Source += ", in the namespace at the other end of " + via[w.name] + " (not observed)"
+			out = append(out, l)
+		}
 	}
 	return out
 }
