@@ -2,11 +2,9 @@ package lab
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"fmt"
 	"os/exec"
-	"slices"
 
 	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/finding"
@@ -89,34 +87,39 @@ func (s *Scenario) calibrate(ctx context.Context, p *Pair, o load.Options, c cal
 		// doctor's to hold: one run measures it.
 		return s.measure(ctx, p, o, RunOptions{})
 	}
-	return s.measureMedian(ctx, p, o, calibrationRuns)
+	return s.measureBest(ctx, p, o, calibrationRuns)
 }
 
 // calibrationRuns is how many runs a calibration's control and the
-// doctor's remedied run each take the median of: a 2-second veth stream on this
-// VM ran 20.4 and 29.2 Gbit/s in one state, a single-run ratio that read a
-// full remedy as 70 % restored.
-const calibrationRuns = 3
+// doctor's remedied run each take the best of: a 2-second veth stream on
+// this VM ran 20.4 and 29.2 Gbit/s in one state, a single-run ratio that
+// read a full remedy as 70 % restored. The noise here only slows a run
+// (another process takes the CPU), so the faster of two is the nearer to
+// what the path carries, on both sides of the ratio alike; the median of
+// three read the same 87 calibrations (2026-11-28) in 18 minutes, too many
+// for CI's budget.
+const calibrationRuns = 2
 
-// measureMedian measures the load n times and returns the run of median
+// measureBest measures the load n times and returns the run of the highest
 // throughput (operations per second for request/response).
-func (s *Scenario) measureMedian(ctx context.Context, p *Pair, o load.Options, n int) (*Measurement, error) {
-	var runs []*Measurement
-	for range n {
-		m, err := s.measure(ctx, p, o, RunOptions{})
-		if err != nil {
-			return nil, err
-		}
-		runs = append(runs, m)
-	}
+func (s *Scenario) measureBest(ctx context.Context, p *Pair, o load.Options, n int) (*Measurement, error) {
+	var best *Measurement
 	rate := func(m *Measurement) float64 {
 		if o.Mode == load.RR {
 			return m.Load.OpsPerSec
 		}
 		return m.Load.Bps
 	}
-	slices.SortFunc(runs, func(a, b *Measurement) int { return cmp.Compare(rate(a), rate(b)) })
-	return runs[len(runs)/2], nil
+	for range n {
+		m, err := s.measure(ctx, p, o, RunOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if best == nil || rate(m) > rate(best) {
+			best = m
+		}
+	}
+	return best, nil
 }
 
 // applyAction runs a remedy's command in its network namespace, as

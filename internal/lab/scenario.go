@@ -264,13 +264,13 @@ func (s *Scenario) perform(ctx context.Context, opts RunOptions, start time.Time
 		}
 	}
 	// A calibration compares the remedied run with the control: each is
-	// the median of calibrationRuns, as single runs here swing up to 2x,
+	// the best of calibrationRuns, as single runs here swing up to 2x,
 	// for a fault there is a remedy for (noise runs have none).
 	runs := 1
 	if opts.Calibrate && (s.Fix != nil || s.FixLoad != nil) {
 		runs = calibrationRuns
 	}
-	control, err := s.measureMedian(ctx, pair, s.Load, runs)
+	control, err := s.measureBest(ctx, pair, s.Load, runs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: control run: %w", s.Name, err)
 	}
