@@ -22,7 +22,11 @@ func rwndLimited(ev *Evidence) []finding.Finding {
 		stall := time.Duration(f.LimitMeanRunUs["swnd"]) * time.Microsecond
 		c := busiest(ev)
 		idle := c == nil || c.Busy() < readerCPUBusy
-		stopped := f.ZeroWindowProbed > 0 || idle && stall >= max(stoppedReaderRun, 4*time.Duration(f.MinRTTus)*time.Microsecond)
+		// Long runs of window waits alone do not make a stopped reader: a
+		// sender held by a small buffer 98 % of its time waits in runs of
+		// 20-75 ms while its reader takes each byte within 15 us (the lab's
+		// rwnd-limited), which its rx_queue stage shows.
+		stopped := f.ZeroWindowProbed > 0 || idle && stall >= max(stoppedReaderRun, 4*time.Duration(f.MinRTTus)*time.Microsecond) && !readerPrompt(ev.peerFlow(f), stall)
 		// The share of a stopped reader is a lower bound: the silence after
 		// a shut window's last decision counts for no reason.
 		if share < limitShare && !(stopped && share >= stoppedReaderShare) {
@@ -114,14 +118,48 @@ func rwndLimited(ev *Evidence) []finding.Finding {
 			}
 		}
 		remedy = append(remedy, "if the receiving application reads slowly (check its CPU), make it read more often or in larger chunks")
-		out = append(out, finding.Finding{ID: "rwnd-limited", Severity: severity,
+		fd := finding.Finding{ID: "rwnd-limited", Severity: severity,
 			Title:       fmt.Sprintf("the receiver's window caps %s -> %s", f.Local, f.Peer),
 			Evidence:    evidence,
 			Explanation: explanation,
 			Remedy:      remedy, Scope: flowScope(f), Impact: share, ImpactText: fmt.Sprintf("%s of the sender's time", pct(share)),
-			Confidence: confidence, Confirm: []string{nsPrefix(rmemNs) + fmt.Sprintf("ss -tim src %s   (on the receiver: rcv_space and skmem rb, the receive buffer; a window that stays small)", f.Peer)}})
+			Confidence: confidence, Confirm: []string{nsPrefix(rmemNs) + fmt.Sprintf("ss -tim src %s   (on the receiver: rcv_space and skmem rb, the receive buffer; a window that stays small)", f.Peer)}}
+		// The sysctl is the limit where nothing on the socket holds the
+		// window, its maximum is below what the flow needs, and the reader
+		// keeps reading: its undo is the remedy the text gave.
+		if rmemNs != "" && rmem != "" && maxOf(rmem) < want && !capped && !stopped {
+			lim := rmemLimit(rmemNs, rmem, tripleWithMax(rmem, want), need.Arithmetic, p)
+			fd.Limit = &lim
+			fd.Evidence = append(fd.Evidence, lim.Describe())
+			fd.Remedy = append(lim.Remedy(), remedy[1:]...)
+		}
+		out = append(out, fd)
 	}
 	return out
+}
+
+// readerPrompt says the receiver's reader took its bytes within a tenth of
+// the sender's mean wait for the window, at the median (tcp_stage
+// rx_queue): the window waits are the buffer's, not a stopped reader's.
+func readerPrompt(receiver *Flow, stall time.Duration) bool {
+	if receiver == nil {
+		return false
+	}
+	st := receiver.Stage("rx_queue")
+	return st != nil && st.Samples >= minStageSamples && us(st.P50Us) < stall/10
+}
+
+// rmemLimit is a namespace's net.ipv4.tcp_rmem as the limit of a flow's
+// receive window, undone by raising its maximum to what the flow needs.
+func rmemLimit(netns, value, raised, arithmetic string, receiver *Flow) finding.Limit {
+	l := finding.Limit{Kind: "tcp_rmem", Value: value,
+		Where:      finding.Place{Layer: finding.LayerSysctl, Netns: netns, Object: "net.ipv4.tcp_rmem"},
+		Undo:       []finding.Action{finding.Command(netns, "sysctl", "-w", "net.ipv4.tcp_rmem="+raised)},
+		Arithmetic: arithmetic, Source: "/proc/sys/net/ipv4/tcp_rmem in the namespace"}
+	if receiver != nil {
+		l.Applies.Flows = []string{receiver.Local.String() + " " + receiver.Peer.String()}
+	}
+	return l
 }
 
 // acksHeldByReader finds a receiver whose application stopped reading while

@@ -66,3 +66,24 @@ func TestScaledWindow(t *testing.T) {
 		}
 	}
 }
+
+// The lab's rwnd-limited (tcp_rmem = 4096 8192 16384 in the receiver's
+// namespace, nothing set on the socket): the sysctl is the limit, raised
+// to what the flow needs in the receiver's namespace as the first remedy.
+// In the second run the sender waited in runs of 73 ms while its reader
+// took each byte within microseconds: a prompt reader, not a stopped one.
+func TestRwndLimitedNamesTheReceiversTcpRmem(t *testing.T) {
+	for _, name := range []string{"lab/rwnd-limited.json", "window/rwnd-limited-rmem.json"} {
+		f := findingNamed(t, Diagnose(load(t, name)), "rwnd-limited")
+		if f.Limit == nil || f.Limit.Kind != "tcp_rmem" || f.Limit.Value != "4096 8192 16384" {
+			t.Fatalf("%s: limit %+v; evidence %q", name, f.Limit, f.Evidence)
+		}
+		a := f.Limit.Undo[0]
+		if a.Netns == "" || len(a.Argv) != 3 || a.Argv[0] != "sysctl" || !strings.HasPrefix(a.Argv[2], "net.ipv4.tcp_rmem=4096 8192 ") || f.Remedy[0] != a.Text {
+			t.Errorf("%s: first action %+v, remedy %q", name, a, f.Remedy)
+		}
+		if strings.Contains(strings.Join(f.Evidence, "\n"), "stayed shut") {
+			t.Errorf("%s: a prompt reader called stopped: %q", name, f.Evidence)
+		}
+	}
+}
