@@ -82,7 +82,18 @@ func TestLabVariantsAndNoiseInBothDoctorModes(t *testing.T) {
 	def := runLab(t, len(lab.Variants)+len(lab.Noise), "variants", "noise", "--doctor", "--calibrate")
 	// Noise runs are judged in default mode only: the question there is
 	// whether the doctor stays quiet as users run it.
-	deep := runLab(t, len(lab.Variants), "variants", "--doctor", "--deep")
+	// --deep runs one variant of each expected finding: the modes differ
+	// in what they record, not in the mechanism that built the fault, and
+	// all of them took six of CI's minutes.
+	var oneEach []string
+	seen := map[string]bool{}
+	for _, s := range lab.Variants {
+		if !seen[s.Expect] {
+			seen[s.Expect] = true
+			oneEach = append(oneEach, s.Name)
+		}
+	}
+	deep := runLab(t, len(oneEach), append(oneEach, "--doctor", "--deep")...)
 	byName := map[string]lab.Report{}
 	for _, r := range deep {
 		byName[r.Name] = r
@@ -146,10 +157,11 @@ func runLab(t *testing.T, want int, args ...string) []lab.Report {
 		t.Fatalf("%d reports for %d scenarios, exit %v: %s", len(reports), want, err, errs.String())
 	}
 	// A calibration measures each fault with a remedy again, and the
-	// doctor's remedies and their controls three times over.
+	// doctor's remedies and their controls three times over (the variants
+	// and noise took 10m47s with two runs each, 2026-11-28).
 	allowed := 10 * time.Minute
 	if slices.Contains(args, "--calibrate") {
-		allowed = 14 * time.Minute
+		allowed = 18 * time.Minute
 	}
 	if d := time.Since(start); d > allowed {
 		t.Fatalf("lab run %s took %v, over the %v allowed", strings.Join(args, " "), d, allowed)
