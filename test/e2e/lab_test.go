@@ -272,8 +272,9 @@ func flowSummary(ev *doctor.Evidence) string {
 // remedyFailures holds each calibrated scenario whose doctor's first remedy
 // was applied to issue 44's bar: it restores at least 80 % of the control's
 // throughput. Its estimate of what the fault cost is logged beside the gain
-// the remedy measured, not held to it: the rules still estimate from the
-// share of time a flow waited (docs/findings.md#calibration).
+// the remedy measured, not held to it: on a virtual device the doctor does
+// not know what the flow would do without the limit (docs/findings.md,
+// "Calibration").
 func remedyFailures(t *testing.T, reports []lab.Report) []string {
 	t.Helper()
 	var failures []string
