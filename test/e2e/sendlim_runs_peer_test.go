@@ -353,12 +353,15 @@ func TestSendlimPeerCloseEndsRun(t *testing.T) {
 	s.info = info
 	closed := time.Now().UnixNano()
 	s.sock.Close()
+	// The run ends inside the close: the call's own duration is allowed
+	// (a 6.1 guest under emulation ended it 6.4 ms after the call began).
+	closeReturned := time.Now().UnixNano()
 	s.answerProbes(500 * time.Millisecond)
 	runs := s.stop()
 	requireRunsAt(t, runs, "swnd", []heldSpan{{begin: begin, end: closed, beginBy: written}})
 	for _, r := range runs {
-		if r.end > closed+int64(runTolerance) {
-			t.Errorf("a run ends %.1f ms after the close: %v", ms(r.end-closed), r)
+		if r.end > closeReturned+int64(runTolerance) {
+			t.Errorf("a run ends %.1f ms after the close began, %.1f ms after it returned: %v", ms(r.end-closed), ms(r.end-closeReturned), r)
 		}
 	}
 	s.requireKernelShares(s.connStat(), true, writeLag(begin, written))
