@@ -124,18 +124,29 @@ var offloadFeatures = []string{
 	"rx-checksum", "tx-scatter-gather", "tx-checksum-ip-generic", "tx-checksum-ipv4",
 }
 
+// LinksHere opens netlink in the calling thread's namespace and lists its
+// devices; the handle is the caller's to close.
+func LinksHere() (*netlink.Handle, []netlink.Link, error) {
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening netlink: %w", err)
+	}
+	links, err := h.LinkList()
+	if err != nil {
+		h.Close()
+		return nil, nil, fmt.Errorf("listing network devices: %w", err)
+	}
+	return h, links, nil
+}
+
 // ReadDevices lists the devices of the calling thread's namespace (run it in
 // Netns.Do for another), with ethtool details where the driver supports them.
 func ReadDevices() ([]Device, error) {
-	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	h, links, err := LinksHere()
 	if err != nil {
-		return nil, fmt.Errorf("opening netlink: %w", err)
+		return nil, err
 	}
 	defer h.Close()
-	links, err := h.LinkList()
-	if err != nil {
-		return nil, fmt.Errorf("listing network devices: %w", err)
-	}
 	et, etErr := ethtool.NewEthtool()
 	if etErr == nil {
 		defer et.Close()

@@ -13,7 +13,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/skbtrace/skbtrace/internal/finding"
 	"github.com/skbtrace/skbtrace/internal/host"
@@ -64,15 +63,11 @@ func deviceLimits(spaces []*watched, cpus int, notes *[]string) []finding.Limit 
 // programsOnDevices lists the XDP programs and tc BPF filters attached to
 // the devices of the calling thread's namespace.
 func programsOnDevices(netns string) ([]finding.Limit, error) {
-	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	h, links, err := host.LinksHere()
 	if err != nil {
-		return nil, fmt.Errorf("opening netlink: %w", err)
+		return nil, err
 	}
 	defer h.Close()
-	links, err := h.LinkList()
-	if err != nil {
-		return nil, fmt.Errorf("listing network devices: %w", err)
-	}
 	var out []finding.Limit
 	for _, l := range links {
 		a := l.Attrs()

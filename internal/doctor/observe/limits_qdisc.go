@@ -5,10 +5,10 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/finding"
+	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/units"
 )
 
@@ -65,15 +65,11 @@ type redirect struct {
 
 // shapersHere lists the shapers of the calling thread's namespace.
 func shapersHere(netns string) ([]finding.Limit, error) {
-	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	h, links, err := host.LinksHere()
 	if err != nil {
-		return nil, fmt.Errorf("opening netlink: %w", err)
+		return nil, err
 	}
 	defer h.Close()
-	links, err := h.LinkList()
-	if err != nil {
-		return nil, fmt.Errorf("listing network devices: %w", err)
-	}
 	byIndex := map[int]string{}
 	for _, l := range links {
 		byIndex[l.Attrs().Index] = l.Attrs().Name
