@@ -172,12 +172,18 @@ func TestCaseLossHoldingTheWindowRarelyDoesNotOutrankTheOffload(t *testing.T) {
 	if loss == nil || loss.Severity < finding.Warning {
 		t.Fatalf("1 %% of the segments retransmitted is no longer reported: %v", ids(rep.Findings))
 	}
-	if !strings.Contains(loss.ImpactText, "congestion window") {
+	if !strings.Contains(loss.ImpactText, "congestion window") && !strings.Contains(loss.ImpactText, "without the loss") {
 		t.Errorf("the stake does not say what bounds it: %s", loss.ImpactText)
 	}
-	// A sender held by its window most of the time loses that much to the loss.
+	// A sender held by its window most of the time, with the CPUs mostly
+	// idle (it would not be held there otherwise), loses that much to the loss.
 	shares := ev.senders()[0].LimitShares
 	shares["cwnd"], shares["tsq"] = 0.9, 0.07
+	for i := range ev.CPUs {
+		c := &ev.CPUs[i]
+		c.User, c.System, c.Softirq, c.NetRx, c.NetTx = c.User/4, c.System/4, c.Softirq/4, c.NetRx/4, c.NetTx/4
+		c.Idle = 1 - c.User - c.System - c.Softirq - c.IRQ - c.Steal
+	}
 	if got := top(Diagnose(ev)); got != "packet-loss" {
 		t.Errorf("with the sender waiting on its window 90 %% of the time: top %q, want packet-loss", got)
 	}

@@ -102,6 +102,19 @@ func shaperImpact(ev *Evidence, d *Device, tx, limit float64) (float64, string) 
 		speed := float64(d.SpeedMbps) * 1e6
 		return max(0, 1-max(tx, limit)/speed), fmt.Sprintf("1 - %s / the link's %s", units.Bits(max(tx, limit)), units.Bits(speed))
 	}
+	impact, how, ok := cpuBoundGain(ev, tx)
+	if !ok {
+		return 0.5, "half: neither the link's speed nor the CPUs are known"
+	}
+	return min(maxShaperImpact, impact), how + ": a virtual device has no speed, the CPU bounds them)"
+}
+
+// cpuBoundGain is the share of throughput the flows (tx bits/s) would gain
+// if what holds them were lifted and only the CPU bounded them: their cost
+// per byte holds (it falls at higher rates: larger batches), so they would
+// run until the CPU their work weighs on most saturates, at tx / its busy
+// share. Its text is the arithmetic, left open for the caller's reason.
+func cpuBoundGain(ev *Evidence, tx float64) (float64, string, bool) {
 	// The CPU the flows' work weighs on most: its busy share less the
 	// user time of processes that made no socket call (other work, which
 	// would not stand in the flows' way if they ran faster).
@@ -114,7 +127,7 @@ func shaperImpact(ev *Evidence, d *Device, tx, limit float64) (float64, string) 
 		}
 	}
 	if c == nil || tx <= 0 {
-		return 0.5, "half: neither the link's speed nor the CPUs are known"
+		return 0, "", false
 	}
 	busy = max(busy, 0.01)
 	without := tx / busy
@@ -122,7 +135,7 @@ func shaperImpact(ev *Evidence, d *Device, tx, limit float64) (float64, string) 
 	if other > 0 {
 		how += fmt.Sprintf(", its %s busy less %s of other processes' user time", pct(c.Busy()), pct(other))
 	}
-	return min(maxShaperImpact, max(0, 1-tx/without)), how + ": a virtual device has no speed, the CPU bounds them)"
+	return max(0, 1-tx/without), how, true
 }
 
 // shaperQueue is how long a shaper's queue may be at its rate: a few

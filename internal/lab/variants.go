@@ -144,16 +144,17 @@ var moreVariants = []*Scenario{
 	},
 	{
 		Name:      "loss-tiny-queue",
-		Mechanism: "a queue that overflows: an htb class far above the flow's rate whose pfifo holds 4 packets",
-		Fault:     "htb class at 20gbit with a 4-packet pfifo on the sender's veth (control: none)",
+		Mechanism: "a queue that overflows: the fifo under an htb class holds 2 packets",
+		Fault:     "a 2-packet pfifo under an htb class at 20gbit on the sender's veth (control: the same class with its default queue, txqueuelen packets)",
 		Expect:    "packet-loss",
 		Families:  []string{"tcp_conn", "skb_drop", "qdisc"},
 		Load:      bulk,
-		Inject: func(p *Pair) error {
+		// The class shapes the control as it does the fault: the queue's
+		// limit, not the shaper, is what the fault adds.
+		Prepare: func(p *Pair) error {
 			for _, args := range [][]string{
 				{"qdisc", "add", "dev", p.SenderDev, "root", "handle", "1:", "htb", "default", "10"},
 				{"class", "add", "dev", p.SenderDev, "parent", "1:", "classid", "1:10", "htb", "rate", "20gbit"},
-				{"qdisc", "add", "dev", p.SenderDev, "parent", "1:10", "pfifo", "limit", "4"},
 			} {
 				if _, err := p.Sender.Run("tc", args...); err != nil {
 					return err
@@ -161,7 +162,14 @@ var moreVariants = []*Scenario{
 			}
 			return nil
 		},
-		Fix: delSenderRoot,
+		Inject: func(p *Pair) error {
+			_, err := p.Sender.Run("tc", "qdisc", "add", "dev", p.SenderDev, "parent", "1:10", "pfifo", "limit", "2")
+			return err
+		},
+		Fix: func(p *Pair) error {
+			_, err := p.Sender.Run("tc", "qdisc", "del", "dev", p.SenderDev, "parent", "1:10")
+			return err
+		},
 		// Like a netfilter drop on output, a qdisc drop of the host's own
 		// segment is not retransmitted: TCP enters CWR and sends it again.
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {

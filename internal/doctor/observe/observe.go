@@ -263,6 +263,7 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 	netnsIDs(spaces, ev)
 	ev.Limits = append(ev.Limits, deviceLimits(spaces, ev.CPUCount, &notes)...)
 	ev.Limits = append(ev.Limits, shaperLimits(spaces, ev, &notes)...)
+	ev.Limits = append(ev.Limits, queueDropLimits(spaces, &notes)...)
 	ev.Limits = append(ev.Limits, devLimits(spaces, ev, &notes)...)
 	ev.Flows = poller.flows(seconds, ev, &notes)
 	ev.Limits = append(ev.Limits, settings.finish(ev, &notes)...)
