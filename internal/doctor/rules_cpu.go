@@ -72,11 +72,18 @@ func cpuSaturated(ev *Evidence) []finding.Finding {
 			}
 			explanation += " A large share of it runs user-space code, which competes with the network path for the CPU."
 			impact = max(impact, c.User)
-			remedy = append(remedy, fmt.Sprintf("find what runs on CPU %d: top -1, or perf top -C %d", c.CPU, c.CPU),
-				"move competing work to other CPUs (taskset -pc CPUS PID, cgroup cpusets) or give the network path its own CPU")
 		}
 		var limit *finding.Limit
-		if lim := steering(ev, c); lim != nil {
+		if competing {
+			if limit = competitorLimit(ev, c, others); limit != nil {
+				evidence = append(evidence, limit.Describe(), "how: "+limit.Arithmetic)
+				remedy = limit.Remedy()
+			} else {
+				remedy = append(remedy, fmt.Sprintf("find what runs on CPU %d: top -1, or perf top -C %d", c.CPU, c.CPU),
+					"move competing work to other CPUs (taskset -pc CPUS PID, cgroup cpusets) or give the network path its own CPU")
+			}
+		}
+		if lim := steering(ev, c); lim != nil && limit == nil {
 			// A mask put the receive work here: it is the limit, and
 			// its change the first remedy.
 			limit = lim
@@ -84,7 +91,7 @@ func cpuSaturated(ev *Evidence) []finding.Finding {
 			explanation += fmt.Sprintf(" The receive work of %s is steered here by its %s (%s), while CPU %d has time to spare: the mask placed it, not the load.",
 				lim.Applies.Devices[0], lim.Kind, lim.Value, spare.CPU)
 			remedy = append(lim.Remedy(), remedy...)
-		} else if idle := spare; idle != nil {
+		} else if idle := spare; idle != nil && limit == nil {
 			evidence = append(evidence, fmt.Sprintf("CPU %d meanwhile was %s busy", idle.CPU, pct(idle.Busy())))
 			explanation += fmt.Sprintf(" A NIC's interrupts, and the receive work they start, land on this CPU while CPU %d has time to spare: "+
 				"the work is placed, not too much.", idle.CPU)

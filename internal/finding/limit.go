@@ -41,6 +41,7 @@ const (
 	LayerDevice  = "device"
 	LayerProgram = "program"
 	LayerRule    = "rule"
+	LayerProcess = "process"
 )
 
 // Place is where a limit is set: its layer, its network namespace ("" for

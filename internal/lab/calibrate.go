@@ -22,6 +22,10 @@ type calibration struct {
 	Text   string
 	Impact float64 // the doctor's estimate of what the fault costs
 	action *finding.Action
+	// onProcesses says the remedy acts on processes that run beside the
+	// flows (a competing process put in the idle class): the scenario's
+	// During, which runs them, goes on through the calibration.
+	onProcesses bool
 }
 
 // Where a calibration run's remedy comes from (Report.RemedyFrom).
@@ -44,6 +48,7 @@ func (s *Scenario) remedyFor(rep *doctor.Report) calibration {
 				switch {
 				case len(first.Argv) > 0:
 					c.From, c.Text, c.action = RemedyDoctor, first.Text, &first
+					c.onProcesses = top.Limit.Where.Layer == finding.LayerProcess
 					return c
 				case s.FixLoad != nil || s.FixIsApp:
 					c.From, c.Text = RemedyWorkload, first.Text

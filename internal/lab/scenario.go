@@ -74,7 +74,9 @@ type Scenario struct {
 	// Fix applies the doctor's remedy for the fault, and FixLoad what it has
 	// the application change, for the calibration run (RunOptions.Calibrate)
 	// that measures what the remedy gains against the impact the doctor
-	// estimated. During does not run then: it is part of the fault.
+	// estimated. During does not run then (it is part of the fault), except
+	// where the doctor's remedy acts on the processes During runs (it puts
+	// a competing process in the idle class): they go on, remedied.
 	Fix     func(*Pair) error
 	FixLoad func(*load.Options)
 	// FixIsApp says Fix changes the application (restarts it with the
@@ -293,7 +295,10 @@ func (s *Scenario) perform(ctx context.Context, opts RunOptions, start time.Time
 		go s.During(faultCtx, pair)
 	}
 	fault, err := s.measure(ctx, pair, faultLoad, opts)
-	stopDuring()
+	defer stopDuring()
+	if !opts.Calibrate {
+		stopDuring()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: fault run: %w", s.Name, err)
 	}
@@ -311,6 +316,9 @@ func (s *Scenario) perform(ctx context.Context, opts RunOptions, start time.Time
 	var remedy calibration
 	if opts.Calibrate {
 		remedy = s.remedyFor(fault.Doctor)
+		if !remedy.onProcesses {
+			stopDuring()
+		}
 		if remedy.From != "" {
 			if fixed, err = s.calibrate(ctx, pair, faultLoad, remedy); err != nil {
 				return nil, fmt.Errorf("%s: calibration run: %w", s.Name, err)

@@ -1,0 +1,63 @@
+package doctor
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/skbtrace/skbtrace/internal/finding"
+)
+
+func cpuFinding(t *testing.T, ev *Evidence) *finding.Finding {
+	t.Helper()
+	rep := Diagnose(ev)
+	for i := range rep.Findings {
+		if f := &rep.Findings[i]; f.ID == "cpu-saturated" && f.Severity >= finding.Warning {
+			return f
+		}
+	}
+	t.Fatalf("no cpu-saturated warning: %v", ids(rep.Findings))
+	return nil
+}
+
+// The lab's cpu-saturated (two busy loops on the receiver's CPU) and
+// cpu-python-hog-sender (a python3 loop on the sender's): processes that
+// made no socket call. They are the limit, named with their share, and the
+// first remedy puts every thread of each in the idle class; the normal
+// class is how to undo it.
+func TestCPUCompetitorsAreTheLimit(t *testing.T) {
+	for _, name := range []string{"cpu/cpu-saturated.json", "cpu/cpu-python-hog-sender.json"} {
+		ev := load(t, name)
+		f := cpuFinding(t, ev)
+		if f.Limit == nil || f.Limit.Kind != KindCPUCompetitor || f.Limit.Where.Layer != finding.LayerProcess {
+			t.Fatalf("%s: limit %+v, want %s", name, f.Limit, KindCPUCompetitor)
+		}
+		others, _ := otherWorkOn(ev, f.Limit.Applies.CPUs[0])
+		for _, p := range others {
+			if p.User >= minCompetitor && !strings.Contains(f.Remedy[0], "chrt -a -i -p 0 "+strconv.Itoa(p.PID)) {
+				t.Errorf("%s: %s[%d] at %.0f %% is not in the first remedy %q", name, p.Comm, p.PID, 100*p.User, f.Remedy[0])
+			}
+		}
+		if f.Limit.SetBy == nil || f.Limit.SetBy.PID != others[0].PID {
+			t.Errorf("%s: set by %v, want the busiest competitor %d", name, f.Limit.SetBy, others[0].PID)
+		}
+		if !strings.Contains(strings.Join(f.Remedy, "\n"), "chrt -a -o -p 0 PID") {
+			t.Errorf("%s: no way back in %q", name, f.Remedy)
+		}
+	}
+}
+
+// Processes that made socket calls are the flows' own, not competitors:
+// with the busy loops' samples charged to a sender, no limit is named.
+func TestCPUCompetitorIsNeverAFlowsOwnProcess(t *testing.T) {
+	ev := load(t, "cpu/cpu-saturated.json")
+	for i := range ev.Processes {
+		ev.SockIO = append(ev.SockIO, SockIO{Pid: uint32(ev.Processes[i].PID), Comm: ev.Processes[i].Comm, Dir: "send", Calls: 1, Bytes: 1})
+	}
+	rep := Diagnose(ev)
+	for _, f := range rep.Findings {
+		if f.Limit != nil && f.Limit.Kind == KindCPUCompetitor {
+			t.Errorf("a process that sends is named a competitor: %s", f.Limit.Value)
+		}
+	}
+}
