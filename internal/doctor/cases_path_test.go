@@ -70,6 +70,8 @@ func TestAReaderThatStopsIsNotACPUBoundReader(t *testing.T) {
 	}
 	if f := rep.Top(finding.Warning); !strings.Contains(strings.Join(f.Remedy, "\n"), "stops reading") {
 		t.Errorf("the remedy does not point at the reader: %v", f.Remedy)
+	} else if f.Limit == nil || f.Limit.Kind != KindReadPace || f.Limit.SetBy == nil || !strings.HasPrefix(f.Remedy[0], "in python3[") {
+		t.Errorf("the reader is not the limit, named: %+v, remedy %q", f.Limit, f.Remedy)
 	}
 	s := flowOf(ev, true)
 	s.LimitMeanRunUs["swnd"], s.ZeroWindowProbed = 4000, 0

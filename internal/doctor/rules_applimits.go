@@ -69,3 +69,57 @@ func writeSizeLimit(s SockIO, perCall float64) *finding.Limit {
 
 // smallPacketTarget is a message that fills a 1500-byte MTU's datagram.
 const smallPacketTarget = 1472
+
+// KindReadPace is how an application drains a socket: late reads, or
+// pauses that leave the window shut. Its own code sets it; the lab applies
+// its remedy by restarting the reader as the control reads.
+const KindReadPace = "app_read_pace"
+
+// readerOwner is who reads a receiving flow: the socket's owner as the
+// observer read it, else the process that received the most bytes
+// (sock_io records no socket); nil where neither is known.
+func readerOwner(ev *Evidence, f *Flow) *finding.Owner {
+	if f != nil {
+		if o := socketOwner(ev, f); o != nil {
+			return o
+		}
+	}
+	var top *SockIO
+	for i := range ev.SockIO {
+		if s := &ev.SockIO[i]; s.Dir == "recv" && s.Bytes > 0 && (top == nil || s.Bytes > top.Bytes) {
+			top = s
+		}
+	}
+	if top == nil {
+		return nil
+	}
+	return &finding.Owner{PID: int(top.Pid), Comm: top.Comm}
+}
+
+// readPaceLimit is a receiving flow's reader as the limit reader-late and
+// a stopped reader's rwnd-limited name: what it does (how), what to change
+// (fix), with the measurement in the arithmetic.
+func readPaceLimit(ev *Evidence, f *Flow, value, fix, arithmetic string) *finding.Limit {
+	owner := readerOwner(ev, f)
+	who := "the receiving application"
+	if owner != nil {
+		who = owner.String()
+	}
+	var where finding.Place
+	var applies finding.Scope
+	if f != nil {
+		flow := f.Local.String() + " " + f.Peer.String()
+		where, applies = finding.Place{Layer: finding.LayerSocket, Netns: f.Netns, Object: flow}, finding.Scope{Flows: []string{flow}}
+	} else {
+		where = finding.Place{Layer: finding.LayerProcess, Object: "recv calls of " + who}
+	}
+	if owner != nil {
+		applies.PIDs = []int{owner.PID}
+	}
+	return &finding.Limit{Kind: KindReadPace, Value: value, Where: where, SetBy: owner, Applies: applies,
+		Undo: []finding.Action{
+			finding.Change("in %s: %s", who, fix),
+			finding.Change("move slow processing off the reading thread, so reads are never held behind it"),
+		},
+		Arithmetic: arithmetic, Source: "tcp_stage, tcp_sendlim and sock_io events"}
+}

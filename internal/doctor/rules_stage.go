@@ -286,14 +286,15 @@ func readerLate(ev *Evidence, f *Flow, st *StageTime, share float64) []finding.F
 		evidence = append(evidence, fmt.Sprintf("but CPU %d was %s busy (%s): the reader waits for a CPU", c.CPU, pct(c.Busy()), cpuSplit(c)))
 		explanation += " Here a CPU was busy enough that the reader waits for it: what keeps it busy comes first."
 	}
+	lim := readPaceLimit(ev, f, fmt.Sprintf("received bytes wait %s for its reads", units.Duration(wait)),
+		"read as soon as data arrives (poll/epoll, a thread that only reads) and in large reads",
+		stageLine(st, share, "from the driver to the reader")+"; the reading process: "+reader)
+	evidence = append(evidence, lim.Describe())
 	return []finding.Finding{{ID: "reader-late", Severity: severity,
 		Title:       fmt.Sprintf("%s <- %s: received bytes wait %s for the reader", f.Local, f.Peer, units.Duration(wait)),
 		Evidence:    evidence,
 		Explanation: explanation,
-		Remedy: []string{
-			fmt.Sprintf("make %s read as soon as data arrives (poll/epoll, a thread that only reads) and in large reads", reader),
-			"move slow processing off the reading thread, so reads are never held behind it",
-		},
+		Remedy:      lim.Remedy(), Limit: lim,
 		Scope: flowScope(f), Impact: stageImpact(share), ImpactText: "the share of each received byte's way spent in the receive queue",
 		Confidence: finding.Strong,
 		Confirm:    []string{nsPrefix(f.Netns) + fmt.Sprintf("ss -tm src %s: Recv-Q stays high while the flow runs", f.Local)}}}

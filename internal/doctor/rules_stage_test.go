@@ -81,3 +81,22 @@ func TestRxBacklogWantsAWaitThatCostsThroughput(t *testing.T) {
 		t.Errorf("the paced stream's top finding is rx-backlog: %s", top.Title)
 	}
 }
+
+// The lab's reader-late: the reader is the limit, named as the process
+// that read the bytes, and the first remedy is its change.
+func TestReaderLateNamesTheReader(t *testing.T) {
+	rep := Diagnose(load(t, "lab/reader-late.json"))
+	for _, f := range rep.Findings {
+		if f.ID != "reader-late" {
+			continue
+		}
+		if f.Limit == nil || f.Limit.Kind != KindReadPace || f.Limit.SetBy == nil || f.Limit.SetBy.PID == 0 {
+			t.Fatalf("limit %+v, want the reader's %s", f.Limit, KindReadPace)
+		}
+		if want := "in " + f.Limit.SetBy.String() + ": read as soon as data arrives"; !strings.HasPrefix(f.Remedy[0], want) {
+			t.Errorf("remedy %q, want it to start %q", f.Remedy[0], want)
+		}
+		return
+	}
+	t.Fatalf("no reader-late finding: %v", ids(rep.Findings))
+}
