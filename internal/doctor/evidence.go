@@ -24,7 +24,11 @@ type Evidence struct {
 	LostEvents   uint64            `json:"lost_events,omitempty"`
 	Mitigations  []host.Mitigation `json:"mitigations,omitempty"`
 	CPUs         []CPUUse          `json:"cpus"`
-	Softnet      host.Softnet      `json:"softnet"`
+	// CopyRate is how fast a CPU copied memory, bytes a second, measured
+	// after the workload (host.CopyRate): what a stream over a virtual
+	// device scales with when nothing holds it (virtualStreamRate).
+	CopyRate float64      `json:"copy_bytes_per_second,omitempty"`
+	Softnet  host.Softnet `json:"softnet"`
 	Namespaces   []Namespace       `json:"namespaces"`
 	Flows        []Flow            `json:"flows,omitempty"`
 	Drops        []Drop            `json:"drops,omitempty"`

@@ -83,6 +83,10 @@ type Scenario struct {
 	// control's settings): it is the workload's switch for a remedy that
 	// asks the application to change.
 	FixIsApp bool
+	// Latency, for a fault that costs time rather than throughput (a
+	// queue that holds bytes), is the wait it adds, as a run measured it:
+	// the calibration reports the share of it the remedy took away.
+	Latency func(m *Measurement, p *Pair) time.Duration
 	// RemedyPartial says why the doctor's first remedy alone cannot
 	// restore the control's throughput (a second fault stays): the
 	// calibration still measures it, and CI holds it to no bar.
@@ -180,6 +184,10 @@ type Report struct {
 	FixedBps float64 `json:"fixed_bits_per_second,omitempty"`
 	FixedOps float64 `json:"fixed_ops_per_second,omitempty"`
 	Gain     float64 `json:"gain,omitempty"`
+	// LatencyGain, for a fault that costs time rather than throughput
+	// (Scenario.Latency), is the share of the fault run's wait the remedy
+	// took away: what its finding's impact estimates.
+	LatencyGain float64 `json:"latency_gain,omitempty"`
 	// Remedy is what the calibration run applied and RemedyFrom whose it
 	// was (RemedyDoctor ...); PredictedImpact is the doctor's estimate of
 	// the share the fault cost, beside Gain, and Restored the fixed run's
@@ -353,6 +361,11 @@ func (s *Scenario) perform(ctx context.Context, opts RunOptions, start time.Time
 			rep.Gain = 1 - fault.Load.OpsPerSec/fixed.Load.OpsPerSec
 		} else if fixed.Load.Bps > 0 {
 			rep.Gain = 1 - fault.Load.Bps/fixed.Load.Bps
+		}
+		if s.Latency != nil {
+			if before := s.Latency(fault, pair); before > 0 {
+				rep.LatencyGain = max(0, 1-float64(s.Latency(fixed, pair))/float64(before))
+			}
 		}
 	}
 	return rep, nil

@@ -48,11 +48,11 @@ var Scenarios = []*Scenario{
 	},
 	{
 		Name:     "rwnd-limited",
-		Fault:    "net.ipv4.tcp_rmem = 4096 8192 16384 in the receiver's namespace",
+		Fault:    "net.ipv4.tcp_rmem = 4096 4096 8192 in the receiver's namespace",
 		Expect:   "rwnd-limited",
 		Families: []string{"tcp_conn", "tcp_sendlim", "tcp_rtt"},
 		Load:     bulk,
-		Inject:   func(p *Pair) error { return sysctl(p.Receiver, "net.ipv4.tcp_rmem", "4096 8192 16384") },
+		Inject:   func(p *Pair) error { return sysctl(p.Receiver, "net.ipv4.tcp_rmem", "4096 4096 8192") },
 		Fix:      func(p *Pair) error { return sysctl(p.Receiver, "net.ipv4.tcp_rmem", defaultRmem) },
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			// The throughput effect needs the two-hosts emulation (Pair.TwoHosts):
@@ -60,8 +60,12 @@ var Scenarios = []*Scenario{
 			// control's receiver, copying as fast as its CPU allows, holds the
 			// window part of the time (a tenth to three fifths measured, with
 			// decisions after writes): the fault must add to that.
+			// A sender held by the window nearly all its time is the fault
+			// whatever the control ran at: CI's three controls once all ran
+			// in one of this VM's slow seconds (13.26 Gbit/s, then 36.6 after
+			// the remedy) beside a fault at 10.40.
 			share := f.limitShare("swnd")
-			slower := runtime.NumCPU() < 2 || f.Load.Bps < 0.7*c.Load.Bps
+			slower := runtime.NumCPU() < 2 || f.Load.Bps < 0.7*c.Load.Bps || share >= 0.95
 			return fmt.Sprintf("tcp_sendlim [swnd] %.0f %% of the sender's time (control %.0f %%); throughput %s",
 				share*100, c.limitShare("swnd")*100, change(c, f)), share > 0.5 && share > c.limitShare("swnd")+0.3 && slower
 		},

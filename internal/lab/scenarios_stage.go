@@ -41,6 +41,10 @@ var stageScenarios = []*Scenario{
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			return stageVerdict(c, f, p.Sender, ReceiverAddr.Addr(), wire.TcpStageSTAGE_SEND_QUEUE, 200*time.Millisecond)
 		},
+		Latency: func(m *Measurement, p *Pair) time.Duration {
+			w, _ := m.stageWait(p.Sender, ReceiverAddr.Addr(), wire.TcpStageSTAGE_SEND_QUEUE)
+			return w
+		},
 	},
 	{
 		Name: "qdisc-bloat",
@@ -60,6 +64,11 @@ var stageScenarios = []*Scenario{
 			return fmt.Sprintf("tbf backlog up to %d bytes (control %d); throughput %s", fb, cb, change(c, f)),
 				fb >= 2500000 && fb >= 10*cb
 		},
+		// The longest wait in the router's queue: its deepest backlog at
+		// the rate.
+		Latency: func(m *Measurement, p *Pair) time.Duration {
+			return time.Duration(float64(m.backlogMax(netRouter(p).out)) / routerShaperBytes * float64(time.Second))
+		},
 	},
 	shaped(sockReader(&Scenario{
 		Name: "reader-late",
@@ -72,6 +81,10 @@ var stageScenarios = []*Scenario{
 		Workload: sockGenerator,
 		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
 			return stageVerdict(c, f, p.Receiver, SenderAddr.Addr(), wire.TcpStageSTAGE_RX_QUEUE, 5*time.Millisecond)
+		},
+		Latency: func(m *Measurement, p *Pair) time.Duration {
+			w, _ := m.stageWait(p.Receiver, SenderAddr.Addr(), wire.TcpStageSTAGE_RX_QUEUE)
+			return w
 		},
 	}, sockSinkArgs{chunk: 1 << 20, pause: 20 * time.Millisecond})),
 }
@@ -122,6 +135,9 @@ func (m *Measurement) stageWait(ns *host.Netns, peer netip.Addr, stage wire.TcpS
 	}
 	return time.Duration(event.TimeWeightedUs(best.Hist[:], event.StageBits) * float64(time.Microsecond)), best.Count
 }
+
+// routerShaperBytes is routerShaper's rate, 200 Mbit/s, in bytes a second.
+const routerShaperBytes = 25e6
 
 // routerShaper shapes the router's link to the receiver with a queue of limit.
 func routerShaper(p *Pair, limit string) error {

@@ -282,8 +282,12 @@ func remedyFailures(t *testing.T, reports []lab.Report) []string {
 		if r.RemedyFrom == "" {
 			continue
 		}
-		t.Logf("%-18s remedy (%s): %s; restored %.0f %% of the control, gained %.0f %%, estimated %.0f %%",
-			r.Name, r.RemedyFrom, r.Remedy, r.Restored*100, r.Gain*100, r.PredictedImpact*100)
+		wait := ""
+		if r.LatencyGain > 0 {
+			wait = fmt.Sprintf(" (its wait %.0f %% less)", r.LatencyGain*100)
+		}
+		t.Logf("%-18s remedy (%s): %s; restored %.0f %% of the control, gained %.0f %%%s, estimated %.0f %%",
+			r.Name, r.RemedyFrom, r.Remedy, r.Restored*100, r.Gain*100, wait, r.PredictedImpact*100)
 		if r.RemedyPartial != "" {
 			t.Logf("%-18s held to no bar: %s", r.Name, r.RemedyPartial)
 			continue

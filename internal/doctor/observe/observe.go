@@ -232,6 +232,7 @@ func Observe(ctx context.Context, opts Options) (*Observation, error) {
 	}
 
 	ev := hostEvidence(seconds, rec != nil, cpuBefore, cpuAfter, softBefore, softAfter)
+	ev.CopyRate = host.CopyRate()
 	switch {
 	case samples != nil:
 		ev.Processes, ev.ObserverPID, ev.ProcessesSampled = SampledShares(samples, ev.CPUs), os.Getpid(), true

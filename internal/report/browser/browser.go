@@ -88,6 +88,11 @@ func Open(ctx context.Context, url string, o Options) (*Result, error) {
 	}
 	r := &Result{DOM: stdout.String(), Stderr: stderr.String()}
 	for _, line := range strings.Split(r.Stderr, "\n") {
+		// Chromium's own pages log to the console too ("Slow network is
+		// detected", from chrome://resources, offline): they are not the page's.
+		if strings.Contains(line, "source: chrome://") {
+			continue
+		}
 		if strings.Contains(line, ":CONSOLE") || strings.Contains(line, "Uncaught") {
 			r.Console = append(r.Console, line)
 		}
