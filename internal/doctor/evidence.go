@@ -27,12 +27,12 @@ type Evidence struct {
 	// CopyRate is how fast a CPU copied memory, bytes a second, measured
 	// after the workload (host.CopyRate): what a stream over a virtual
 	// device scales with when nothing holds it (virtualStreamRate).
-	CopyRate float64      `json:"copy_bytes_per_second,omitempty"`
-	Softnet  host.Softnet `json:"softnet"`
-	Namespaces   []Namespace       `json:"namespaces"`
-	Flows        []Flow            `json:"flows,omitempty"`
-	Drops        []Drop            `json:"drops,omitempty"`
-	SockIO       []SockIO          `json:"sock_io,omitempty"`
+	CopyRate   float64      `json:"copy_bytes_per_second,omitempty"`
+	Softnet    host.Softnet `json:"softnet"`
+	Namespaces []Namespace  `json:"namespaces"`
+	Flows      []Flow       `json:"flows,omitempty"`
+	Drops      []Drop       `json:"drops,omitempty"`
+	SockIO     []SockIO     `json:"sock_io,omitempty"`
 	// Processes are the threads' CPU time by process and CPU; ObserverPID
 	// is the observer's own process among them.
 	Processes   []ProcessCPU `json:"processes,omitempty"`
