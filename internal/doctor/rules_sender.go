@@ -50,7 +50,7 @@ func rwndLimited(ev *Evidence) []finding.Finding {
 		need := windowTarget(ev, f, share)
 		if lim := receiverWindowLimit(ev, f, p, need); lim != nil {
 			fd := windowLimitFinding(f, p, share, source, evidence, lim)
-			windowHeldGain(ev, f, &fd)
+			heldGain(ev, f, &fd)
 			out = append(out, fd)
 			continue
 		}
@@ -155,22 +155,29 @@ func rwndLimited(ev *Evidence) []finding.Finding {
 			fd.Remedy = append(lim.Remedy(), slices.DeleteFunc(remedy, func(r string) bool { return strings.HasPrefix(r, "in the receiving application: find why") })...)
 		}
 		if !stopped {
-			windowHeldGain(ev, f, &fd)
+			heldGain(ev, f, &fd)
 		}
 		out = append(out, fd)
 	}
 	return out
 }
 
-// windowHeldGain bounds a window's impact by what the flow would gain
-// without it: the share of its time it waited is more where the CPU would
-// hold it soon after (a receive buffer at 67 % gained, route window 73 %,
-// where the waits said 98-99 %). A small window also raises the cost per
-// byte (small reads, an ACK for every few segments): the bound is what a
-// stream carries here where that is more (liftedGain).
-func windowHeldGain(ev *Evidence, f *Flow, fd *finding.Finding) {
+// heldGain bounds a window's or a send buffer's impact by what the flow
+// would gain without it: the waits say more where the CPU would hold it
+// soon after (a receive buffer at 67 % gained, a route window 73 %, send
+// buffers 65-69 %, where the waits said 90-99 %). A small window or buffer
+// also raises the cost per byte (small reads, an ACK for every few
+// segments): the bound is what a stream carries here where that is more
+// (liftedGain).
+// Without the stream's rate (evidence from before it was measured) the
+// CPU's busy share alone would read a small buffer's own cost per byte as
+// the CPU's limit: the waits stand.
+func heldGain(ev *Evidence, f *Flow, fd *finding.Finding) {
+	if _, _, known := streamRate(ev); !known {
+		return
+	}
 	if gain, how, ok := liftedGain(ev, f.SendBps()); ok && gain < fd.Impact {
-		fd.Impact, fd.ImpactText = gain, fmt.Sprintf("%s of the sender's time waited, but what the flow would gain without the window is %s)", pct(fd.Impact), how)
+		fd.Impact, fd.ImpactText = gain, fmt.Sprintf("%s by the waits, but what the flow would gain without the limit is %s)", pct(fd.Impact), how)
 	}
 }
 

@@ -197,6 +197,7 @@ func sndbufLimited(ev *Evidence) []finding.Finding {
 			fd.Impact = max(0, 1-f.SendBps()/want)
 			fd.ImpactText = fmt.Sprintf("1 - %s / %s (%s)", units.Bits(f.SendBps()), units.Bits(want), how)
 		}
+		heldGain(ev, f, &fd)
 		// What holds the buffer, read on the socket and in its namespace:
 		// the application's SO_SNDBUF before the sysctl.
 		need := sendBufferNeed(ev, f, share)
