@@ -64,7 +64,7 @@ func offloadDisabled(ev *Evidence) []finding.Finding {
 			impactText := "CPU per byte several times higher; throughput where the CPU is the limit"
 			// On a virtual device the CPU is the path's rate: the stream
 			// would run at what it carries here with segmentation on.
-			if impact == 0.4 && !d.physical() && severity >= finding.Warning {
+			if impact == 0.4 && virtualDevice(d) && severity >= finding.Warning {
 				if g, how, ok := liftedGain(ev, tx); ok && g > impact {
 					impact, impactText = min(g, maxShaperImpact), "what the flows would gain with segmentation on: "+how+")"
 				}

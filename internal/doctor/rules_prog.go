@@ -210,7 +210,7 @@ func lossByProgram(ev *Evidence, f *finding.Finding) {
 	// without it the stream runs at what it carries here, not at what the
 	// CPU allows at its cost with the program (54 % estimated so, 94 %
 	// gained).
-	if d := ev.DeviceNamed(ev.deviceNetns(dev), dev); d != nil && !d.physical() {
+	if d := ev.DeviceNamed(ev.deviceNetns(dev), dev); virtualDevice(d) {
 		var tx float64
 		for _, s := range ev.senders() {
 			tx += s.SendBps()

@@ -169,11 +169,11 @@ func rwndLimited(ev *Evidence) []finding.Finding {
 // also raises the cost per byte (small reads, an ACK for every few
 // segments): the bound is what a stream carries here where that is more
 // (liftedGain).
-// Without the stream's rate (evidence from before it was measured) the
-// CPU's busy share alone would read a small buffer's own cost per byte as
-// the CPU's limit: the waits stand.
+// Without the stream's rate (evidence from before it was measured), or on
+// a NIC, the CPU's busy share alone would read a small buffer's own cost
+// per byte as the CPU's limit: the waits stand.
 func heldGain(ev *Evidence, f *Flow, fd *finding.Finding) {
-	if _, _, known := streamRate(ev); !known {
+	if _, _, known := streamRate(ev); !known || !virtualDevice(ev.DeviceNamed(f.Netns, f.Dev)) {
 		return
 	}
 	if gain, how, ok := liftedGain(ev, f.SendBps()); ok && gain < fd.Impact {

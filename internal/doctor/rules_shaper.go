@@ -102,7 +102,11 @@ func shaperImpact(ev *Evidence, d *Device, tx, limit float64) (float64, string) 
 		speed := float64(d.SpeedMbps) * 1e6
 		return max(0, 1-max(tx, limit)/speed), fmt.Sprintf("1 - %s / the link's %s", units.Bits(max(tx, limit)), units.Bits(speed))
 	}
-	impact, how, ok := liftedGain(ev, tx)
+	gain := liftedGain
+	if d != nil && !virtualDevice(d) {
+		gain = cpuBoundGain // a NIC without a speed: its own costs
+	}
+	impact, how, ok := gain(ev, tx)
 	if !ok {
 		return 0.5, "half: neither the link's speed nor the CPUs are known"
 	}

@@ -42,3 +42,10 @@ func liftedGain(ev *Evidence, tx float64) (float64, string, bool) {
 	}
 	return gain, how, ok
 }
+
+// virtualDevice says whether a device is one of the kernel's own (veth,
+// bridge, vxlan ...), whose rate is the CPU's: a NIC without a link speed
+// (virtio-net) is not, and keeps the estimates made from its own costs (a
+// stream's rate over veth put a virtio NIC's TSO, off, above the GRO off
+// that was the fault).
+func virtualDevice(d *Device) bool { return d != nil && d.Kind != "device" }

@@ -67,3 +67,22 @@ func TestConsequencesRankButDoNotRaiseTheImpact(t *testing.T) {
 		t.Errorf("impact %.2f %q: want its own estimate, ranked by its consequences", f.Impact, f.ImpactText)
 	}
 }
+
+// A NIC without a link speed (virtio-net) is no virtual device: its
+// offloads keep the estimates made from its own costs, not a veth stream's
+// rate (which put the virtio sender's TSO, off and fixed, above the GRO off
+// that was the NIC lane's fault).
+func TestStreamRateIsNotANICs(t *testing.T) {
+	ev := load(t, "nic/virtio-hub.json")
+	before := Diagnose(ev)
+	ev.CopyRate = copyRateFor(32e9)
+	after := Diagnose(ev)
+	for i, f := range after.Findings {
+		if f.ID == "offload-disabled" && f.Impact != before.Findings[i].Impact {
+			t.Errorf("%s: impact %.2f with the stream's rate, %.2f without", f.Title, f.Impact, before.Findings[i].Impact)
+		}
+		if strings.Contains(f.ImpactText, "a stream's rate over veth") {
+			t.Errorf("%s: a NIC's finding estimated from a veth stream: %s", f.Title, f.ImpactText)
+		}
+	}
+}
