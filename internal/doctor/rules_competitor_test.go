@@ -10,14 +10,7 @@ import (
 
 func cpuFinding(t *testing.T, ev *Evidence) *finding.Finding {
 	t.Helper()
-	rep := Diagnose(ev)
-	for i := range rep.Findings {
-		if f := &rep.Findings[i]; f.ID == "cpu-saturated" && f.Severity >= finding.Warning {
-			return f
-		}
-	}
-	t.Fatalf("no cpu-saturated warning: %v", ids(rep.Findings))
-	return nil
+	return warningOf(t, ev, "cpu-saturated")
 }
 
 // The lab's cpu-saturated (two busy loops on the receiver's CPU) and

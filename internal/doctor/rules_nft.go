@@ -267,18 +267,22 @@ func nftChainOf(l *finding.Limit) string {
 	return family + " " + table + " " + chain
 }
 
-// packet-loss names the rule that dropped where the drops are netfilter's;
-// wrapped here, as rules_prog.go wraps it, so that rules_loss.go stays as
-// it is.
-func init() {
+// packet-loss names the rule that dropped where the drops are netfilter's,
+// wrapped so that rules_loss.go stays as it is.
+func init() { wrapLossWarning(lossByNft) }
+
+// wrapLossWarning has name refine each packet-loss warning: the nftables
+// rule, the qdisc's filter or queue that dropped. A finding one of them
+// named keeps its limit.
+func wrapLossWarning(name func(*Evidence, *finding.Finding)) {
 	for i := range Rules {
 		if Rules[i].ID == "packet-loss" {
 			check := Rules[i].Check
 			Rules[i].Check = func(ev *Evidence) []finding.Finding {
 				fs := check(ev)
 				for i := range fs {
-					if fs[i].ID == "packet-loss" && fs[i].Severity >= finding.Warning {
-						lossByNft(ev, &fs[i])
+					if fs[i].ID == "packet-loss" && fs[i].Severity >= finding.Warning && fs[i].Limit == nil {
+						name(ev, &fs[i])
 					}
 				}
 				return fs

@@ -77,20 +77,5 @@ func lossByQdisc(ev *Evidence, f *finding.Finding) {
 }
 
 // packet-loss names the filter or the queue that dropped where the drops
-// are a qdisc's; wrapped here, as rules_nft.go wraps it.
-func init() {
-	for i := range Rules {
-		if Rules[i].ID == "packet-loss" {
-			check := Rules[i].Check
-			Rules[i].Check = func(ev *Evidence) []finding.Finding {
-				fs := check(ev)
-				for i := range fs {
-					if fs[i].ID == "packet-loss" && fs[i].Severity >= finding.Warning && fs[i].Limit == nil {
-						lossByQdisc(ev, &fs[i])
-					}
-				}
-				return fs
-			}
-		}
-	}
-}
+// are a qdisc's.
+func init() { wrapLossWarning(lossByQdisc) }

@@ -10,13 +10,19 @@ import (
 
 func qdropLoss(t *testing.T, ev *Evidence) *finding.Finding {
 	t.Helper()
+	return warningOf(t, ev, "packet-loss")
+}
+
+// warningOf is the first finding id at warning or above in ev's diagnosis.
+func warningOf(t *testing.T, ev *Evidence, id string) *finding.Finding {
+	t.Helper()
 	rep := Diagnose(ev)
 	for i := range rep.Findings {
-		if f := &rep.Findings[i]; f.ID == "packet-loss" && f.Severity >= finding.Warning {
+		if f := &rep.Findings[i]; f.ID == id && f.Severity >= finding.Warning {
 			return f
 		}
 	}
-	t.Fatalf("no packet-loss warning: %v", ids(rep.Findings))
+	t.Fatalf("no %s warning: %v", id, ids(rep.Findings))
 	return nil
 }
 

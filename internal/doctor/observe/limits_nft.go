@@ -99,20 +99,24 @@ func readNftRulesets(spaces []*watched, notes *[]string) map[string]*nfdRuleset 
 	return out
 }
 
-func readNftRuleset(w *watched) (*nfdRuleset, error) {
-	run := func(args ...string) ([]byte, error) {
-		cmd := exec.Command("nft", args...)
-		if w.ns != nil {
-			return w.ns.Output(cmd)
-		}
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		b, err := cmd.Output()
-		if err != nil {
-			return nil, fmt.Errorf("nft %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
-		}
-		return b, nil
+// output runs a command in the watched namespace (nft, tc) and returns
+// what it printed; its error carries the command and its stderr.
+func (w *watched) output(name string, args ...string) ([]byte, error) {
+	cmd := exec.Command(name, args...)
+	if w.ns != nil {
+		return w.ns.Output(cmd)
 	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return b, nil
+}
+
+func readNftRuleset(w *watched) (*nfdRuleset, error) {
+	run := func(args ...string) ([]byte, error) { return w.output("nft", args...) }
 	at := time.Now()
 	j, err := run("-j", "list", "ruleset")
 	if err != nil {

@@ -1,7 +1,6 @@
 package observe
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os/exec"
@@ -40,19 +39,7 @@ func queueDropLimits(spaces []*watched, notes *[]string) []finding.Limit {
 }
 
 func queueDropsIn(w *watched) ([]finding.Limit, error) {
-	run := func(args ...string) ([]byte, error) {
-		cmd := exec.Command("tc", args...)
-		if w.ns != nil {
-			return w.ns.Output(cmd)
-		}
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		b, err := cmd.Output()
-		if err != nil {
-			return nil, fmt.Errorf("tc %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
-		}
-		return b, nil
-	}
+	run := func(args ...string) ([]byte, error) { return w.output("tc", args...) }
 	js, err := run("-s", "-j", "qdisc", "show")
 	if err != nil {
 		return nil, err
