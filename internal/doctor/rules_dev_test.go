@@ -137,3 +137,17 @@ func TestVethGROOffBehindPeerSegmentation(t *testing.T) {
 		}
 	}
 }
+
+// Datagrams beyond the smaller MTU die whole, so the share of the larger
+// end's packets the link dropped is what the fault costs: the lab's
+// mtu-mismatch-veth-ends-udp lost all its datagrams (its fix gained 100 %)
+// where the retransmission formula, with no TCP flow, said 50 %.
+func TestMTUMismatchImpactIsTheDroppedShare(t *testing.T) {
+	f := findingOf(Diagnose(load(t, "dev/mtu-mismatch-veth-ends-udp.json")), "mtu-mismatch")
+	if f == nil {
+		t.Fatal("no mtu-mismatch finding")
+	}
+	if f.Impact < 0.95 || !strings.Contains(f.ImpactText, "the link dropped") {
+		t.Errorf("impact %.2f %q, want the dropped share (nearly all)", f.Impact, f.ImpactText)
+	}
+}

@@ -234,6 +234,17 @@ func mtuDiffers(ev *Evidence, already []finding.Finding) []finding.Finding {
 				impact = math.Min(0.9, math.Max(impact, 5*math.Sqrt(float64(retrans)/float64(segs))))
 			}
 			impactText = fmt.Sprintf("about %s (from the link's drops and retransmissions)", pct(impact))
+			// Datagrams beyond the smaller MTU (UDP, or GSO without
+			// TCP's MSS) die whole: the share of the larger end's
+			// packets that the link dropped is what is lost.
+			sender := d
+			if o.MTU > d.MTU {
+				sender = o
+			}
+			if sent := dropped + sender.Stats.TxPackets; sent > 0 && float64(dropped)/float64(sent) > impact {
+				impact = math.Min(0.99, float64(dropped)/float64(sent))
+				impactText = fmt.Sprintf("about %s: the link dropped %d of the %d packets %s sent", pct(impact), dropped, sent, sender.Name)
+			}
 		}
 		fd := finding.Finding{ID: "mtu-mismatch", Severity: severity,
 			Title:    fmt.Sprintf("the ends of a link disagree on the MTU: %s %d, %s %d", d.Name, d.MTU, o.Name, o.MTU),
