@@ -142,7 +142,7 @@ driver cannot make is reported as skipped, with the reason.`,
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			var reports []*lab.Report
-			failed, disagreed := 0, 0
+			failed, disagreed, remedyFailed := 0, 0, 0
 			for _, s := range run {
 				if !asJSON {
 					fmt.Fprintf(e.stderr, "skbtrace: lab: running %s ...\n", s.Name)
@@ -163,6 +163,9 @@ driver cannot make is reported as skipped, with the reason.`,
 				}
 				if rep.Doctor != nil && !rep.Doctor.Agrees {
 					disagreed++
+				}
+				if rep.RemedyFailed != "" {
+					remedyFailed++
 				}
 				if !asJSON {
 					printLabReport(e, rep)
@@ -192,6 +195,9 @@ driver cannot make is reported as skipped, with the reason.`,
 			}
 			if disagreed > 0 {
 				return fmt.Errorf("the doctor's top finding differs from the expected one in %d of %d scenarios", disagreed, len(reports))
+			}
+			if remedyFailed > 0 {
+				return fmt.Errorf("the remedy could not be applied or measured in %d of %d scenarios", remedyFailed, len(reports))
 			}
 			return nil
 		},
@@ -237,6 +243,9 @@ func printLabReport(e *env, r *lab.Report) {
 		if r.RemedyPartial != "" {
 			fmt.Fprintf(e.stdout, "            it cannot restore it all: %s\n", r.RemedyPartial)
 		}
+	}
+	if r.RemedyFailed != "" {
+		fmt.Fprintf(e.stdout, "  remedy:   %s (%s) FAILED: %s\n", r.Remedy, remedySource[r.RemedyFrom], r.RemedyFailed)
 	}
 	fmt.Fprintf(e.stdout, "  signal:   %s\n", r.Signal)
 	if r.Expect != "" {

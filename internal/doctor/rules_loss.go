@@ -267,31 +267,24 @@ func ringOverflowOf(netns string, d *Device) *ringOverflow {
 // or, where they leave through a NIC, its speed if that comes first (a
 // QEMU NIC's 10 Gbit/s under emulation, whose CPUs saturate at a tenth).
 // Where every sender leaves through the kernel's own devices with no
-// shaper on them, a stream's rate on this host bounds them too
-// (liftedGain): a lossy stream costs more per byte (its recoveries'
+// shaper on them (sendersOverVirtual), a stream's rate on this host bounds
+// them too: a lossy stream costs more per byte (its recoveries'
 // retransmissions and SACKs, shorter bursts), so its CPU's busy share
 // understates the rate without the loss (a 1 % drop's stream ran 9.4
-// Gbit/s with its CPU 51 % busy; without the drop it ran 32). A shaper's
-// class (an htb at 20 Gbit/s held its stream to 12) keeps the costs of
-// the limited run.
+// Gbit/s with its CPU 51 % busy; without the drop it ran 32).
 func lossFreeGain(ev *Evidence) (float64, string, bool) {
-	var tx, speed float64
-	lifted := true
+	var speed float64
 	for _, f := range ev.senders() {
-		tx += f.SendBps()
-		d := ev.DeviceNamed(f.Netns, f.Dev)
-		if d.physical() {
+		if d := ev.DeviceNamed(f.Netns, f.Dev); d.physical() {
 			speed = max(speed, float64(d.SpeedMbps)*1e6)
 		}
-		if !virtualDevice(d) || ev.deviceLimit(KindTBFRate, f.Netns, f.Dev) != nil || ev.deviceLimit(KindHTBClassRate, f.Netns, f.Dev) != nil {
-			lifted = false
-		}
 	}
+	tx, unshaped := ev.sendersOverVirtual()
 	if tx <= 0 {
 		return 0, "", false
 	}
 	gain, how, ok := cpuBoundGain(ev, tx)
-	if lifted {
+	if unshaped {
 		gain, how, ok = liftedGain(ev, tx)
 	}
 	how += ")"

@@ -49,3 +49,20 @@ func liftedGain(ev *Evidence, tx float64) (float64, string, bool) {
 // stream's rate over veth put a virtio NIC's TSO, off, above the GRO off
 // that was the fault).
 func virtualDevice(d *Device) bool { return d != nil && d.Kind != "device" }
+
+// sendersOverVirtual is the sending flows' rate and whether every one of
+// them leaves through the kernel's own devices with no shaper on them:
+// there a stream's rate on this host bounds what they would do without a
+// limit that costs CPU per byte (liftedGain). A shaper's class keeps the
+// costs of the limited run (an htb at 20 Gbit/s held its stream to 12).
+func (e *Evidence) sendersOverVirtual() (float64, bool) {
+	var tx float64
+	unshaped := true
+	for _, f := range e.senders() {
+		tx += f.SendBps()
+		if !virtualDevice(e.DeviceNamed(f.Netns, f.Dev)) || e.deviceLimit(KindTBFRate, f.Netns, f.Dev) != nil || e.deviceLimit(KindHTBClassRate, f.Netns, f.Dev) != nil {
+			unshaped = false
+		}
+	}
+	return tx, unshaped && tx > 0
+}

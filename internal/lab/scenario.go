@@ -192,9 +192,11 @@ type Report struct {
 	// was (RemedyDoctor ...); PredictedImpact is the doctor's estimate of
 	// the share the fault cost, beside Gain, and Restored the fixed run's
 	// throughput as a share of the control's.
-	Remedy          string  `json:"remedy,omitempty"`
-	RemedyFrom      string  `json:"remedy_from,omitempty"`
-	RemedyPartial   string  `json:"remedy_partial,omitempty"`
+	Remedy        string `json:"remedy,omitempty"`
+	RemedyFrom    string `json:"remedy_from,omitempty"`
+	RemedyPartial string `json:"remedy_partial,omitempty"`
+	// RemedyFailed says why the remedy could not be applied or measured.
+	RemedyFailed    string  `json:"remedy_failed,omitempty"`
 	PredictedImpact float64 `json:"predicted_impact,omitempty"`
 	Restored        float64 `json:"restored,omitempty"`
 	Signal          string  `json:"signal"`
@@ -322,14 +324,20 @@ func (s *Scenario) perform(ctx context.Context, opts RunOptions, start time.Time
 	}
 	var fixed *Measurement
 	var remedy calibration
+	var remedyFailed string
 	if opts.Calibrate {
 		remedy = s.remedyFor(fault.Doctor)
 		if !remedy.onProcesses {
 			stopDuring()
 		}
 		if remedy.From != "" {
+			// A remedy that cannot be applied, or breaks the load, is
+			// this scenario's result, not the end of the others'.
 			if fixed, err = s.calibrate(ctx, pair, faultLoad, remedy); err != nil {
-				return nil, fmt.Errorf("%s: calibration run: %w", s.Name, err)
+				if ctx.Err() != nil {
+					return nil, fmt.Errorf("%s: calibration run: %w", s.Name, err)
+				}
+				remedyFailed = err.Error()
 			}
 		}
 	}
@@ -348,6 +356,9 @@ func (s *Scenario) perform(ctx context.Context, opts RunOptions, start time.Time
 	}
 	if fault.Doctor != nil {
 		rep.Doctor = verdictOf(s, fault.Doctor, pair)
+	}
+	if remedyFailed != "" {
+		rep.Remedy, rep.RemedyFrom, rep.PredictedImpact, rep.RemedyFailed = remedy.Text, remedy.From, remedy.Impact, remedyFailed
 	}
 	if fixed != nil {
 		rep.FixedBps, rep.FixedOps = fixed.Load.Bps, fixed.Load.OpsPerSec

@@ -282,6 +282,10 @@ func remedyFailures(t *testing.T, reports []lab.Report) []string {
 		if r.RemedyFrom == "" {
 			continue
 		}
+		if r.RemedyFailed != "" {
+			failures = append(failures, fmt.Sprintf("%s: the remedy %q failed: %s", r.Name, r.Remedy, r.RemedyFailed))
+			continue
+		}
 		wait := ""
 		if r.LatencyGain > 0 {
 			wait = fmt.Sprintf(" (its wait %.0f %% less)", r.LatencyGain*100)
