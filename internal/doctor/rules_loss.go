@@ -242,6 +242,9 @@ type ringOverflow struct {
 // can still grow to (ethtool -g): a larger ring where the driver allows,
 // else faster draining of the one there is.
 func ringOverflowOf(netns string, d *Device) *ringOverflow {
+	if d == nil {
+		return nil
+	}
 	var missed uint64
 	for k, v := range d.ErrorStats {
 		if RingCounter(k) && strings.HasPrefix(strings.ToLower(k), "rx") {
