@@ -236,6 +236,9 @@ func printLabReport(e *env, r *lab.Report) {
 	if r.FixedBps > 0 {
 		fmt.Fprintf(e.stdout, "  fixed:    %s  %.0f ops/s, %s of the control's: the fault cost %s, the doctor estimated %s\n",
 			strings.TrimSpace(bitsPerSecond(r.FixedBps)), r.FixedOps, units.Percent(r.Restored), units.Percent(r.Gain), units.Percent(r.PredictedImpact))
+		if r.ControlAfterBps > 0 {
+			fmt.Fprintf(e.stdout, "            the control measured again beside it: %s\n", strings.TrimSpace(bitsPerSecond(r.ControlAfterBps)))
+		}
 		if r.LatencyGain > 0 {
 			fmt.Fprintf(e.stdout, "            its wait: the remedy took %s of it away\n", units.Percent(r.LatencyGain))
 		}

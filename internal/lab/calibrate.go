@@ -127,6 +127,51 @@ func (s *Scenario) measureBest(ctx context.Context, p *Pair, o load.Options, n i
 	return best, nil
 }
 
+// RestoreBar is the share of the control's throughput a remedy is held
+// to restore (issue 44).
+const RestoreBar = 0.8
+
+// restoredShare is the remedied run's throughput as a share of the
+// control's (operations per second for request/response).
+func restoredShare(o load.Options, fixed, control *Measurement) float64 {
+	if o.Mode == load.RR {
+		if control.Load.OpsPerSec > 0 {
+			return fixed.Load.OpsPerSec / control.Load.OpsPerSec
+		}
+		return 0
+	}
+	if control.Load.Bps > 0 {
+		return fixed.Load.Bps / control.Load.Bps
+	}
+	return 0
+}
+
+// confirmRestored measures the control again beside the remedied runs
+// when they fell short of RestoreBar: the first control ran a minute
+// before them, and a slow spell of this VM's (its runs swing up to 2x for
+// seconds at a time) can hold every remedied run while sparing the
+// control (packet-loss once restored 70 % with its drop rule deleted, 91-
+// 121 % in five other runs). The scenario's own fix returns the pair to
+// its control state; the share is then taken against that control, the
+// one measured beside the remedied runs. A remedy that did not work stays
+// short of it. Where the fix cannot return the pair there (it changes the
+// application, or the remedy acts on processes the scenario runs) the
+// first control stands.
+func (s *Scenario) confirmRestored(ctx context.Context, p *Pair, rep *Report, c calibration, o load.Options, fixed *Measurement) {
+	if c.From != RemedyDoctor || c.onProcesses || s.Fix == nil || s.FixIsApp || s.FixLoad != nil {
+		return
+	}
+	if err := s.Fix(p); err != nil {
+		return // the remedy already undid what the fix undoes
+	}
+	after, err := s.measureBest(ctx, p, s.Load, calibrationRuns)
+	if err != nil {
+		return
+	}
+	rep.ControlAfterBps = after.Load.Bps
+	rep.Restored = restoredShare(o, fixed, after)
+}
+
 // applyAction runs a remedy's command in its network namespace, as
 // ip netns exec would.
 func applyAction(a *finding.Action) error {

@@ -196,7 +196,10 @@ type Report struct {
 	RemedyFrom    string `json:"remedy_from,omitempty"`
 	RemedyPartial string `json:"remedy_partial,omitempty"`
 	// RemedyFailed says why the remedy could not be applied or measured.
-	RemedyFailed    string  `json:"remedy_failed,omitempty"`
+	RemedyFailed string `json:"remedy_failed,omitempty"`
+	// ControlAfterBps is the control measured again after the remedied
+	// runs, where they restored less than RestoreBar of the first.
+	ControlAfterBps float64 `json:"control_after_bits_per_second,omitempty"`
 	PredictedImpact float64 `json:"predicted_impact,omitempty"`
 	Restored        float64 `json:"restored,omitempty"`
 	Signal          string  `json:"signal"`
@@ -363,10 +366,9 @@ func (s *Scenario) perform(ctx context.Context, opts RunOptions, start time.Time
 	if fixed != nil {
 		rep.FixedBps, rep.FixedOps = fixed.Load.Bps, fixed.Load.OpsPerSec
 		rep.Remedy, rep.RemedyFrom, rep.PredictedImpact, rep.RemedyPartial = remedy.Text, remedy.From, remedy.Impact, s.RemedyPartial
-		if faultLoad.Mode == load.RR && control.Load.OpsPerSec > 0 {
-			rep.Restored = fixed.Load.OpsPerSec / control.Load.OpsPerSec
-		} else if control.Load.Bps > 0 {
-			rep.Restored = fixed.Load.Bps / control.Load.Bps
+		rep.Restored = restoredShare(faultLoad, fixed, control)
+		if rep.Restored < RestoreBar {
+			s.confirmRestored(ctx, pair, rep, remedy, faultLoad, fixed)
 		}
 		if faultLoad.Mode == load.RR && fixed.Load.OpsPerSec > 0 {
 			rep.Gain = 1 - fault.Load.OpsPerSec/fixed.Load.OpsPerSec
