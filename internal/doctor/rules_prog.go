@@ -191,19 +191,29 @@ func lossByProgram(ev *Evidence, f *finding.Finding) {
 			lim, dev = l, d.Name
 		}
 	}
+	if lim == nil {
+		lim, dev, site, dropped = tcDropper(ev)
+	}
 	if lim == nil || dropped < minLocatedDrops && byCounter < minLocatedDrops {
 		return
 	}
 	l := *lim
-	if dropped >= minLocatedDrops {
+	switch {
+	case l.Kind == kindTC:
+		f.Title = fmt.Sprintf("packets are dropped by the tc BPF program %s on %s (%s)", progLabel(&l), dev, site)
+	case dropped >= minLocatedDrops:
 		f.Title = fmt.Sprintf("packets are dropped in the XDP path of %s (%s), where the program %s runs", dev, site, progLabel(&l))
-	} else {
+	default:
 		f.Title = fmt.Sprintf("packets are dropped by the XDP program %s on %s: no skb sees them, its driver's counters do", progLabel(&l), dev)
 	}
 	f.Evidence = append(f.Evidence, l.Describe())
 	f.Evidence = append(f.Evidence, counted...)
-	f.Explanation += " The packets die where an XDP program decides their fate (XDP_DROP, or a frame the program's receive ring had no room for): " +
-		"the program on the path is the loss's cause, not the network."
+	if l.Kind == kindTC {
+		f.Explanation += " The packets die in a tc program's verdict (TC_ACT_SHOT): the program on the path is the loss's cause, not the network."
+	} else {
+		f.Explanation += " The packets die where an XDP program decides their fate (XDP_DROP, or a frame the program's receive ring had no room for): " +
+			"the program on the path is the loss's cause, not the network."
+	}
 	f.Remedy = append(l.Remedy(), "or fix the program's verdicts: bpftool prog dump xlated id "+programID(&l))
 	f.Limit = &l
 	// A program on a veth also takes its peer's TSO and the device's GRO:
@@ -219,6 +229,62 @@ func lossByProgram(ev *Evidence, f *finding.Finding) {
 			f.Impact, f.ImpactText = min(g, maxShaperImpact), "what the flows would gain without the program: "+how+")"
 		}
 	}
+}
+
+// tcDropper is the tc BPF program that dropped the flows' packets: a drop
+// of the tc hook's reason (TC_INGRESS, TC_EGRESS: 6.0 on) on a device
+// with a program in that direction, or, before reasons, a drop without
+// one where the hook runs (__netif_receive_skb_core for ingress, where
+// 5.10 inlines it; __dev_queue_xmit or sch_handle_egress for egress).
+func tcDropper(ev *Evidence) (lim *finding.Limit, dev, site string, dropped uint64) {
+	for _, d := range ev.Drops {
+		if benign(&d) || !ev.suffered(&d) || d.Dev == "" {
+			continue
+		}
+		dir := tcHookOf(&d)
+		if dir == "" {
+			continue
+		}
+		l := ev.tcProgramOn(ev.deviceNetns(d.Dev), d.Dev, dir)
+		if l == nil {
+			continue
+		}
+		if lim == nil || d.Dev == dev {
+			lim, dev, site = l, d.Dev, d.Reason+" at "+d.Location
+			dropped += d.Count
+		}
+	}
+	return lim, dev, site, dropped
+}
+
+// tcHookOf is the tc hook ("ingress", "egress") a drop happened in, "" for
+// none.
+func tcHookOf(d *Drop) string {
+	switch {
+	case d.Reason == "TC_INGRESS":
+		return "ingress"
+	case d.Reason == "TC_EGRESS":
+		return "egress"
+	case d.Reason != "NOT_SPECIFIED" && d.Reason != "":
+		return ""
+	case strings.HasPrefix(d.Location, "__netif_receive_skb_core") || strings.HasPrefix(d.Location, "sch_handle_ingress"):
+		return "ingress"
+	case strings.HasPrefix(d.Location, "__dev_queue_xmit") || strings.HasPrefix(d.Location, "sch_handle_egress"):
+		return "egress"
+	}
+	return ""
+}
+
+// tcProgramOn is a copy of the tc BPF program limit on a device's hook.
+func (e *Evidence) tcProgramOn(netns, dev, dir string) *finding.Limit {
+	for i := range e.Limits {
+		l := e.Limits[i]
+		if l.Kind == kindTC && l.Where.Netns == netns && len(l.Applies.Devices) > 0 && l.Applies.Devices[0] == dev &&
+			strings.HasPrefix(l.Where.Object, fmt.Sprintf("dev %s tc %s ", dev, dir)) {
+			return &l
+		}
+	}
+	return nil
 }
 
 // programID is a program limit's id ("prog 42 NAME ...").

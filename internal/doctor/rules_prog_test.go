@@ -144,3 +144,38 @@ func TestXDPDropSitesOfEachKernel(t *testing.T) {
 		}
 	}
 }
+
+// A tc BPF classifier dropping 1 % of the packets on the receiver's veth
+// ingress (the lab's tc-bpf-drop): the loss names the program with its
+// hook, and deleting its filter is the fix (restored 104 %). Before drop
+// reasons (5.10) the same drop reads NOT_SPECIFIED where the hook runs.
+func TestTCProgramNamedAsCause(t *testing.T) {
+	for _, reason := range []string{"TC_INGRESS", "NOT_SPECIFIED"} {
+		ev := load(t, "prog/tc-bpf-drop.json")
+		for i := range ev.Drops {
+			if ev.Drops[i].Reason == "TC_INGRESS" {
+				ev.Drops[i].Reason = reason
+			}
+		}
+		top := Diagnose(ev).Top(finding.Warning)
+		if top == nil || top.ID != "packet-loss" {
+			t.Fatalf("%s: top finding %v, want packet-loss", reason, top)
+		}
+		if top.Limit == nil || top.Limit.Kind != kindTC || !strings.Contains(top.Title, "tc BPF program") {
+			t.Fatalf("%s: packet-loss names no tc program: %q, limit %+v", reason, top.Title, top.Limit)
+		}
+		if want := " tc filter del dev skbr27438-1 ingress pref 1"; !strings.HasSuffix(top.Remedy[0], want) || top.Limit.Undo[0].Netns == "" {
+			t.Errorf("%s: first remedy %q, want ...%s in the receiver's namespace", reason, top.Remedy[0], want)
+		}
+	}
+	// A drop in another hook is not the ingress program's.
+	ev := load(t, "prog/tc-bpf-drop.json")
+	for i := range ev.Drops {
+		if ev.Drops[i].Reason == "TC_INGRESS" {
+			ev.Drops[i].Reason = "TC_EGRESS"
+		}
+	}
+	if top := Diagnose(ev).Top(finding.Warning); top != nil && top.Limit != nil && top.Limit.Kind == kindTC {
+		t.Errorf("an egress drop blamed on the ingress program: %q", top.Title)
+	}
+}

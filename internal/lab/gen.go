@@ -9,3 +9,6 @@ package lab
 
 // The XDP program of the xdp-drop-veth variant and its noise-xdp-pass-veth control.
 //go:generate go tool bpf2go -cc clang -strip llvm-strip -cflags "-O2 -g -Wall -Werror" -target bpfel,bpfeb XDPDrop ../../bpf/lab/xdp_drop.bpf.c -- -I../../bpf/include
+
+// The tc BPF classifier of the tc-bpf-drop variant and its noise-tc-bpf-pass control.
+//go:generate go tool bpf2go -cc clang -strip llvm-strip -cflags "-O2 -g -Wall -Werror" -target bpfel,bpfeb TCDrop ../../bpf/lab/tc_drop.bpf.c -- -I../../bpf/include
