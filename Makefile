@@ -88,7 +88,7 @@ bare-cache:
 # (on every wire LAB names); results in
 # out/nics/<kernel>-<model>-<backend>/.
 NIC_LAB := nic-baseline,nic-tso-off,nic-gro-off,nic-mtu-mismatch,nic-rx-csum-off,nic-coalescing
-NICS_LAB ?= 6.12:e1000e:hub:$(NIC_LAB),nic-irq-one-cpu,nic-xdp-drop 6.12:virtio-net-pci:hub:$(NIC_LAB),nic-xdp-drop \
+NICS_LAB ?= 6.12:e1000e:hub:$(NIC_LAB),nic-irq-one-cpu,nic-xdp-drop,nic-tc-drop 6.12:virtio-net-pci:hub:$(NIC_LAB),nic-xdp-drop,nic-tc-drop \
 	6.12:virtio-net-pci:tap:$(NIC_LAB) 6.12:e1000:hub:$(NIC_LAB) 6.12:vmxnet3:hub:$(NIC_LAB)
 NICS_MORE ?= 6.1:e1000e:hub 6.1:virtio-net-pci:hub
 NICS ?= $(NICS_LAB) $(NICS_MORE)
@@ -115,9 +115,10 @@ nics: build e2e-binary kernel-cache
 # it) and generically on e1000e, which has no XDP of its own. Not on e1000:
 # its control retransmits as much as a 1 % drop does (454 segments beside
 # 166, its ring overflowing under QEMU), and behind its generic program
-# GRO merged nothing, which the doctor named first.
-NICS_TEST ?= 6.12:e1000e:hub:nic-baseline,nic-tso-off,nic-gro-off,nic-mtu-mismatch,nic-coalescing,nic-xdp-drop \
-	6.12:virtio-net-pci:hub:nic-baseline,nic-gro-off,nic-xdp-drop \
+# GRO merged nothing, which the doctor named first. nic-tc-drop runs on the
+# same two: a tc program runs on every driver, after its GRO.
+NICS_TEST ?= 6.12:e1000e:hub:nic-baseline,nic-tso-off,nic-gro-off,nic-mtu-mismatch,nic-coalescing,nic-xdp-drop,nic-tc-drop \
+	6.12:virtio-net-pci:hub:nic-baseline,nic-gro-off,nic-xdp-drop,nic-tc-drop \
 	6.12:virtio-net-pci:tap:nic-baseline,nic-tso-off,nic-gro-off,nic-mtu-mismatch \
 	6.12:e1000:hub:$(NIC_LAB) \
 	6.12:vmxnet3:hub:nic-baseline,nic-tso-off,nic-gro-off,nic-rx-csum-off,nic-coalescing

@@ -234,8 +234,8 @@ func printLabReport(e *env, r *lab.Report) {
 		fmt.Fprintf(e.stdout, "  reverse:  %s  (the fault's load from the receiver back)\n", strings.TrimSpace(bitsPerSecond(r.ReverseBps)))
 	}
 	if r.FixedBps > 0 {
-		fmt.Fprintf(e.stdout, "  fixed:    %s  %.0f ops/s, %s of the control's: the fault cost %s, the doctor estimated %s\n",
-			strings.TrimSpace(bitsPerSecond(r.FixedBps)), r.FixedOps, units.Percent(r.Restored), units.Percent(r.Gain), units.Percent(r.PredictedImpact))
+		fmt.Fprintf(e.stdout, "  fixed:    %s  %.0f ops/s, %s of the control's: the fault cost %s (%s of the control's), the doctor estimated %s\n",
+			strings.TrimSpace(bitsPerSecond(r.FixedBps)), r.FixedOps, units.Percent(r.Restored), units.Percent(r.Gain), units.Percent(r.ControlCost), units.Percent(r.PredictedImpact))
 		if r.ControlAfterBps > 0 {
 			fmt.Fprintf(e.stdout, "            the control measured again beside it: %s\n", strings.TrimSpace(bitsPerSecond(r.ControlAfterBps)))
 		}

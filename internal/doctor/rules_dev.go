@@ -145,6 +145,15 @@ func groBlockedBy(f *finding.Finding, d *Device, l *finding.Limit) {
 		f.Title = fmt.Sprintf("GRO merges nothing on %s: an nftables rule in netns %s rewrites the headers GRO compares", d.Name, orNone(l.Where.Netns))
 		f.Explanation += fmt.Sprintf(" Here the rule %q (%s) writes a field GRO requires equal (TOS, TTL) or consecutive (IP ID) "+
 			"between the packets it merges.", l.Value, l.Where)
+		if !strings.HasSuffix(f.Scope, "(netns "+l.Where.Netns+")") {
+			// A hop that rewrites each packet forwards each one: its
+			// per-packet work stays when the receiver merges again, so
+			// the receiver's merging saves its own share only (the lab's
+			// router variants gained 5-25 % where a receiver alone, its
+			// sender as per-packet, gained 36-42 %).
+			f.Impact /= 2
+			f.ImpactText = fmt.Sprintf("about %s: the receiver's share of the per-packet work; the hop in netns %s that rewrites the packets forwards each one, with the rule or without", pct(f.Impact), l.Where.Netns)
+		}
 	}
 	nameLimit(f, l, f.Remedy...)
 }

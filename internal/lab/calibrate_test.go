@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"math"
 	"testing"
 
 	"github.com/skbtrace/skbtrace/internal/doctor"
@@ -43,5 +44,39 @@ func TestCalibrationAppliesTheDoctorsFirstRemedy(t *testing.T) {
 		if got.From != c.from || got.Text != c.text || got.Impact != c.impact || (got.action != nil) != c.runsArgv {
 			t.Errorf("%s: got %+v, want from %q text %q impact %v", c.name, got, c.from, c.text, c.impact)
 		}
+	}
+}
+
+// The estimate is held to the nearer of the fault's two measured costs, or
+// to the wait the remedy took away for a fault that costs time.
+func TestEstimateOff(t *testing.T) {
+	for _, c := range []struct {
+		r    Report
+		want float64
+	}{
+		{Report{PredictedImpact: 0.45, Gain: 0.05, ControlCost: 0.25}, 0.20},
+		{Report{PredictedImpact: 0.22, Gain: 0.05, ControlCost: 0.25}, 0.03},
+		{Report{PredictedImpact: 0.95, Gain: -0.14, ControlCost: 0.1, LatencyGain: 0.97}, 0.02},
+	} {
+		if got := c.r.EstimateOff(); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%+v: off by %.2f, want %.2f", c.r, got, c.want)
+		}
+	}
+}
+
+func TestCostAndRestoredShares(t *testing.T) {
+	bulk, rr := load.Options{Mode: load.Bulk}, load.Options{Mode: load.RR}
+	m := func(bps, ops float64) *Measurement {
+		return &Measurement{Load: &load.Result{Bps: bps, OpsPerSec: ops}}
+	}
+	fault, fixed := m(10e9, 500), m(30e9, 2000)
+	if got := costShare(bulk, fault, fixed); math.Abs(got-2.0/3) > 1e-9 {
+		t.Errorf("bulk cost %.3f, want 0.667", got)
+	}
+	if got := costShare(rr, fault, fixed); math.Abs(got-0.75) > 1e-9 {
+		t.Errorf("request/response cost %.3f, want 0.75 (by operations)", got)
+	}
+	if got := restoredShare(bulk, fixed, m(0, 0)); got != 0 {
+		t.Errorf("restored against a control that moved nothing: %v, want 0", got)
 	}
 }

@@ -3,6 +3,7 @@ package lab
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -11,7 +12,7 @@ import (
 )
 
 func init() {
-	NIC = append(NIC, nicXDPDrop)
+	NIC = append(NIC, nicXDPDrop, nicTCDrop)
 }
 
 // nicXDPDrop is xdp-drop-veth on a real driver: a program on the NIC that
@@ -53,5 +54,36 @@ var nicXDPDrop = &Scenario{
 		return fmt.Sprintf("%d retransmitted segments (control %d), %d skb_drop on %s; throughput %s",
 				retrans, netRetrans(c), f.devDrops(p.ReceiverDev), p.ReceiverDev, change(c, f)),
 			retrans > 3*(netRetrans(c)+1) && f.Load.Bps < 0.7*c.Load.Bps
+	},
+}
+
+// nicTCDrop is tc-bpf-drop on a real driver: a tc BPF classifier on the
+// receiver's NIC ingress that drops, a device-side limit the doctor must
+// name with its provenance whatever the driver.
+var nicTCDrop = &Scenario{
+	Name:     "nic-tc-drop",
+	Fault:    "a tc BPF program on the receiver's NIC ingress (clsact, direct action) drops 1 % of the IPv4 packets at random (control: none)",
+	Expect:   "packet-loss",
+	Families: []string{"tcp_conn", "tcp_retrans", "skb_drop"},
+	Load:     load.Options{Mode: load.Bulk, Duration: 3 * time.Second, CC: "cubic"},
+	Inject: func(p *Pair) error {
+		if err := attachTCDrop(p.Receiver, p.ReceiverDev, 100); err != nil {
+			return err
+		}
+		// The NIC outlives the namespace: its clsact must not.
+		p.restore(func() error {
+			if _, err := p.Receiver.Run("tc", "qdisc", "del", "dev", p.ReceiverDev, "clsact"); err != nil && !strings.Contains(err.Error(), "Cannot find") {
+				return fmt.Errorf("removing the tc program's clsact from %s: %w", p.ReceiverDev, err)
+			}
+			return nil
+		})
+		return nil
+	},
+	// As nic-xdp-drop: QEMU's NICs retransmit in the control too.
+	Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+		retrans := netRetrans(f)
+		return fmt.Sprintf("%d retransmitted segments (control %d), %d skb_drop on %s (%s); throughput %s",
+				retrans, netRetrans(c), f.devDrops(p.ReceiverDev), p.ReceiverDev, f.dropLocation(p.ReceiverDev), change(c, f)),
+			f.devDrops(p.ReceiverDev) > 0 && retrans > 3*(netRetrans(c)+1) && f.Load.Bps < 0.7*c.Load.Bps
 	},
 }

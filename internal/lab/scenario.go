@@ -184,6 +184,9 @@ type Report struct {
 	FixedBps float64 `json:"fixed_bits_per_second,omitempty"`
 	FixedOps float64 `json:"fixed_ops_per_second,omitempty"`
 	Gain     float64 `json:"gain,omitempty"`
+	// ControlCost is the share of the control's throughput the fault
+	// cost: beside Gain, the second measure of what the doctor estimates.
+	ControlCost float64 `json:"control_cost,omitempty"`
 	// LatencyGain, for a fault that costs time rather than throughput
 	// (Scenario.Latency), is the share of the fault run's wait the remedy
 	// took away: what its finding's impact estimates.
@@ -370,11 +373,8 @@ func (s *Scenario) perform(ctx context.Context, opts RunOptions, start time.Time
 		if rep.Restored < RestoreBar {
 			s.confirmRestored(ctx, pair, rep, remedy, faultLoad, fixed)
 		}
-		if faultLoad.Mode == load.RR && fixed.Load.OpsPerSec > 0 {
-			rep.Gain = 1 - fault.Load.OpsPerSec/fixed.Load.OpsPerSec
-		} else if fixed.Load.Bps > 0 {
-			rep.Gain = 1 - fault.Load.Bps/fixed.Load.Bps
-		}
+		rep.Gain = costShare(faultLoad, fault, fixed)
+		rep.ControlCost = costShare(faultLoad, fault, control)
 		if s.Latency != nil {
 			if before := s.Latency(fault, pair); before > 0 {
 				rep.LatencyGain = max(0, 1-float64(s.Latency(fixed, pair))/float64(before))
