@@ -90,7 +90,7 @@ var Rules = []Rule{
 	{"small-packet-bound", smallPacketBound},
 	{"gro-blocked", groBlocked},
 	{"ip-fragmented", ipFragmented},
-	{"rate-shaped", rateShaped},
+	{"rate-shaped", func(ev *Evidence) []finding.Finding { return append(rateShaped(ev), pacingCapped(ev)...) }},
 	{"asymmetric-path", asymmetricPath},
 	{"irq-coalescing", irqCoalescing},
 	{"send-queue-bloat", stageRule("send-queue-bloat")},

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/skbtrace/skbtrace/internal/finding"
 )
 
 // The lab's rate-shaped (tbf 200mbit on the sender's veth): the tbf is
@@ -131,4 +133,28 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// A sender capped by its own socket's SO_MAX_PACING_RATE (the lab's
+// rate-so-max-pacing-rate, 1 Gbit/s over veth): rate-shaped names the
+// option, set by the application, and dropping it is the remedy. A socket
+// with the same cap that its pacing did not hold (its rate half the cap,
+// held elsewhere) is not called paced.
+func TestPacingCapNamed(t *testing.T) {
+	ev := load(t, "sock/rate-so-max-pacing-rate.json")
+	f := findingNamed(t, Diagnose(ev), "rate-shaped")
+	if f.Limit == nil || f.Limit.Kind != kindMaxPacingRate || f.Limit.SetBy == nil || f.Severity < finding.Warning {
+		t.Fatalf("%q: limit %+v, want so_max_pacing_rate set by the sender", f.Title, f.Limit)
+	}
+	if !strings.Contains(f.Remedy[0], "drop its setsockopt(SO_MAX_PACING_RATE, 125000000)") {
+		t.Errorf("first remedy %q, want the application's option dropped", f.Remedy[0])
+	}
+	for i := range ev.Flows {
+		ev.Flows[i].LimitShares = map[string]float64{"app": 1}
+	}
+	for _, g := range Diagnose(ev).Findings {
+		if g.Limit != nil && g.Limit.Kind == kindMaxPacingRate {
+			t.Errorf("a sender its pacing did not hold is called paced: %q", g.Title)
+		}
+	}
 }

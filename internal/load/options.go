@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Mode is the kind of traffic.
@@ -33,10 +35,13 @@ type Options struct {
 	// rmem_max (SO_SNDBUFFORCE, SO_RCVBUFFORCE: CAP_NET_ADMIN), as a
 	// host with raised limits would.
 	ForceBufs bool
-	CC        string        // congestion control per socket ("" for the namespace's default)
-	RateBps   float64       // udp: bits per second, 0 for as fast as possible
-	Interval  time.Duration // between per-interval results
-	DialNetns string        // named network namespace to connect from ("" for the current one)
+	CC        string // congestion control per socket ("" for the namespace's default)
+	// MaxPacingRate caps each socket's sending rate (SO_MAX_PACING_RATE,
+	// bytes a second; 0 for none).
+	MaxPacingRate uint64
+	RateBps       float64       // udp: bits per second, 0 for as fast as possible
+	Interval      time.Duration // between per-interval results
+	DialNetns     string        // named network namespace to connect from ("" for the current one)
 	// CPU pins each stream's thread to one CPU (-1, or unset with PinCPU false, for none).
 	CPU    int
 	PinCPU bool
@@ -119,6 +124,12 @@ func (o *Options) control(network, address string, rc syscall.RawConn) error {
 		if o.RcvBuf > 0 {
 			if serr = syscall.SetsockoptInt(s, syscall.SOL_SOCKET, rcvbuf, o.RcvBuf); serr != nil {
 				serr = fmt.Errorf("setting SO_RCVBUF: %w", serr)
+				return
+			}
+		}
+		if o.MaxPacingRate > 0 {
+			if serr = syscall.SetsockoptInt(s, syscall.SOL_SOCKET, unix.SO_MAX_PACING_RATE, int(o.MaxPacingRate)); serr != nil {
+				serr = fmt.Errorf("setting SO_MAX_PACING_RATE: %w", serr)
 				return
 			}
 		}
