@@ -122,6 +122,18 @@ func (s *Scenario) measureBest(ctx context.Context, p *Pair, o load.Options, n i
 	return best, nil
 }
 
+// receiverHogPartial is why a remedy that puts busy loops beside the
+// receiver in the idle class is held to no bar: as the doctor prints it,
+// it restored 30-74 % of the control in three of five runs of
+// cpu-saturated (two loops beside the lab's own generator; 98-102 % in
+// the other two) and 31 % in one of four of cpu-python-hog-receiver (one
+// loop; 84-103 % in the others), where iperf3 beside the same two loops
+// kept 93-95 % (2026-11-28). Not yet explained; the remedy is measured and
+// shown.
+const receiverHogPartial = "busy loops beside the receiver put in the idle class as the doctor prints restored 30-74 % of the control " +
+	"in three of five runs of cpu-saturated and 31 % in one of four of cpu-python-hog-receiver (84-103 % and 98-102 % in the others, " +
+	"2026-11-28), where iperf3 beside two such loops kept 93-95 %: not yet explained"
+
 // RestoreBar is the share of the control's throughput a remedy is held
 // to restore (issue 44).
 const RestoreBar = 0.8
@@ -176,18 +188,28 @@ func (r *Report) EstimateOff() float64 {
 // before them, and a slow spell of this VM's (its runs swing up to 2x for
 // seconds at a time) can hold every remedied run while sparing the
 // control (packet-loss once restored 70 % with its drop rule deleted, 91-
-// 121 % in five other runs). The scenario's own fix returns the pair to
-// its control state; the share is then taken against that control, the
-// one measured beside the remedied runs. A remedy that did not work stays
-// short of it. Where the fix cannot return the pair there (it changes the
-// application, or the remedy acts on processes the scenario runs) the
-// first control stands.
-func (s *Scenario) confirmRestored(ctx context.Context, p *Pair, rep *Report, c calibration, o load.Options, fixed *Measurement) {
-	if c.From != RemedyDoctor || c.onProcesses || s.Fix == nil || s.FixIsApp || s.FixLoad != nil {
+// 121 % in five other runs). The pair is returned to its control state:
+// by the scenario's own fix after a command's remedy, by stopping the
+// processes a remedy on processes acted on (stopDuring), and as it is
+// after the workload's switch, which made the application the control's.
+// The share is then taken against that control, the one measured beside
+// the remedied runs; a remedy that did not work stays short of it. Where
+// the fix cannot return the pair there (it changes the application or
+// only the load after a command's remedy, or fails because the remedy
+// already undid it) the first control stands.
+func (s *Scenario) confirmRestored(ctx context.Context, p *Pair, rep *Report, c calibration, o load.Options, fixed *Measurement, stopDuring func()) {
+	switch {
+	case c.From == RemedyWorkload:
+	case c.From != RemedyDoctor:
 		return
-	}
-	if err := s.Fix(p); err != nil {
-		return // the remedy already undid what the fix undoes
+	case c.onProcesses:
+		stopDuring()
+	case s.Fix == nil || s.FixIsApp || s.FixLoad != nil:
+		return
+	default:
+		if err := s.Fix(p); err != nil {
+			return
+		}
 	}
 	after, err := s.measureBest(ctx, p, s.Load, calibrationRuns)
 	if err != nil {

@@ -371,7 +371,7 @@ func (s *Scenario) perform(ctx context.Context, opts RunOptions, start time.Time
 		rep.Remedy, rep.RemedyFrom, rep.PredictedImpact, rep.RemedyPartial = remedy.Text, remedy.From, remedy.Impact, s.RemedyPartial
 		rep.Restored = restoredShare(faultLoad, fixed, control)
 		if rep.Restored < RestoreBar {
-			s.confirmRestored(ctx, pair, rep, remedy, faultLoad, fixed)
+			s.confirmRestored(ctx, pair, rep, remedy, faultLoad, fixed, stopDuring)
 		}
 		rep.Gain = costShare(faultLoad, fault, fixed)
 		rep.ControlCost = costShare(faultLoad, fault, control)

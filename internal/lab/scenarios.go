@@ -188,9 +188,7 @@ var Scenarios = []*Scenario{
 		During:   hog,
 		// Where the doctor names no competing process, the run without them.
 		Fix: func(p *Pair) error { return nil },
-		RemedyPartial: "two busy loops put in the idle class as the doctor prints still held the lab's own generator " +
-			"to 30-74 % of the control in three of five runs (98-102 % in the other two, 2026-11-28), where one loop " +
-			"(cpu-python-hog-receiver: 88-103 %) and iperf3 beside the same two (93-95 %) kept their rate: not yet explained",
+		RemedyPartial: receiverHogPartial,
 		// The reading spans the load's start and end too, where the CPU
 		// idles a moment (96-98 % here): the doctor's own threshold holds.
 		// The proof is the thread's time on that CPU; throughput is shown,

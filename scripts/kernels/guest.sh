@@ -37,9 +37,10 @@ case "$release" in
 	# here; a window clamp and an XDP drop are read and named too, but under
 	# emulation their streams run too slowly to reproduce (a python3
 	# receiver behind a clamp waited on its window 34 % of the time; an XDP
-	# program's stream moved 3 Mbit/s, with 7 retransmissions).
+	# program's stream moved 3 Mbit/s, with 7 retransmissions). A tc
+	# program's drops carry no reason here: named where the hook runs.
 	must="tcp_conn tcp_sendlim tcp_cong tcp_retrans tcp_rtt tcp_reset tcp_rcvbuf sk_limit skb_drop dev_xmit dev_recv napi_poll softirq sock_io tcp_stage"
-	scenarios="sndbuf-limited packet-loss rwnd-route-window cgroup-cpu-quota"
+	scenarios="sndbuf-limited packet-loss rwnd-route-window cgroup-cpu-quota tc-bpf-drop rate-so-max-pacing-rate"
 	tests="$common|TestSendlimSmallSendBufferIsMostlySndbuf|TestDevXmitShowsTSO|TestDevRecvShowsGRO|TestDevRecvGROInCountsThePacketsGROWasHanded|TestSockIOCountsEveryCall|TestStatThroughputMatchesSender|TestFullRingBufferIsCountedAsLoss|TestRecordPipedIntoParse|TestTCPStageMatchesSOTimestamping|TestTCPStageReceiverMatchesSOTimestamping"
 	;;
 6.1.*)
@@ -48,7 +49,7 @@ case "$release" in
 	# not by the doctor: under emulation its stream runs at 90-160 Mbit/s on
 	# this kernel, across the doctor's 100 Mbit/s bar for judging GRO at all.
 	must=$all
-	scenarios="sndbuf-limited packet-loss rwnd-route-window rwnd-python-window-clamp cgroup-cpu-quota xdp-drop-veth"
+	scenarios="sndbuf-limited packet-loss rwnd-route-window rwnd-python-window-clamp cgroup-cpu-quota xdp-drop-veth tc-bpf-drop rate-so-max-pacing-rate"
 	tests="$common|TestSendlimSmallSendBufferIsMostlySndbuf|TestDevXmitShowsTSO|TestDevRecvShowsGRO|TestSockIOCountsEveryCall|TestQdiscDelayMatchesTheBacklogOverTheRate|TestTCPStageMatchesSOTimestamping|TestTCPStageReceiverMatchesSOTimestamping"
 	;;
 *)
@@ -58,7 +59,7 @@ case "$release" in
 	# attach and run, the stalls' runs end where the kernel ends them, and
 	# the lab's faults with the doctor.
 	must=$all
-	scenarios="sndbuf-limited packet-loss gro-blocked rwnd-route-window rwnd-python-window-clamp cgroup-cpu-quota xdp-drop-veth"
+	scenarios="sndbuf-limited packet-loss gro-blocked rwnd-route-window rwnd-python-window-clamp cgroup-cpu-quota xdp-drop-veth tc-bpf-drop rate-so-max-pacing-rate"
 	tests="$runs|TestEventsMatchesWhatRecordAttaches|TestLabRunAllReproducesEveryFaultAndTheDoctorNamesIt|TestQdiscDelayMatchesTheBacklogOverTheRate|TestTCPStageMatchesSOTimestamping|TestTCPStageReceiverMatchesSOTimestamping"
 	;;
 esac
