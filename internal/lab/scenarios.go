@@ -187,7 +187,7 @@ var Scenarios = []*Scenario{
 		Load:     bulk,
 		During:   hog,
 		// Where the doctor names no competing process, the run without them.
-		Fix: func(p *Pair) error { return nil },
+		Fix:           func(p *Pair) error { return nil },
 		RemedyPartial: receiverHogPartial,
 		// The reading spans the load's start and end too, where the CPU
 		// idles a moment (96-98 % here): the doctor's own threshold holds.
