@@ -217,7 +217,7 @@ func acksHeldByReader(ev *Evidence, f *Flow) []finding.Finding {
 		return nil
 	}
 	p := ev.peerFlow(f)
-	return []finding.Finding{{ID: "rwnd-limited", Severity: finding.Warning,
+	fd := finding.Finding{ID: "rwnd-limited", Severity: finding.Warning,
 		Title: fmt.Sprintf("the receiving application falls behind on %s -> %s and holds its ACKs back", f.Local, f.Peer),
 		Evidence: []string{
 			fmt.Sprintf("the receiver's netns %s advertised or wanted a zero window %d times (TcpExt.TCPToZeroWindowAdv, TCPWantZeroWindowAdv)", p.Netns, zero),
@@ -232,7 +232,24 @@ func acksHeldByReader(ev *Evidence, f *Flow) []finding.Finding {
 			nsPrefix(p.Netns) + fmt.Sprintf("ss -tim src %s   (Recv-Q grows while the application stalls)", p.Local),
 		},
 		Scope: flowScope(f), Impact: share / 2, ImpactText: fmt.Sprintf("%s of the sender's time waiting on late ACKs", pct(share)), Confidence: finding.Likely,
-		Confirm: []string{nsPrefix(p.Netns) + fmt.Sprintf("ss -tin src %s, a few times during the transfer: a Recv-Q that stays high", p.Local)}}}
+		Confirm: []string{nsPrefix(p.Netns) + fmt.Sprintf("ss -tin src %s, a few times during the transfer: a Recv-Q that stays high", p.Local)}}
+	// The reader is the limit, as where it shuts the window: the lab's
+	// stalled python3 reader took this path in one run of four (its buffer
+	// had room left, 6 zero windows), and without a limit its remedy was
+	// the scenario's own.
+	lim := readPaceLimit(ev, p, fmt.Sprintf("falls behind: its ACKs wait for the delayed-ACK timer (srtt %s against a minimum of %s)",
+		units.Duration(time.Duration(f.RTTus)*time.Microsecond), units.Duration(time.Duration(f.MinRTTus)*time.Microsecond)),
+		"find why it stops reading (blocked on a lock, disk or another socket; a pause in its loop) and read from a thread that does nothing else",
+		fmt.Sprintf("the sender waited for its congestion window %s of its time (tcp_sendlim [cwnd]), %d zero windows at the receiver", pct(share), zero))
+	fd.Limit = lim
+	fd.Evidence = append(fd.Evidence, lim.Describe())
+	fd.Remedy = append(lim.Remedy(), fd.Remedy[1:]...)
+	// Reading all the time, the flow runs until the CPU holds it (as a
+	// reader that shuts the window).
+	if gain, how, ok := cpuBoundGain(ev, f.SendBps()); ok && gain > fd.Impact {
+		fd.Impact, fd.ImpactText = min(gain, stageImpactCap), "what the flow would gain reading all the time: "+how+")"
+	}
+	return []finding.Finding{fd}
 }
 
 // limitEvidence is a send-limit reason's share of the sender's time: from the
