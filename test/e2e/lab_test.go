@@ -133,12 +133,18 @@ func runLab(t *testing.T, want int, args ...string) []lab.Report {
 			continue
 		}
 		t.Logf("%-18s expected=%-18q doctor top=%q", r.Name, r.Expect, r.Doctor.Top)
-		// The provenance the doctor gave, on every kernel the matrix runs.
+		// The provenance the doctor gave, on every kernel the matrix runs,
+		// and where it named none, what it said instead.
 		for _, f := range r.Doctor.Findings {
-			if f.ID == r.Doctor.Top && f.Limit != nil {
-				t.Logf("%-18s limited by %s", r.Name, f.Limit.Describe())
-				break
+			if f.ID != r.Doctor.Top {
+				continue
 			}
+			if f.Limit != nil {
+				t.Logf("%-18s limited by %s", r.Name, f.Limit.Describe())
+			} else {
+				t.Logf("%-18s no limit named: %s; %s", r.Name, f.Title, strings.Join(f.Evidence, "; "))
+			}
+			break
 		}
 		if !r.Doctor.Agrees {
 			var found []string
