@@ -233,8 +233,9 @@ func lossByProgram(ev *Evidence, f *finding.Finding) {
 
 // tcDropper is the tc BPF program that dropped the flows' packets: a drop
 // of the tc hook's reason (TC_INGRESS, TC_EGRESS: 6.0 on) on a device
-// with a program in that direction, or, before reasons, a drop without
-// one where the hook runs (__netif_receive_skb_core for ingress, where
+// with a program in that direction, or, before reasons (NO_REASON, the
+// recorder's word for 5.10's kfree_skb), a drop without one where the hook
+// runs (__netif_receive_skb_core for ingress, where
 // 5.10 inlines it; __dev_queue_xmit or sch_handle_egress for egress).
 func tcDropper(ev *Evidence) (lim *finding.Limit, dev, site string, dropped uint64) {
 	for _, d := range ev.Drops {
@@ -265,7 +266,7 @@ func tcHookOf(d *Drop) string {
 		return "ingress"
 	case d.Reason == "TC_EGRESS":
 		return "egress"
-	case d.Reason != "NOT_SPECIFIED" && d.Reason != "":
+	case d.Reason != "NOT_SPECIFIED" && d.Reason != "NO_REASON" && d.Reason != "":
 		return ""
 	case strings.HasPrefix(d.Location, "__netif_receive_skb_core") || strings.HasPrefix(d.Location, "sch_handle_ingress"):
 		return "ingress"
