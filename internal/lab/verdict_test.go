@@ -25,7 +25,10 @@ func TestSendBufferVerdictNeedsTheWaitsAndEitherALossOrASaturatedControl(t *test
 		{"slower", 0.94, 0, run(408e6, 0.3, 0.4), run(182e6, 0.5, 0.5), true},
 		// 6.12 TCG guest: 238 against 272 Mbit/s, the control's CPU saturated.
 		{"cpu-bound control", 0.95, 0, run(272e6, 0.02, 0.4), run(238e6, 0.1, 0.5), true},
-		{"neither slower nor cpu-bound", 0.95, 0, run(272e6, 0.3, 0.4), run(238e6, 0.1, 0.5), false},
+		// 5.10 TCG guest: 425 against 488 Mbit/s, the control's CPU 89 %
+		// busy; 95 % of the time on the buffer against none is the fault.
+		{"nearly all the time on the buffer", 0.95, 0, run(488e6, 0.11, 0.4), run(425e6, 0.1, 0.5), true},
+		{"neither slower nor cpu-bound", 0.8, 0, run(272e6, 0.3, 0.4), run(238e6, 0.1, 0.5), false},
 		{"waits no longer than the control's", 0.6, 0.45, run(408e6, 0.3, 0.4), run(182e6, 0.5, 0.5), false},
 		{"waits under half the time", 0.4, 0, run(408e6, 0.3, 0.4), run(182e6, 0.5, 0.5), false},
 	} {
