@@ -195,8 +195,7 @@ func (r *Report) EstimateOff() float64 {
 // The share is then taken against that control, the one measured beside
 // the remedied runs; a remedy that did not work stays short of it. Where
 // the fix cannot return the pair there (it changes the application or
-// only the load after a command's remedy, or fails because the remedy
-// already undid it) the first control stands.
+// only the load after a command's remedy) the first control stands.
 func (s *Scenario) confirmRestored(ctx context.Context, p *Pair, rep *Report, c calibration, o load.Options, fixed *Measurement, stopDuring func()) {
 	switch {
 	case c.From == RemedyWorkload:
@@ -207,9 +206,9 @@ func (s *Scenario) confirmRestored(ctx context.Context, p *Pair, rep *Report, c 
 	case s.Fix == nil || s.FixIsApp || s.FixLoad != nil:
 		return
 	default:
-		if err := s.Fix(p); err != nil {
-			return
-		}
+		// A fix that finds nothing to undo (a qdisc the remedy deleted)
+		// leaves the pair as the remedy did: in its control state.
+		_ = s.Fix(p)
 	}
 	after, err := s.measureBest(ctx, p, s.Load, calibrationRuns)
 	if err != nil {

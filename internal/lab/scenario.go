@@ -91,6 +91,9 @@ type Scenario struct {
 	// restore the control's throughput (a second fault stays): the
 	// calibration still measures it, and CI holds it to no bar.
 	RemedyPartial string
+	// EstimateUnheld says why the doctor's estimate of what the fault
+	// costs is not held to EstimateMargin: CI logs it beside the cost.
+	EstimateUnheld string
 	// Verdict compares the runs: the signal that shows the fault, and whether it did.
 	Verdict func(control, fault *Measurement, p *Pair) (signal string, reproduced bool)
 	// Unbuilt, if set, says from the runs why the devices did not let the
@@ -198,6 +201,8 @@ type Report struct {
 	Remedy        string `json:"remedy,omitempty"`
 	RemedyFrom    string `json:"remedy_from,omitempty"`
 	RemedyPartial string `json:"remedy_partial,omitempty"`
+	// EstimateUnheld is the scenario's EstimateUnheld.
+	EstimateUnheld string `json:"estimate_unheld,omitempty"`
 	// RemedyFailed says why the remedy could not be applied or measured.
 	RemedyFailed string `json:"remedy_failed,omitempty"`
 	// ControlAfterBps is the control measured again after the remedied
@@ -369,6 +374,7 @@ func (s *Scenario) perform(ctx context.Context, opts RunOptions, start time.Time
 	if fixed != nil {
 		rep.FixedBps, rep.FixedOps = fixed.Load.Bps, fixed.Load.OpsPerSec
 		rep.Remedy, rep.RemedyFrom, rep.PredictedImpact, rep.RemedyPartial = remedy.Text, remedy.From, remedy.Impact, s.RemedyPartial
+		rep.EstimateUnheld = s.EstimateUnheld
 		rep.Restored = restoredShare(faultLoad, fixed, control)
 		if rep.Restored < RestoreBar {
 			s.confirmRestored(ctx, pair, rep, remedy, faultLoad, fixed, stopDuring)
