@@ -66,7 +66,8 @@ func TestLabRunAllReproducesEveryFaultAndTheDoctorNamesIt(t *testing.T) {
 	if os.Getenv("SKBTRACE_KERNEL_MATRIX") != "1" {
 		args = append(args, "--calibrate")
 	}
-	runLab(t, want, args...)
+	_, failures := runLab(t, want, args...)
+	reportFailures(t, failures)
 }
 
 // The variants build each finding's fault by other mechanisms than the
@@ -79,7 +80,7 @@ func TestLabVariantsAndNoiseInBothDoctorModes(t *testing.T) {
 	testenv.Tool(t, "nft")
 	testenv.Tool(t, "iperf3")
 	testenv.Tool(t, "python3")
-	def := runLab(t, len(lab.Variants)+len(lab.Noise), "variants", "noise", "--doctor", "--calibrate")
+	def, failures := runLab(t, len(lab.Variants)+len(lab.Noise), "variants", "noise", "--doctor", "--calibrate")
 	// Noise runs are judged in default mode only: the question there is
 	// whether the doctor stays quiet as users run it.
 	// --deep runs one variant of each expected finding: the modes differ
@@ -93,7 +94,8 @@ func TestLabVariantsAndNoiseInBothDoctorModes(t *testing.T) {
 			oneEach = append(oneEach, s.Name)
 		}
 	}
-	deep := runLab(t, len(oneEach), append(oneEach, "--doctor", "--deep")...)
+	deep, deepFailures := runLab(t, len(oneEach), append(oneEach, "--doctor", "--deep")...)
+	failures = append(failures, deepFailures...)
 	byName := map[string]lab.Report{}
 	for _, r := range deep {
 		byName[r.Name] = r
@@ -101,15 +103,19 @@ func TestLabVariantsAndNoiseInBothDoctorModes(t *testing.T) {
 	for _, r := range def {
 		d, ok := byName[r.Name]
 		if ok && r.Doctor != nil && d.Doctor != nil && r.Doctor.Top != d.Doctor.Top {
-			t.Errorf("%s: default mode's top finding %q, --deep's %q", r.Name, r.Doctor.Top, d.Doctor.Top)
+			failures = append(failures, fmt.Sprintf("%s: default mode's top finding %q, --deep's %q", r.Name, r.Doctor.Top, d.Doctor.Top))
 		}
 	}
+	// Told after both runs' logs, so that they end the output, which is
+	// what a shortened CI log keeps.
+	reportFailures(t, failures)
 }
 
-// runLab runs `skbtrace lab run ARGS --json`, logs each report, and fails
-// the test for each fault that did not reproduce and each doctor verdict
-// that differs from the expected one.
-func runLab(t *testing.T, want int, args ...string) []lab.Report {
+// runLab runs `skbtrace lab run ARGS --json`, logs each report, and
+// returns the failures: each fault that did not reproduce, each doctor
+// verdict that differs from the expected one and each remedy short of its
+// bar. A run that cannot be judged further fails the test at once.
+func runLab(t *testing.T, want int, args ...string) ([]lab.Report, []string) {
 	t.Helper()
 	cmd := exec.Command(binary, append(append([]string{"lab", "run"}, args...), "--json")...)
 	var out, errs bytes.Buffer
@@ -120,8 +126,6 @@ func runLab(t *testing.T, want int, args ...string) []lab.Report {
 	if jerr := json.Unmarshal(out.Bytes(), &reports); jerr != nil {
 		t.Fatalf("lab run %s --json: %v (%v): %s", strings.Join(args, " "), jerr, err, errs.String())
 	}
-	// The failures are told after every report is logged, so that they end
-	// the output, which is what a shortened CI log keeps.
 	var failures []string
 	for _, r := range reports {
 		t.Logf("%-18s reproduced=%-5v %s", r.Name, r.Reproduced, r.Signal)
@@ -156,10 +160,8 @@ func runLab(t *testing.T, want int, args ...string) []lab.Report {
 		}
 	}
 	failures = append(failures, remedyFailures(t, reports)...)
-	for _, f := range failures {
-		t.Error(f)
-	}
 	if len(reports) != want || err != nil {
+		reportFailures(t, failures)
 		t.Fatalf("%d reports for %d scenarios, exit %v: %s", len(reports), want, err, errs.String())
 	}
 	// A calibration measures each fault with a remedy again, and the
@@ -170,12 +172,21 @@ func runLab(t *testing.T, want int, args ...string) []lab.Report {
 		allowed = 18 * time.Minute
 	}
 	if d := time.Since(start); d > allowed {
+		reportFailures(t, failures)
 		t.Fatalf("lab run %s took %v, over the %v allowed", strings.Join(args, " "), d, allowed)
 	}
 	if left := leftovers(t, cmd.Process.Pid); len(left) > 0 {
+		reportFailures(t, failures)
 		t.Fatalf("left behind: %v", left)
 	}
-	return reports
+	return reports, failures
+}
+
+func reportFailures(t *testing.T, failures []string) {
+	t.Helper()
+	for _, f := range failures {
+		t.Error(f)
+	}
 }
 
 func TestLabCleansUpAfterAFailedRun(t *testing.T) {
