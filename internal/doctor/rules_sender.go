@@ -48,7 +48,14 @@ func rwndLimited(ev *Evidence) []finding.Finding {
 		// What the receiver set, read on its socket and route, before the
 		// sysctl: the window is held where it is set (rules_window.go).
 		need := windowTarget(ev, f, share)
-		if lim := receiverWindowLimit(ev, f, p, need); lim != nil {
+		lim := receiverWindowLimit(ev, f, p, need)
+		// A reader whose pace holds the window outranks the buffer it also
+		// set: raising the buffer alone changes nothing.
+		if wait, windowBps, paced := readerPaced(ev, f, p); paced && !stopped {
+			out = append(out, readerPaceFinding(ev, f, p, share, source, evidence, wait, windowBps, lim))
+			continue
+		}
+		if lim != nil {
 			fd := windowLimitFinding(f, p, share, source, evidence, lim)
 			heldGain(ev, f, &fd)
 			out = append(out, fd)

@@ -104,3 +104,22 @@ func TestAReaderHoldingACKsIsTheLimit(t *testing.T) {
 		t.Errorf("impact %.2f %q, want what reading all the time gains (84-87 %% gained in the lab)", f.Impact, f.ImpactText)
 	}
 }
+
+// The lab's rwnd-python-slow-reader: python3 set SO_RCVBUF 8192 and reads
+// 4 KB then sleeps 1 ms. Its bytes waited 2.2 ms for each read, 29 round
+// trips, and the flow carried 3 % of what its window carries per round
+// trip: the reads' pace is the limit, named first, and the buffer is the
+// second step (raising it alone changed nothing).
+func TestRwndNamesAReaderWhosePaceHoldsTheWindow(t *testing.T) {
+	f := rwndFinding(t, Diagnose(load(t, "window/rwnd-slow-reader.json")))
+	if f.Limit == nil || f.Limit.Kind != KindReadPace || f.Limit.SetBy == nil || f.Limit.SetBy.Comm != "python3" {
+		t.Fatalf("limit %+v, want app_read_pace of python3; evidence %q", f.Limit, f.Evidence)
+	}
+	if len(f.Limit.Undo) < 2 || !strings.Contains(f.Limit.Undo[0].Text, "a call and waits between calls") ||
+		!strings.Contains(f.Limit.Undo[1].Text, "then in python3[") || !strings.Contains(f.Limit.Undo[1].Text, "SO_RCVBUF, 8192") {
+		t.Errorf("undo %+v", f.Limit.Undo)
+	}
+	if !strings.Contains(f.Limit.Arithmetic, "3 % of it") {
+		t.Errorf("arithmetic %q", f.Limit.Arithmetic)
+	}
+}
