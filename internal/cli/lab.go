@@ -237,7 +237,8 @@ func printLabReport(e *env, r *lab.Report) {
 		fmt.Fprintf(e.stdout, "  fixed:    %s  %.0f ops/s, %s of the control's: the fault cost %s (%s of the control's), the doctor estimated %s\n",
 			strings.TrimSpace(bitsPerSecond(r.FixedBps)), r.FixedOps, units.Percent(r.Restored), units.Percent(r.Gain), units.Percent(r.ControlCost), units.Percent(r.PredictedImpact))
 		if r.ControlAfterBps > 0 {
-			fmt.Fprintf(e.stdout, "            the control measured again beside it: %s\n", strings.TrimSpace(bitsPerSecond(r.ControlAfterBps)))
+			fmt.Fprintf(e.stdout, "            a second pair: the remedy %s, the control measured again beside it %s\n",
+				strings.TrimSpace(bitsPerSecond(r.FixedAgainBps)), strings.TrimSpace(bitsPerSecond(r.ControlAfterBps)))
 		}
 		if r.LatencyGain > 0 {
 			fmt.Fprintf(e.stdout, "            its wait: the remedy took %s of it away\n", units.Percent(r.LatencyGain))

@@ -205,8 +205,10 @@ type Report struct {
 	EstimateUnheld string `json:"estimate_unheld,omitempty"`
 	// RemedyFailed says why the remedy could not be applied or measured.
 	RemedyFailed string `json:"remedy_failed,omitempty"`
-	// ControlAfterBps is the control measured again after the remedied
-	// runs, where they restored less than RestoreBar of the first.
+	// FixedAgainBps and ControlAfterBps are the second pair, the remedied
+	// state and then the control measured again, where the first restored
+	// less than RestoreBar (confirmRestored).
+	FixedAgainBps   float64 `json:"fixed_again_bits_per_second,omitempty"`
 	ControlAfterBps float64 `json:"control_after_bits_per_second,omitempty"`
 	PredictedImpact float64 `json:"predicted_impact,omitempty"`
 	Restored        float64 `json:"restored,omitempty"`
@@ -377,7 +379,7 @@ func (s *Scenario) perform(ctx context.Context, opts RunOptions, start time.Time
 		rep.EstimateUnheld = s.EstimateUnheld
 		rep.Restored = restoredShare(faultLoad, fixed, control)
 		if rep.Restored < RestoreBar {
-			s.confirmRestored(ctx, pair, rep, remedy, faultLoad, fixed, stopDuring)
+			s.confirmRestored(ctx, pair, rep, remedy, faultLoad, stopDuring)
 		}
 		rep.Gain = costShare(faultLoad, fault, fixed)
 		rep.ControlCost = costShare(faultLoad, fault, control)

@@ -307,7 +307,8 @@ func remedyFailures(t *testing.T, reports []lab.Report) []string {
 			wait = fmt.Sprintf(" (its wait %.0f %% less)", r.LatencyGain*100)
 		}
 		if r.ControlAfterBps > 0 {
-			wait += fmt.Sprintf(" (against the control measured again beside it: %.2f Gbit/s, first %.2f)", r.ControlAfterBps/1e9, r.ControlBps/1e9)
+			wait += fmt.Sprintf(" (a second pair: the remedy %.2f Gbit/s, the control measured again beside it %.2f; first %.2f and %.2f)",
+				r.FixedAgainBps/1e9, r.ControlAfterBps/1e9, r.FixedBps/1e9, r.ControlBps/1e9)
 		}
 		t.Logf("%-18s remedy (%s): %s; restored %.0f %% of the control, gained %.0f %% (%.0f %% of the control's)%s, estimated %.0f %%",
 			r.Name, r.RemedyFrom, r.Remedy, r.Restored*100, r.Gain*100, r.ControlCost*100, wait, r.PredictedImpact*100)
