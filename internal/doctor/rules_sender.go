@@ -189,14 +189,18 @@ func heldGain(ev *Evidence, f *Flow, fd *finding.Finding) {
 }
 
 // readerPrompt says the receiver's reader took its bytes within a tenth of
-// the sender's mean wait for the window, at the median (tcp_stage
+// the sender's mean wait for the window, weighted by time (tcp_stage
 // rx_queue): the window waits are the buffer's, not a stopped reader's.
+// Weighted by time, since a reader that stops takes most bytes at once
+// between its stops: the lab's stalled python3 reader (50 ms reading, 400
+// ms stopped) had its bytes' median wait at 6 us and their time-weighted
+// wait at 389 ms, against window waits of 47 ms.
 func readerPrompt(receiver *Flow, stall time.Duration) bool {
 	if receiver == nil {
 		return false
 	}
 	st := receiver.Stage("rx_queue")
-	return st != nil && st.Samples >= minStageSamples && us(st.P50Us) < stall/10
+	return st != nil && st.Samples >= minStageSamples && waitOf(st) < stall/10
 }
 
 // rmemLimit is a namespace's net.ipv4.tcp_rmem as the limit of a flow's
