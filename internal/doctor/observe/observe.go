@@ -320,9 +320,31 @@ func openNamespaces(names []string, notes *[]string) ([]*watched, error) {
 			*notes = append(*notes, err.Error())
 			continue
 		}
-		spaces = append(spaces, w)
+		spaces = appendWatched(spaces, w)
 	}
 	return spaces, nil
+}
+
+// appendWatched adds a namespace unless one of the same inode is watched
+// already: run under ip netns exec, this process's own namespace is also a
+// named one, and watching both reported each socket twice (the second time
+// as "host", without its commands' ip netns exec). The name wins over
+// "host".
+func appendWatched(spaces []*watched, w *watched) []*watched {
+	for i, have := range spaces {
+		if w.inode == 0 || have.inode != w.inode {
+			continue
+		}
+		if have.name == host.SelfNetnsName {
+			spaces[i] = w
+			return spaces
+		}
+		if w.ns != nil {
+			w.ns.Close()
+		}
+		return spaces
+	}
+	return append(spaces, w)
 }
 
 // watchedNames are the namespaces asked for, or by default this process's

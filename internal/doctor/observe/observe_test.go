@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/netip"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -195,5 +196,23 @@ func TestRecordedIPv4MappedEndpointsMatchTCPInfo(t *testing.T) {
 	}
 	if sameEndpoint("10.200.0.1:5301", netip.MustParseAddrPort("10.200.0.1:5302")) {
 		t.Error("different ports match")
+	}
+}
+
+// Run under ip netns exec, the doctor's own namespace is also a named one:
+// it is watched once, by its name.
+func TestAppendWatchedKeepsOneNamespacePerInode(t *testing.T) {
+	spaces := appendWatched(nil, &watched{name: host.SelfNetnsName, inode: 7})
+	spaces = appendWatched(spaces, &watched{name: "other", inode: 8})
+	spaces = appendWatched(spaces, &watched{name: "mine", inode: 7})
+	spaces = appendWatched(spaces, &watched{name: "alias", inode: 8})
+	spaces = appendWatched(spaces, &watched{name: "unread-a"})
+	spaces = appendWatched(spaces, &watched{name: "unread-b"})
+	var names []string
+	for _, w := range spaces {
+		names = append(names, w.name)
+	}
+	if got := strings.Join(names, " "); got != "mine other unread-a unread-b" {
+		t.Errorf("watched %q, want mine other unread-a unread-b", got)
 	}
 }
