@@ -40,7 +40,7 @@ case "$release" in
 	# program's stream moved 3 Mbit/s, with 7 retransmissions). A tc
 	# program's drops carry no reason here: named where the hook runs.
 	must="tcp_conn tcp_sendlim tcp_cong tcp_retrans tcp_rtt tcp_reset tcp_rcvbuf sk_limit skb_drop dev_xmit dev_recv napi_poll softirq sock_io tcp_stage"
-	scenarios="sndbuf-limited packet-loss rwnd-route-window cgroup-cpu-quota tc-bpf-drop rate-so-max-pacing-rate"
+	scenarios="sndbuf-limited packet-loss rwnd-route-window rwnd-python-slow-reader cgroup-cpu-quota tc-bpf-drop rate-so-max-pacing-rate"
 	tests="$common|TestSendlimSmallSendBufferIsMostlySndbuf|TestDevXmitShowsTSO|TestDevRecvShowsGRO|TestDevRecvGROInCountsThePacketsGROWasHanded|TestSockIOCountsEveryCall|TestStatThroughputMatchesSender|TestFullRingBufferIsCountedAsLoss|TestRecordPipedIntoParse|TestTCPStageMatchesSOTimestamping|TestTCPStageReceiverMatchesSOTimestamping"
 	;;
 6.1.*)
@@ -49,7 +49,7 @@ case "$release" in
 	# not by the doctor: under emulation its stream runs at 90-160 Mbit/s on
 	# this kernel, across the doctor's 100 Mbit/s bar for judging GRO at all.
 	must=$all
-	scenarios="sndbuf-limited packet-loss rwnd-route-window rwnd-python-window-clamp cgroup-cpu-quota xdp-drop-veth tc-bpf-drop rate-so-max-pacing-rate"
+	scenarios="sndbuf-limited packet-loss rwnd-route-window rwnd-python-window-clamp rwnd-python-slow-reader cgroup-cpu-quota xdp-drop-veth tc-bpf-drop rate-so-max-pacing-rate"
 	tests="$common|TestSendlimSmallSendBufferIsMostlySndbuf|TestDevXmitShowsTSO|TestDevRecvShowsGRO|TestSockIOCountsEveryCall|TestQdiscDelayMatchesTheBacklogOverTheRate|TestTCPStageMatchesSOTimestamping|TestTCPStageReceiverMatchesSOTimestamping"
 	;;
 *)
