@@ -178,12 +178,14 @@ func packetLoss(ev *Evidence) []finding.Finding {
 		title = fmt.Sprintf("%s missed %d frames (ethtool -S) and the TCP flows retransmitted %d segments: the frames were not theirs", ring.dev, ring.missed, retrans)
 		impact, impactText = 0, "none"
 	}
-	return []finding.Finding{{ID: "packet-loss", Severity: severity, Title: title, Evidence: evidence,
+	fd := finding.Finding{ID: "packet-loss", Severity: severity, Title: title, Evidence: evidence,
 		Explanation: "Every lost segment is retransmitted and halves the congestion window; with loss p a Reno/CUBIC flow " +
 			"reaches at most about MSS/RTT x 1.2/sqrt(p). Lost UDP datagrams are simply gone.",
 		Remedy: remedy, Scope: "path", Impact: impact,
 		ImpactText: impactText, Confidence: lossConfidence,
-		Confirm: []string{"skbtrace record -e skb_drop,tcp_retrans -d 10, then skbtrace stat: drops by reason and location beside the retransmissions"}}}
+		Confirm: []string{"skbtrace record -e skb_drop,tcp_retrans -d 10, then skbtrace stat: drops by reason and location beside the retransmissions"}}
+	lossByUDPBuffer(ev, drops, &fd)
+	return []finding.Finding{fd}
 }
 
 // dropRemedies say where to look for each drop reason.

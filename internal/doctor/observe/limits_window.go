@@ -426,7 +426,8 @@ func (sw *settingsWatch) stop() {
 
 // finish takes a last reading, stops, and returns the limits of the
 // evidence's flows: their sockets' settings set by hand and their routes'
-// metrics.
+// metrics, and the receive buffers set on UDP sockets that refused
+// datagrams.
 func (sw *settingsWatch) finish(ev *doctor.Evidence, notes *[]string) []finding.Limit {
 	var out []finding.Limit
 	if sw.s != nil {
@@ -449,6 +450,11 @@ func (sw *settingsWatch) finish(ev *doctor.Evidence, notes *[]string) []finding.
 		err := w.do(func() (err error) { got, err = routeLimits(w.name, ev.Flows); return err })
 		if err != nil {
 			*notes = append(*notes, fmt.Sprintf("netns %s: the flows' route metrics were not read: %v", w.name, err))
+		}
+		out = append(out, got...)
+		err = w.do(func() (err error) { got, err = udpBufferLimits(w.name); return err })
+		if err != nil {
+			*notes = append(*notes, fmt.Sprintf("netns %s: the UDP sockets' receive buffers were not read: %v", w.name, err))
 		}
 		out = append(out, got...)
 	}
