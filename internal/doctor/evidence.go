@@ -33,6 +33,9 @@ type Evidence struct {
 	Flows      []Flow       `json:"flows,omitempty"`
 	Drops      []Drop       `json:"drops,omitempty"`
 	SockIO     []SockIO     `json:"sock_io,omitempty"`
+	// UDPSockets are the UDP sockets of the watched namespaces that refused
+	// datagrams, their buffers full.
+	UDPSockets []UDPSocket `json:"udp_sockets,omitempty"`
 	// Processes are the threads' CPU time by process and CPU; ObserverPID
 	// is the observer's own process among them.
 	Processes   []ProcessCPU `json:"processes,omitempty"`
@@ -371,6 +374,23 @@ type SockIO struct {
 	Dir   string `json:"dir"`
 	Calls uint64 `json:"calls"`
 	Bytes uint64 `json:"bytes"`
+}
+
+// UDPSocket is a UDP socket that refused datagrams, as sock_diag read it
+// at the end of the observation, with its receive queue as read during it.
+type UDPSocket struct {
+	Netns string         `json:"netns"`
+	Local netip.AddrPort `json:"local"`
+	// RcvBuf is its buffer (sk_rcvbuf); Drops the datagrams it refused
+	// since it was created (sk_drops).
+	RcvBuf uint32 `json:"rcvbuf"`
+	Drops  uint32 `json:"drops"`
+	// QueueReads is how many times its receive queue was read while the
+	// workload ran; QueueEmpty and QueueFull how many of them found it
+	// empty and at least half full.
+	QueueReads int `json:"queue_reads"`
+	QueueEmpty int `json:"queue_empty"`
+	QueueFull  int `json:"queue_full"`
 }
 
 // ProcessCPU is a process's CPU time on one CPU during the observation, as

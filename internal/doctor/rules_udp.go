@@ -3,7 +3,6 @@ package doctor
 import (
 	"fmt"
 	"net/netip"
-	"strconv"
 	"strings"
 
 	"github.com/skbtrace/skbtrace/internal/finding"
@@ -24,19 +23,19 @@ func lossByUDPBuffer(ev *Evidence, drops []Drop, f *finding.Finding) {
 	}
 	f.Evidence = append(f.Evidence, lim.Describe())
 	rest := slicesWithout(f.Remedy, dropRemedies["SOCKET_RCVBUFF"])
-	// A buffer fills once: over the observation it absorbs at most what it
-	// holds. Drops of many times what the largest buffer the host allows
-	// holds are a reader slower than its sender, which no buffer fixes: a
-	// python3 reader behind SO_RCVBUF 4096 delivered 74,000 of 470,000
-	// datagrams, and 86,000 with the default buffer (2026-11-28).
-	rmemMax, _ := strconv.Atoi(ev.sysctl(ev.deviceNetns(d.Dev), "net.core.rmem_max"))
-	if held := uint64(rmemMax / minDatagramTruesize); held > 0 && d.Count >= readerBoundDrops*held {
-		pace := udpReaderLimit(lim, d.Count, held, rmemMax)
+	// A queue full at every reading while the workload ran is a reader
+	// slower than its sender, which no buffer fixes (a larger one fills
+	// too); one found empty at times has a reader with time to spare, whose
+	// buffer overflows in bursts. A python3 reader behind SO_RCVBUF 4096
+	// delivered 74,000 of 470,000 datagrams, and 86,000 with the default
+	// buffer (2026-11-28).
+	if q := ev.udpSocketOf(ev.deviceNetns(d.Dev), d.Dst); q != nil && q.QueueReads >= minQueueReads && q.QueueEmpty == 0 && 2*q.QueueFull >= q.QueueReads {
+		pace := udpReaderLimit(lim, q)
 		f.Title = fmt.Sprintf("datagrams to %s are dropped: its reader falls behind the sender", d.Dst)
 		f.Limit = pace
 		f.Evidence = append(f.Evidence, pace.Describe())
 		f.Explanation += " Here the receiving application reads slower than its sender sends: its buffer fills and stays full, " +
-			"and a larger one would fill too (it absorbs a burst once, not a lasting deficit)."
+			"and a larger one would fill too (it absorbs a burst, not a lasting deficit)."
 		f.Remedy = append(pace.Remedy(), rest...)
 		return
 	}
@@ -47,33 +46,42 @@ func lossByUDPBuffer(ev *Evidence, drops []Drop, f *finding.Finding) {
 	f.Remedy = append(lim.Remedy(), rest...)
 }
 
-const (
-	// minDatagramTruesize is the least a queued datagram costs its socket's
-	// buffer (an skb's truesize): the most datagrams a buffer can hold is
-	// its size over it.
-	minDatagramTruesize = 768
-	// readerBoundDrops: drops this many times what the largest allowed
-	// buffer holds are, at least by half, a reader's deficit, not a burst.
-	readerBoundDrops = 2
-)
+// minQueueReads: fewer readings of a queue say little of how it stood.
+const minQueueReads = 4
+
+// udpSocketOf is the UDP socket bound to dst (or to its port on any
+// address) in netns that refused datagrams.
+func (ev *Evidence) udpSocketOf(netns string, dst netip.AddrPort) *UDPSocket {
+	for i := range ev.UDPSockets {
+		s := &ev.UDPSockets[i]
+		if s.Netns == netns && boundTo(s.Local, dst) {
+			return s
+		}
+	}
+	return nil
+}
+
+func boundTo(local, dst netip.AddrPort) bool {
+	return local.Port() == dst.Port() && (local.Addr().IsUnspecified() || local.Addr() == dst.Addr())
+}
 
 // udpReaderLimit is a UDP socket's reader, slower than its sender, as the
 // limit: the buffer it set is the step after.
-func udpReaderLimit(buffer *finding.Limit, dropped, held uint64, rmemMax int) *finding.Limit {
+func udpReaderLimit(buffer *finding.Limit, q *UDPSocket) *finding.Limit {
 	who := "the receiving application"
 	if buffer.SetBy != nil {
 		who = buffer.SetBy.String()
 	}
 	then := buffer.Undo[0]
 	then.Text = "then " + then.Text
-	return &finding.Limit{Kind: KindReadPace, Value: fmt.Sprintf("reads slower than its sender sends: %d datagrams refused", dropped),
+	return &finding.Limit{Kind: KindReadPace, Value: fmt.Sprintf("reads slower than its sender sends: its queue at least half full at %d of %d readings, empty at none", q.QueueFull, q.QueueReads),
 		Where: buffer.Where, SetBy: buffer.SetBy, Applies: buffer.Applies,
 		Undo: []finding.Action{
 			finding.Change("in %s: read faster (recvmmsg, more reading threads or sockets with SO_REUSEPORT, no pauses in the reading loop), or have the sender send no faster than it reads", who),
 			then},
-		Arithmetic: fmt.Sprintf("%d datagrams refused in the observation; the largest buffer this host allows (net.core.rmem_max %d) holds at most %d (%d bytes each at least): it would have refused %d of them",
-			dropped, rmemMax, held, minDatagramTruesize, dropped-held),
-		Source: "skb_drop [SOCKET_RCVBUFF], sock_diag, net.core.rmem_max"}
+		Arithmetic: fmt.Sprintf("%d datagrams refused since the socket was created (sk_drops); its receive queue read %d times while the workload ran, at least half of its %d bytes full %d times, empty none",
+			q.Drops, q.QueueReads, q.RcvBuf, q.QueueFull),
+		Source: "sock_diag INET_DIAG_SKMEMINFO read while the workload ran"}
 }
 
 // udpBufferOf is the receive buffer limit the observer read on the UDP
@@ -88,8 +96,7 @@ func udpBufferOf(ev *Evidence, netns string, dst netip.AddrPort) *finding.Limit 
 		if !ok {
 			continue
 		}
-		a, err := netip.ParseAddrPort(bound)
-		if err == nil && a.Port() == dst.Port() && (a.Addr().IsUnspecified() || a.Addr() == dst.Addr()) {
+		if a, err := netip.ParseAddrPort(bound); err == nil && boundTo(a, dst) {
 			return l
 		}
 	}

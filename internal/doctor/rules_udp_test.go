@@ -1,27 +1,34 @@
 package doctor
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 )
 
 // A python3 UDP receiver that set SO_RCVBUF 4096 and reads with pauses
-// (a run by hand, 2026-11-28): its full buffer refused 482,000 datagrams
-// in 3 s, 88 times what the largest buffer this host allows could hold,
-// and the default buffer delivered 16 % more, not all: its reader falls
-// behind, named first, with the buffer it set the step after. With 3,000
-// drops, fewer than such a buffer absorbs, the buffer is the limit. Either
-// way the process and its call are named, not the generic sysctl advice.
+// (a run by hand, 2026-11-28): its full buffer refused 482,000 datagrams.
+// With its queue full at every reading while the workload ran, its reader
+// falls behind the sender and is named first, the buffer it set the step
+// after (the default buffer delivered 16 % more, not all). With its queue
+// found empty at times, or not read, the buffer is the limit. Either way
+// the process and its call are named, not the generic sysctl advice.
 func TestUDPLossNamesTheReaderOrTheReceiveBufferItSet(t *testing.T) {
 	for _, c := range []struct {
-		name  string
-		drops uint64
-		kind  string
-	}{{"as recorded", 0, KindReadPace}, {"a burst", 3000, "so_rcvbuf"}} {
+		name               string
+		reads, empty, full int
+		kind               string
+	}{
+		{"queue always full", 8, 0, 8, KindReadPace},
+		{"queue empty at times", 8, 5, 2, "so_rcvbuf"},
+		{"queue not read", 0, 0, 0, "so_rcvbuf"},
+	} {
 		ev := load(t, "sock/udp-rcvbuf-set.json")
-		for i := range ev.Drops {
-			if ev.Drops[i].Reason == "SOCKET_RCVBUFF" && c.drops > 0 {
-				ev.Drops[i].Count = c.drops
+		ev.UDPSockets = nil
+		for _, d := range ev.Drops {
+			if d.Reason == "SOCKET_RCVBUFF" {
+				ev.UDPSockets = append(ev.UDPSockets, UDPSocket{Netns: ev.deviceNetns(d.Dev), Local: netip.AddrPortFrom(netip.IPv4Unspecified(), d.Dst.Port()),
+					RcvBuf: 8192, Drops: uint32(d.Count), QueueReads: c.reads, QueueEmpty: c.empty, QueueFull: c.full})
 			}
 		}
 		f := findingNamed(t, Diagnose(ev), "packet-loss")

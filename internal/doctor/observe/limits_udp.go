@@ -7,7 +7,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
+	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/finding"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
@@ -22,9 +24,10 @@ const KindUDPRcvbuf = "so_rcvbuf"
 type udpSocket struct {
 	local netip.AddrPort
 	inode uint32
-	// rcvbuf is sk_rcvbuf; drops the datagrams it refused since it was
-	// created (sk_drops: a full buffer, mostly).
-	rcvbuf, drops uint32
+	// queued is what its receive queue holds (sk_rmem_alloc), rcvbuf
+	// sk_rcvbuf; drops the datagrams it refused since it was created
+	// (sk_drops: a full buffer, mostly).
+	queued, rcvbuf, drops uint32
 }
 
 // The inet_diag request and answer, as linux/inet_diag.h lays them out.
@@ -32,6 +35,7 @@ const (
 	inetDiagReqLen   = 56 // struct inet_diag_req_v2
 	inetDiagMsgLen   = 72 // struct inet_diag_msg
 	inetDiagSkmem    = 7  // INET_DIAG_SKMEMINFO
+	skmemRmemAlloc   = 0  // SK_MEMINFO_RMEM_ALLOC
 	skmemRcvbuf      = 1  // SK_MEMINFO_RCVBUF
 	skmemDrops       = 8  // SK_MEMINFO_DROPS
 	allSocketStates  = 0xfff
@@ -96,6 +100,7 @@ func parseUDPDiag(m []byte) (udpSocket, bool) {
 		if a.Attr.Type != inetDiagSkmem || len(a.Value) < 4*(skmemDrops+1) {
 			continue
 		}
+		s.queued = binary.NativeEndian.Uint32(a.Value[4*skmemRmemAlloc:])
 		s.rcvbuf = binary.NativeEndian.Uint32(a.Value[4*skmemRcvbuf:])
 		s.drops = binary.NativeEndian.Uint32(a.Value[4*skmemDrops:])
 		return s, true
@@ -103,17 +108,89 @@ func parseUDPDiag(m []byte) (udpSocket, bool) {
 	return udpSocket{}, false
 }
 
-// udpBufferLimits are the receive buffers applications set on the UDP
-// sockets of the calling thread's namespace that refused datagrams: each a
-// limit with the process holding it and the call that undoes it. Call it
+// udpQueues counts, for each UDP socket of the watched namespaces, how
+// its receive queue read at each reading while the workload runs: a queue
+// found empty has a reader with time to spare, one always full a reader
+// slower than its sender.
+type udpQueues struct {
+	mu   sync.Mutex
+	seen map[udpKey]*udpQueue
+}
+
+type udpKey struct {
+	netns string
+	inode uint32
+}
+
+type udpQueue struct{ reads, empty, full int }
+
+func newUDPQueues() *udpQueues { return &udpQueues{seen: map[udpKey]*udpQueue{}} }
+
+// sample reads the UDP sockets of the calling thread's namespace: call it
 // inside watched.do.
-func udpBufferLimits(netns string) ([]finding.Limit, error) {
+func (u *udpQueues) sample(netns string) error {
+	if u == nil {
+		return nil
+	}
 	socks, err := readUDPSockets()
 	if err != nil {
-		return nil, err
+		return err
+	}
+	u.record(netns, socks)
+	return nil
+}
+
+func (u *udpQueues) record(netns string, socks []udpSocket) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, s := range socks {
+		k := udpKey{netns, s.inode}
+		q := u.seen[k]
+		if q == nil {
+			q = &udpQueue{}
+			u.seen[k] = q
+		}
+		q.reads++
+		if s.queued == 0 {
+			q.empty++
+		}
+		if s.queued*2 >= s.rcvbuf {
+			q.full++
+		}
+	}
+}
+
+func (u *udpQueues) of(netns string, inode uint32) udpQueue {
+	if u == nil {
+		return udpQueue{}
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if q := u.seen[udpKey{netns, inode}]; q != nil {
+		return *q
+	}
+	return udpQueue{}
+}
+
+// udpBufferLimits reads the UDP sockets of the calling thread's namespace
+// at the end of the observation: those that refused datagrams, as
+// evidence with their queues' readings, and the buffers their
+// applications set on them, as limits. Call it inside watched.do.
+func udpBufferLimits(netns string, queues *udpQueues) ([]doctor.UDPSocket, []finding.Limit, error) {
+	socks, err := readUDPSockets()
+	if err != nil {
+		return nil, nil, err
+	}
+	var refused []doctor.UDPSocket
+	for _, s := range socks {
+		if s.drops > 0 {
+			q := queues.of(netns, s.inode)
+			refused = append(refused, doctor.UDPSocket{Netns: netns, Local: s.local, RcvBuf: s.rcvbuf, Drops: s.drops,
+				QueueReads: q.reads, QueueEmpty: q.empty, QueueFull: q.full})
+		}
 	}
 	def, rmax := procInt("/proc/sys/net/core/rmem_default"), procInt("/proc/sys/net/core/rmem_max")
-	return udpLimits(netns, socks, def, rmax, func(ino uint32) *finding.Owner { return socketOwner(uint64(ino)) }), nil
+	return refused, udpLimits(netns, socks, def, rmax, func(ino uint32) *finding.Owner { return socketOwner(uint64(ino)) }), nil
 }
 
 // udpLimits chooses the sockets whose buffer was set (not the default
@@ -134,9 +211,7 @@ func udpLimits(netns string, socks []udpSocket, rmemDefault, rmemMax int, owner 
 		undo := []finding.Action{finding.Change("in %s: drop its setsockopt(SO_RCVBUF, %d): the default, net.core.rmem_default, is %d bytes; "+
 			"or ask for more, up to net.core.rmem_max (%d)", app, asked, rmemDefault, rmemMax)}
 		if int(s.rcvbuf) > rmemDefault {
-			// A buffer above the default that still overflows: the reader
-			// falls behind whatever the size.
-			undo = []finding.Action{finding.Change("in %s: read faster (recvmmsg, a thread that only reads), or raise its SO_RCVBUF of %d bytes (net.core.rmem_max is %d)", app, asked, rmemMax)}
+			undo = []finding.Action{finding.Change("in %s: raise its SO_RCVBUF of %d bytes, up to net.core.rmem_max (%d)", app, asked, rmemMax)}
 		}
 		out = append(out, finding.Limit{Kind: KindUDPRcvbuf,
 			Value:      fmt.Sprintf("%d bytes (sk_rcvbuf %d: the kernel doubles what is asked)", asked, s.rcvbuf),

@@ -10,7 +10,7 @@ import (
 )
 
 // An inet_diag_msg of an IPv4 UDP socket on port 7001 with its
-// SKMEMINFO: rcvbuf 8192, 12 drops.
+// SKMEMINFO: 4608 bytes queued, rcvbuf 8192, 12 drops.
 func TestParseUDPDiagReadsTheBufferAndItsDrops(t *testing.T) {
 	m := make([]byte, inetDiagMsgLen+4+4*9)
 	m[0] = unix.AF_INET
@@ -20,10 +20,11 @@ func TestParseUDPDiagReadsTheBufferAndItsDrops(t *testing.T) {
 	attr := m[inetDiagMsgLen:]
 	binary.NativeEndian.PutUint16(attr[0:], uint16(4+4*9))
 	binary.NativeEndian.PutUint16(attr[2:], inetDiagSkmem)
+	binary.NativeEndian.PutUint32(attr[4+4*skmemRmemAlloc:], 4608)
 	binary.NativeEndian.PutUint32(attr[4+4*skmemRcvbuf:], 8192)
 	binary.NativeEndian.PutUint32(attr[4+4*skmemDrops:], 12)
 	s, ok := parseUDPDiag(m)
-	if !ok || s.local != netip.MustParseAddrPort("10.78.0.2:7001") || s.inode != 4242 || s.rcvbuf != 8192 || s.drops != 12 {
+	if !ok || s.local != netip.MustParseAddrPort("10.78.0.2:7001") || s.inode != 4242 || s.queued != 4608 || s.rcvbuf != 8192 || s.drops != 12 {
 		t.Fatalf("parsed %+v %v", s, ok)
 	}
 	if _, ok := parseUDPDiag(m[:inetDiagMsgLen]); ok {
@@ -32,7 +33,7 @@ func TestParseUDPDiagReadsTheBufferAndItsDrops(t *testing.T) {
 }
 
 // Only sockets whose buffer is not the default and that refused
-// datagrams are limits; one above the default is its reader's.
+// datagrams are limits; one above the default is raised, not dropped.
 func TestUDPLimitsAreSetBuffersThatOverflowed(t *testing.T) {
 	socks := []udpSocket{
 		{local: netip.MustParseAddrPort("0.0.0.0:7001"), inode: 1, rcvbuf: 8192, drops: 5},
@@ -46,5 +47,20 @@ func TestUDPLimitsAreSetBuffersThatOverflowed(t *testing.T) {
 	}
 	if got[0].Undo[0].Text == got[1].Undo[0].Text || got[0].SetBy.PID != 1 {
 		t.Errorf("undo %q and %q", got[0].Undo[0].Text, got[1].Undo[0].Text)
+	}
+}
+
+// Each reading counts a socket's queue as empty, at least half full, or
+// neither.
+func TestUDPQueuesCountHowEachQueueStood(t *testing.T) {
+	u := newUDPQueues()
+	for _, queued := range []uint32{0, 4096, 6000, 100} {
+		u.record("ns", []udpSocket{{inode: 9, queued: queued, rcvbuf: 8192}})
+	}
+	if q := u.of("ns", 9); q != (udpQueue{reads: 4, empty: 1, full: 2}) {
+		t.Errorf("queue %+v", q)
+	}
+	if q := u.of("other", 9); q.reads != 0 {
+		t.Errorf("another namespace's socket counted: %+v", q)
 	}
 }

@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -368,6 +369,7 @@ func routeArgv(r *netlink.Route, drop string) []string {
 // routes of the flows at the end.
 type settingsWatch struct {
 	s      *socketSettings
+	udp    *udpQueues
 	spaces []*watched
 	note   string
 	stopc  chan struct{}
@@ -385,6 +387,7 @@ func startSettingsWatch(spaces []*watched, privileged bool) *settingsWatch {
 	sw := &settingsWatch{spaces: spaces, stopc: make(chan struct{}), done: make(chan struct{})}
 	if privileged {
 		sw.s, sw.note = openSocketSettings()
+		sw.udp = newUDPQueues()
 	}
 	if sw.s == nil {
 		close(sw.done)
@@ -410,7 +413,7 @@ func (sw *settingsWatch) readAll() {
 	for _, w := range sw.spaces {
 		if !w.gone {
 			// A namespace that cannot be read now is read again at the next tick.
-			_ = w.do(func() error { return sw.s.read(w.name) })
+			_ = w.do(func() error { return errors.Join(sw.s.read(w.name), sw.udp.sample(w.name)) })
 		}
 	}
 }
@@ -452,10 +455,12 @@ func (sw *settingsWatch) finish(ev *doctor.Evidence, notes *[]string) []finding.
 			*notes = append(*notes, fmt.Sprintf("netns %s: the flows' route metrics were not read: %v", w.name, err))
 		}
 		out = append(out, got...)
-		err = w.do(func() (err error) { got, err = udpBufferLimits(w.name); return err })
+		var refused []doctor.UDPSocket
+		err = w.do(func() (err error) { refused, got, err = udpBufferLimits(w.name, sw.udp); return err })
 		if err != nil {
 			*notes = append(*notes, fmt.Sprintf("netns %s: the UDP sockets' receive buffers were not read: %v", w.name, err))
 		}
+		ev.UDPSockets = append(ev.UDPSockets, refused...)
 		out = append(out, got...)
 	}
 	return out
