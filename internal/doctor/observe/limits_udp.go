@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -108,13 +109,13 @@ func parseUDPDiag(m []byte) (udpSocket, bool) {
 	return udpSocket{}, false
 }
 
-// udpQueues counts, for each UDP socket of the watched namespaces, how
-// its receive queue read at each reading while the workload runs: a queue
-// found empty has a reader with time to spare, one always full a reader
-// slower than its sender.
+// udpQueues keeps, for each UDP socket of the watched namespaces, how its
+// receive queue stood at each reading while the workload ran: a queue
+// found empty while datagrams came has a reader with time to spare, one
+// always full a reader slower than its sender.
 type udpQueues struct {
 	mu   sync.Mutex
-	seen map[udpKey]*udpQueue
+	seen map[udpKey][]queueState
 }
 
 type udpKey struct {
@@ -122,9 +123,15 @@ type udpKey struct {
 	inode uint32
 }
 
-type udpQueue struct{ reads, empty, full int }
+type queueState byte
 
-func newUDPQueues() *udpQueues { return &udpQueues{seen: map[udpKey]*udpQueue{}} }
+const (
+	queueEmpty queueState = iota
+	queueSome
+	queueFull // at least half the buffer
+)
+
+func newUDPQueues() *udpQueues { return &udpQueues{seen: map[udpKey][]queueState{}} }
 
 // sample reads the UDP sockets of the calling thread's namespace: call it
 // inside watched.do.
@@ -144,21 +151,22 @@ func (u *udpQueues) record(netns string, socks []udpSocket) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for _, s := range socks {
+		st := queueSome
+		switch {
+		case s.queued == 0:
+			st = queueEmpty
+		case s.queued*2 >= s.rcvbuf:
+			st = queueFull
+		}
 		k := udpKey{netns, s.inode}
-		q := u.seen[k]
-		if q == nil {
-			q = &udpQueue{}
-			u.seen[k] = q
-		}
-		q.reads++
-		if s.queued == 0 {
-			q.empty++
-		}
-		if s.queued*2 >= s.rcvbuf {
-			q.full++
-		}
+		u.seen[k] = append(u.seen[k], st)
 	}
 }
+
+// udpQueue is how a socket's queue stood while datagrams came: from the
+// first reading that found it holding some to the last (before the sender
+// starts and after it stops, any queue is empty).
+type udpQueue struct{ reads, empty, full int }
 
 func (u *udpQueues) of(netns string, inode uint32) udpQueue {
 	if u == nil {
@@ -166,10 +174,28 @@ func (u *udpQueues) of(netns string, inode uint32) udpQueue {
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if q := u.seen[udpKey{netns, inode}]; q != nil {
-		return *q
+	states := u.seen[udpKey{netns, inode}]
+	first, last := slices.IndexFunc(states, func(s queueState) bool { return s != queueEmpty }), -1
+	for i := len(states) - 1; i >= 0 && first >= 0; i-- {
+		if states[i] != queueEmpty {
+			last = i
+			break
+		}
 	}
-	return udpQueue{}
+	var q udpQueue
+	if first < 0 {
+		return q
+	}
+	for _, s := range states[first : last+1] {
+		q.reads++
+		switch s {
+		case queueEmpty:
+			q.empty++
+		case queueFull:
+			q.full++
+		}
+	}
+	return q
 }
 
 // udpBufferLimits reads the UDP sockets of the calling thread's namespace

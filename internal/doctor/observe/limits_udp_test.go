@@ -51,10 +51,11 @@ func TestUDPLimitsAreSetBuffersThatOverflowed(t *testing.T) {
 }
 
 // Each reading counts a socket's queue as empty, at least half full, or
-// neither.
-func TestUDPQueuesCountHowEachQueueStood(t *testing.T) {
+// neither, from the first reading that found it holding datagrams to the
+// last: before its sender starts and after it stops, any queue is empty.
+func TestUDPQueuesCountHowEachQueueStoodWhileDatagramsCame(t *testing.T) {
 	u := newUDPQueues()
-	for _, queued := range []uint32{0, 4096, 6000, 100} {
+	for _, queued := range []uint32{0, 0, 4096, 0, 6000, 100, 0, 0} {
 		u.record("ns", []udpSocket{{inode: 9, queued: queued, rcvbuf: 8192}})
 	}
 	if q := u.of("ns", 9); q != (udpQueue{reads: 4, empty: 1, full: 2}) {
@@ -62,5 +63,9 @@ func TestUDPQueuesCountHowEachQueueStood(t *testing.T) {
 	}
 	if q := u.of("other", 9); q.reads != 0 {
 		t.Errorf("another namespace's socket counted: %+v", q)
+	}
+	u.record("ns", []udpSocket{{inode: 10}})
+	if q := u.of("ns", 10); q.reads != 0 {
+		t.Errorf("a queue never holding datagrams counted: %+v", q)
 	}
 }
