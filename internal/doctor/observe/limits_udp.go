@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,13 +108,15 @@ func parseUDPDiag(m []byte) (udpSocket, bool) {
 	return udpSocket{}, false
 }
 
-// udpQueues keeps, for each UDP socket of the watched namespaces, how its
-// receive queue stood at each reading while the workload ran: a queue
-// found empty while datagrams came has a reader with time to spare, one
-// always full a reader slower than its sender.
+// udpQueues keeps, for each UDP socket of the watched namespaces that
+// held or refused datagrams, how its receive queue stood at each reading
+// while the workload ran: a queue found empty while datagrams came has a
+// reader with time to spare, one always full a reader slower than its
+// sender. Closed sockets are forgotten, so that a host's churn of
+// short-lived sockets (DNS clients) costs nothing.
 type udpQueues struct {
 	mu   sync.Mutex
-	seen map[udpKey][]queueState
+	seen map[udpKey]*udpQueue
 }
 
 type udpKey struct {
@@ -123,15 +124,13 @@ type udpKey struct {
 	inode uint32
 }
 
-type queueState byte
+// udpQueue is how a socket's queue stood while datagrams came: from the
+// first reading that found it holding some to the last (before the sender
+// starts and after it stops, any queue is empty). emptyTail counts the
+// empty readings since the last that was not, which the last excludes.
+type udpQueue struct{ reads, empty, full, emptyTail int }
 
-const (
-	queueEmpty queueState = iota
-	queueSome
-	queueFull // at least half the buffer
-)
-
-func newUDPQueues() *udpQueues { return &udpQueues{seen: map[udpKey][]queueState{}} }
+func newUDPQueues() *udpQueues { return &udpQueues{seen: map[udpKey]*udpQueue{}} }
 
 // sample reads the UDP sockets of the calling thread's namespace: call it
 // inside watched.do.
@@ -150,23 +149,36 @@ func (u *udpQueues) sample(netns string) error {
 func (u *udpQueues) record(netns string, socks []udpSocket) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	open := map[uint32]bool{}
 	for _, s := range socks {
-		st := queueSome
+		open[s.inode] = true
+		k := udpKey{netns, s.inode}
+		q := u.seen[k]
+		if q == nil {
+			if s.queued == 0 {
+				continue // nothing held yet: its readings start with the first datagrams
+			}
+			q = &udpQueue{}
+			u.seen[k] = q
+		}
+		q.reads++
 		switch {
 		case s.queued == 0:
-			st = queueEmpty
+			q.empty++
+			q.emptyTail++
 		case s.queued*2 >= s.rcvbuf:
-			st = queueFull
+			q.full++
+			q.emptyTail = 0
+		default:
+			q.emptyTail = 0
 		}
-		k := udpKey{netns, s.inode}
-		u.seen[k] = append(u.seen[k], st)
+	}
+	for k := range u.seen {
+		if k.netns == netns && !open[k.inode] {
+			delete(u.seen, k)
+		}
 	}
 }
-
-// udpQueue is how a socket's queue stood while datagrams came: from the
-// first reading that found it holding some to the last (before the sender
-// starts and after it stops, any queue is empty).
-type udpQueue struct{ reads, empty, full int }
 
 func (u *udpQueues) of(netns string, inode uint32) udpQueue {
 	if u == nil {
@@ -174,28 +186,11 @@ func (u *udpQueues) of(netns string, inode uint32) udpQueue {
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	states := u.seen[udpKey{netns, inode}]
-	first, last := slices.IndexFunc(states, func(s queueState) bool { return s != queueEmpty }), -1
-	for i := len(states) - 1; i >= 0 && first >= 0; i-- {
-		if states[i] != queueEmpty {
-			last = i
-			break
-		}
+	q := u.seen[udpKey{netns, inode}]
+	if q == nil {
+		return udpQueue{}
 	}
-	var q udpQueue
-	if first < 0 {
-		return q
-	}
-	for _, s := range states[first : last+1] {
-		q.reads++
-		switch s {
-		case queueEmpty:
-			q.empty++
-		case queueFull:
-			q.full++
-		}
-	}
-	return q
+	return udpQueue{reads: q.reads - q.emptyTail, empty: q.empty - q.emptyTail, full: q.full}
 }
 
 // udpBufferLimits reads the UDP sockets of the calling thread's namespace

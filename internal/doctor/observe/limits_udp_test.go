@@ -68,4 +68,8 @@ func TestUDPQueuesCountHowEachQueueStoodWhileDatagramsCame(t *testing.T) {
 	if q := u.of("ns", 10); q.reads != 0 {
 		t.Errorf("a queue never holding datagrams counted: %+v", q)
 	}
+	u.record("ns", nil)
+	if q := u.of("ns", 9); q.reads != 0 || len(u.seen) != 0 {
+		t.Errorf("a closed socket kept: %+v, %d kept", q, len(u.seen))
+	}
 }
