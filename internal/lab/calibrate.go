@@ -77,23 +77,26 @@ func (s *Scenario) calibrate(ctx context.Context, p *Pair, o load.Options, c cal
 				return nil, fmt.Errorf("changing the application as the doctor's remedy asks: %w", err)
 			}
 		}
-		if s.FixLoad != nil {
-			s.FixLoad(&o)
-		}
 	default:
 		if s.Fix != nil {
 			if err := s.Fix(p); err != nil {
 				return nil, fmt.Errorf("applying the remedy: %w", err)
 			}
 		}
-		if s.FixLoad != nil {
-			s.FixLoad(&o)
-		}
 		// The scenario's own fix is a reference, no claim of the
 		// doctor's to hold: one run measures it.
-		return s.measure(ctx, p, o, RunOptions{})
+		return s.measure(ctx, p, s.remediedLoad(o, c), RunOptions{})
 	}
-	return s.measureBest(ctx, p, o, calibrationRuns)
+	return s.measureBest(ctx, p, s.remediedLoad(o, c), calibrationRuns)
+}
+
+// remediedLoad is the fault's load as the remedy leaves it: changed by the
+// workload's switch (FixLoad) where the remedy is the application's.
+func (s *Scenario) remediedLoad(o load.Options, c calibration) load.Options {
+	if c.From != RemedyDoctor && s.FixLoad != nil {
+		s.FixLoad(&o)
+	}
+	return o
 }
 
 // calibrationRuns is how many runs a calibration's control and the
@@ -205,7 +208,7 @@ func (s *Scenario) confirmRestored(ctx context.Context, p *Pair, rep *Report, c 
 	case c.From != RemedyDoctor, s.Fix == nil || s.FixIsApp || s.FixLoad != nil:
 		return
 	}
-	again, err := s.measureBest(ctx, p, o, calibrationRuns)
+	again, err := s.measureBest(ctx, p, s.remediedLoad(o, c), calibrationRuns)
 	if err != nil {
 		return
 	}

@@ -80,3 +80,20 @@ func TestCostAndRestoredShares(t *testing.T) {
 		t.Errorf("restored against a control that moved nothing: %v, want 0", got)
 	}
 }
+
+// The remedied state's load is the fault's, changed by the workload's
+// switch where the remedy is the application's (the second pair measured
+// rate-so-max-pacing-rate's remedied state with the fault's pacing cap
+// still on: 0.1 Gbit/s against 33).
+func TestRemediedLoadIsTheFaultsChangedByTheSwitch(t *testing.T) {
+	s := &Scenario{FixLoad: func(o *load.Options) { o.MaxPacingRate = 0 }}
+	fault := load.Options{MaxPacingRate: 12_500_000}
+	for from, want := range map[string]uint64{RemedyDoctor: 12_500_000, RemedyWorkload: 0, RemedyScenario: 0} {
+		if got := s.remediedLoad(fault, calibration{From: from}).MaxPacingRate; got != want {
+			t.Errorf("%s: pacing cap %d, want %d", from, got, want)
+		}
+	}
+	if fault.MaxPacingRate != 12_500_000 {
+		t.Error("the fault's load changed")
+	}
+}
