@@ -379,7 +379,7 @@ type SockIO struct {
 // UDPSocket is a UDP socket that refused datagrams, as sock_diag read it
 // at the end of the observation, with its receive queue as read during it.
 type UDPSocket struct {
-	Netns string         `json:"netns"`
+	Netns string         `json:"netns_name"`
 	Local netip.AddrPort `json:"local"`
 	// RcvBuf is its buffer (sk_rcvbuf); Drops the datagrams it refused
 	// since it was created (sk_drops).
