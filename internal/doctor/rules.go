@@ -143,7 +143,7 @@ func Diagnose(ev *Evidence) *Report {
 		// Every present cause is raised to the symptom's stake (a CPU
 		// saturated by TSO off and GRO blocked together), so that they then
 		// rank by their own costs; the first one listed is named.
-		if fs[i].Severity < finding.Warning {
+		if fs[i].Severity < finding.Warning || droppedByPolicy(&fs[i]) {
 			continue
 		}
 		named := ""
@@ -217,6 +217,19 @@ func Diagnose(ev *Evidence) *Report {
 		rep.Findings = []finding.Finding{}
 	}
 	return rep
+}
+
+// droppedByPolicy says a loss was traced to the setting that drops on
+// purpose: a program, a firewall rule, a tc filter's drop action. Those drops
+// are nobody's consequence: QEMU's e1000e sends TSO as IP fragments in the
+// control too, and naming the fragments first for a tc program's random
+// drops flipped with the receiving CPU's busy share (2026-11-28).
+func droppedByPolicy(f *finding.Finding) bool {
+	if f.ID != "packet-loss" || f.Limit == nil {
+		return false
+	}
+	l := f.Limit
+	return l.Where.Layer == finding.LayerProgram || l.Where.Layer == finding.LayerRule || l.Kind == KindTcFilterDrop
 }
 
 // trafficMoved says whether anything moved, or was offered, whose

@@ -180,3 +180,35 @@ func TestTCProgramNamedAsCause(t *testing.T) {
 		t.Errorf("an egress drop blamed on the ingress program: %q", top.Title)
 	}
 }
+
+// A tc program's random drops on a device that receives TSO as IP
+// fragments (QEMU's e1000e, control and fault alike) with its CPUs busy:
+// the fragments cost receive CPU, but the program's drops are not their
+// consequence, so the loss, traced to the program, ranks first.
+func TestProgramDropsAreNoConsequenceOfFragments(t *testing.T) {
+	ev := load(t, "prog/tc-bpf-drop.json")
+	for ns, d := range ev.devices {
+		if d.Stats.RxPackets > 50000 {
+			ns.Counters["Ip.ReasmReqds"] = int64(d.Stats.RxPackets)
+			ns.Counters["Ip.ReasmOKs"] = int64(d.Stats.RxPackets) / 45
+		}
+	}
+	for i := range ev.CPUs {
+		c := &ev.CPUs[i]
+		c.User, c.System, c.Softirq, c.IRQ, c.Steal, c.Idle = 0.2, 0.3, 0.45, 0, 0, 0.05
+	}
+	rep := Diagnose(ev)
+	var fragments *finding.Finding
+	for i := range rep.Findings {
+		if rep.Findings[i].ID == "ip-fragmented" {
+			fragments = &rep.Findings[i]
+		}
+	}
+	if fragments == nil || fragments.Severity < finding.Warning {
+		t.Fatalf("the fixture made no ip-fragmented warning: %v", fragments)
+	}
+	top := rep.Top(finding.Warning)
+	if top == nil || top.ID != "packet-loss" || top.Limit == nil || top.Limit.Kind != kindTC {
+		t.Fatalf("top finding %v, want packet-loss naming the tc program; all: %v", top, ids(rep.Findings))
+	}
+}
