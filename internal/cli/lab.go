@@ -240,6 +240,11 @@ func printLabReport(e *env, r *lab.Report) {
 			fmt.Fprintf(e.stdout, "            a second pair: the remedy %s, the control measured again beside it %s\n",
 				strings.TrimSpace(bitsPerSecond(r.FixedAgainBps)), strings.TrimSpace(bitsPerSecond(r.ControlAfterBps)))
 		}
+		if r.Restored < lab.RestoreBar {
+			if why := r.RestoreWithinSpread(); why != "" {
+				fmt.Fprintf(e.stdout, "            short, and not judged: %s\n", why)
+			}
+		}
 		if r.LatencyGain > 0 {
 			fmt.Fprintf(e.stdout, "            its wait: the remedy took %s of it away\n", units.Percent(r.LatencyGain))
 		}

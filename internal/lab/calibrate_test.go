@@ -2,6 +2,7 @@ package lab
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/skbtrace/skbtrace/internal/doctor"
@@ -95,5 +96,32 @@ func TestRemediedLoadIsTheFaultsChangedByTheSwitch(t *testing.T) {
 	}
 	if fault.MaxPacingRate != 12_500_000 {
 		t.Error("the fault's load changed")
+	}
+}
+
+// A remedy short of the bar is judged where its pair's states stood
+// apart, and not where the remedied state once ran as fast as the control
+// did: one state's runs here swing 2x for seconds at a time.
+func TestRestoreWithinSpread(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		r      Report
+		within bool
+	}{
+		{"apart", Report{ControlRuns: []float64{29e9, 28e9, 27e9}, FixedRuns: []float64{20e9, 21e9, 19e9}}, false},
+		{"a slow control run", Report{ControlRuns: []float64{29e9, 13e9, 28e9}, FixedRuns: []float64{14e9, 12e9, 11e9}}, true},
+		{"the second pair overlaps", Report{ControlRuns: []float64{29e9, 28e9, 27e9}, FixedRuns: []float64{20e9, 21e9, 19e9},
+			FixedAgainRuns: []float64{20e9, 26e9, 18e9}, ControlAfterRuns: []float64{30e9, 25e9, 29e9}}, true},
+		{"a remedy that does nothing", Report{ControlRuns: []float64{29e9, 13e9, 28e9}, FixedRuns: []float64{0.1e9, 0.1e9, 0.1e9}}, false},
+		{"single runs", Report{ControlRuns: []float64{13e9}, FixedRuns: []float64{14e9}}, false},
+	} {
+		why := c.r.RestoreWithinSpread()
+		if (why != "") != c.within {
+			t.Errorf("%s: %q, want within the spread %v", c.name, why, c.within)
+		}
+	}
+	r := Report{RunsInOps: true, ControlRuns: []float64{900, 400}, FixedRuns: []float64{450, 300}}
+	if why := r.RestoreWithinSpread(); !strings.Contains(why, "450 ops/s, 300 ops/s") || !strings.Contains(why, "900 ops/s, 400 ops/s") {
+		t.Errorf("request/response runs told as %q", why)
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/skbtrace/skbtrace/internal/doctor"
 	"github.com/skbtrace/skbtrace/internal/doctor/observe"
 	"github.com/skbtrace/skbtrace/internal/event"
-	"github.com/skbtrace/skbtrace/internal/finding"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/load"
 	"github.com/skbtrace/skbtrace/internal/trace"
@@ -53,6 +52,9 @@ type Scenario struct {
 	// Load is the traffic of both runs; FaultLoad, if set, changes it for the fault run.
 	Load      load.Options
 	FaultLoad func(*load.Options)
+	// Repeat measures each run that many times, the fastest standing: a
+	// verdict on two runs of one state (the baseline's) is this VM's swing.
+	Repeat int
 	// Prepare applies to both runs; Inject turns the control into the fault.
 	Prepare func(*Pair) error
 	Inject  func(*Pair) error
@@ -114,6 +116,7 @@ type Measurement struct {
 	ReverseBps float64
 	// Doctor is the doctor's verdict on the run, when asked for.
 	Doctor *doctor.Report
+	page   []byte // the doctor's page, when RunOptions.HTMLDir asks for it
 	// RingMissed is what the receiving NIC's ring-overflow counters moved
 	// during the run (ethtool -S), and Interrupts its interrupts per CPU
 	// (/proc/interrupts), on a wire.
@@ -170,92 +173,6 @@ type RunOptions struct {
 	Peer bool
 }
 
-// Report is the outcome of a scenario.
-type Report struct {
-	Name       string  `json:"name"`
-	Fault      string  `json:"fault"`
-	Expect     string  `json:"expected_finding,omitempty"`
-	ControlBps float64 `json:"control_bits_per_second"`
-	FaultBps   float64 `json:"fault_bits_per_second"`
-	ControlOps float64 `json:"control_ops_per_second"`
-	FaultOps   float64 `json:"fault_ops_per_second"`
-	// ReverseBps is the fault's load from the receiver back to the sender (Scenario.Reverse).
-	ReverseBps float64 `json:"fault_reverse_bits_per_second,omitempty"`
-	// FixedBps and FixedOps are the calibration run's, with the doctor's
-	// remedy applied; Gain is the share of that throughput the fault cost
-	// (operations per second for request/response).
-	FixedBps float64 `json:"fixed_bits_per_second,omitempty"`
-	FixedOps float64 `json:"fixed_ops_per_second,omitempty"`
-	Gain     float64 `json:"gain,omitempty"`
-	// ControlCost is the share of the control's throughput the fault
-	// cost: beside Gain, the second measure of what the doctor estimates.
-	ControlCost float64 `json:"control_cost,omitempty"`
-	// LatencyGain, for a fault that costs time rather than throughput
-	// (Scenario.Latency), is the share of the fault run's wait the remedy
-	// took away: what its finding's impact estimates.
-	LatencyGain float64 `json:"latency_gain,omitempty"`
-	// Remedy is what the calibration run applied and RemedyFrom whose it
-	// was (RemedyDoctor ...); PredictedImpact is the doctor's estimate of
-	// the share the fault cost, beside Gain, and Restored the fixed run's
-	// throughput as a share of the control's.
-	Remedy        string `json:"remedy,omitempty"`
-	RemedyFrom    string `json:"remedy_from,omitempty"`
-	RemedyPartial string `json:"remedy_partial,omitempty"`
-	// EstimateUnheld is the scenario's EstimateUnheld.
-	EstimateUnheld string `json:"estimate_unheld,omitempty"`
-	// RemedyFailed says why the remedy could not be applied or measured.
-	RemedyFailed string `json:"remedy_failed,omitempty"`
-	// FixedAgainBps and ControlAfterBps are the second pair, the remedied
-	// state and then the control measured again, where the first restored
-	// less than RestoreBar (confirmRestored).
-	FixedAgainBps   float64 `json:"fixed_again_bits_per_second,omitempty"`
-	ControlAfterBps float64 `json:"control_after_bits_per_second,omitempty"`
-	PredictedImpact float64 `json:"predicted_impact,omitempty"`
-	Restored        float64 `json:"restored,omitempty"`
-	Signal          string  `json:"signal"`
-	Reproduced      bool    `json:"reproduced"`
-	// Skipped says why the fault cannot be built on these devices (NotBuildable).
-	Skipped string  `json:"skipped,omitempty"`
-	Seconds float64 `json:"seconds"`
-	// Doctor is set by a run with RunOptions.Doctor.
-	Doctor *DoctorVerdict `json:"doctor,omitempty"`
-}
-
-// DoctorVerdict is what the doctor found in the fault run, and whether its
-// top finding of warning or above is the one the scenario expects (none for
-// the baseline).
-type DoctorVerdict struct {
-	Top      string            `json:"top_finding"`
-	Agrees   bool              `json:"agrees"`
-	Findings []finding.Finding `json:"findings"`
-	Healthy  string            `json:"healthy,omitempty"`
-	Evidence *doctor.Evidence  `json:"evidence"`
-}
-
-func verdictOf(s *Scenario, rep *doctor.Report, p *Pair) *DoctorVerdict {
-	v := &DoctorVerdict{Findings: rep.Findings, Healthy: rep.Healthy, Evidence: rep.Evidence}
-	if top := rep.Top(finding.Warning); top != nil {
-		v.Top = top.ID
-	}
-	v.Agrees = v.Top == s.Expect
-	for _, id := range s.Also {
-		if !slices.ContainsFunc(rep.Findings, func(f finding.Finding) bool { return f.ID == id && f.Severity >= finding.Warning }) {
-			v.Agrees = false
-		}
-	}
-	if s.ExpectOn != nil {
-		// First, or tied for first: virtio-net's sender that cannot
-		// segment at all weighs what the receiver's GRO off does.
-		top, scope := rep.Top(finding.Warning), "device "+s.ExpectOn(p)+" "
-		if top == nil || !slices.ContainsFunc(rep.Findings, func(f finding.Finding) bool {
-			return f.ID == s.Expect && strings.HasPrefix(f.Scope, scope) && f.Severity == top.Severity && f.Impact == top.Impact
-		}) {
-			v.Agrees = false
-		}
-	}
-	return v
-}
-
 // Run performs the scenario. The namespaces are removed when it returns,
 // whatever happens, unless keep is set (to inspect them). A scenario that
 // needs a program this host lacks (tc, ethtool, nft, iperf3, python3, ping)
@@ -291,14 +208,15 @@ func (s *Scenario) perform(ctx context.Context, opts RunOptions, start time.Time
 	// A calibration compares the remedied run with the control: each is
 	// the best of calibrationRuns, as single runs here swing up to 2x,
 	// for a fault there is a remedy for (noise runs have none).
-	runs := 1
+	runs := s.Repeat
 	if opts.Calibrate && (s.Fix != nil || s.FixLoad != nil) {
 		runs = calibrationRuns
 	}
-	control, err := s.measureBest(ctx, pair, s.Load, runs)
+	controlRuns, err := s.measureBest(ctx, pair, s.Load, RunOptions{}, runs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: control run: %w", s.Name, err)
 	}
+	control := controlRuns.best
 	if s.Inject != nil {
 		if err := s.Inject(pair); err != nil {
 			// A device may refuse a setting it lists as changeable.
@@ -317,13 +235,19 @@ func (s *Scenario) perform(ctx context.Context, opts RunOptions, start time.Time
 	if s.During != nil {
 		go s.During(faultCtx, pair)
 	}
-	fault, err := s.measure(ctx, pair, faultLoad, opts)
+	faultRuns, err := s.measureBest(ctx, pair, faultLoad, opts, s.Repeat)
+	fault := faultRuns.best
 	defer stopDuring()
 	if !opts.Calibrate {
 		stopDuring()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: fault run: %w", s.Name, err)
+	}
+	if opts.HTMLDir != "" {
+		if err := os.WriteFile(filepath.Join(opts.HTMLDir, s.Name+".html"), fault.page, 0o644); err != nil {
+			return nil, fmt.Errorf("writing the doctor's page: %w", err)
+		}
 	}
 	if opts.TraceDir != "" {
 		if err := os.WriteFile(filepath.Join(opts.TraceDir, s.Name+".trace"), fault.Trace, 0o644); err != nil {
@@ -335,7 +259,7 @@ func (s *Scenario) perform(ctx context.Context, opts RunOptions, start time.Time
 			return nil, fmt.Errorf("%s: reverse run: %w", s.Name, err)
 		}
 	}
-	var fixed *Measurement
+	var fixedRuns series
 	var remedy calibration
 	var remedyFailed string
 	if opts.Calibrate {
@@ -346,7 +270,7 @@ func (s *Scenario) perform(ctx context.Context, opts RunOptions, start time.Time
 		if remedy.From != "" {
 			// A remedy that cannot be applied, or breaks the load, is
 			// this scenario's result, not the end of the others'.
-			if fixed, err = s.calibrate(ctx, pair, faultLoad, remedy); err != nil {
+			if fixedRuns, err = s.calibrate(ctx, pair, faultLoad, remedy); err != nil {
 				if ctx.Err() != nil {
 					return nil, fmt.Errorf("%s: calibration run: %w", s.Name, err)
 				}
@@ -373,8 +297,10 @@ func (s *Scenario) perform(ctx context.Context, opts RunOptions, start time.Time
 	if remedyFailed != "" {
 		rep.Remedy, rep.RemedyFrom, rep.PredictedImpact, rep.RemedyFailed = remedy.Text, remedy.From, remedy.Impact, remedyFailed
 	}
-	if fixed != nil {
-		rep.FixedBps, rep.FixedOps = fixed.Load.Bps, fixed.Load.OpsPerSec
+	rep.RunsInOps = faultLoad.Mode == load.RR
+	rep.ControlRuns, rep.FaultRuns = manyRuns(controlRuns), manyRuns(faultRuns)
+	if fixed := fixedRuns.best; fixed != nil {
+		rep.FixedBps, rep.FixedOps, rep.FixedRuns = fixed.Load.Bps, fixed.Load.OpsPerSec, manyRuns(fixedRuns)
 		rep.Remedy, rep.RemedyFrom, rep.PredictedImpact, rep.RemedyPartial = remedy.Text, remedy.From, remedy.Impact, s.RemedyPartial
 		rep.EstimateUnheld = s.EstimateUnheld
 		rep.Restored = restoredShare(faultLoad, fixed, control)
@@ -615,17 +541,14 @@ func (s *Scenario) measureWithDoctor(ctx context.Context, p *Pair, o load.Option
 		return nil, fmt.Errorf("the doctor's recording failed: %s", strings.Join(obs.Evidence.Notes, "; "))
 	}
 	rep := doctor.Diagnose(obs.Evidence)
+	var page bytes.Buffer
 	if opts.HTMLDir != "" {
-		var page bytes.Buffer
 		if err := rep.WriteHTML(&page, obs.Timeline, "skbtrace lab "+s.Name); err != nil {
 			return nil, err
 		}
-		if err := os.WriteFile(filepath.Join(opts.HTMLDir, s.Name+".html"), page.Bytes(), 0o644); err != nil {
-			return nil, fmt.Errorf("writing the doctor's page: %w", err)
-		}
 	}
 	return &Measurement{Load: res, Stat: obs.Stat, Summary: obs.Summary, Trace: buf.Bytes(), CPU: obs.Evidence.CPUs,
-		Doctor: rep}, nil
+		Doctor: rep, page: page.Bytes()}, nil
 }
 
 // run is the scenario's traffic: its Workload, or the lab's generator.

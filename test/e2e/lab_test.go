@@ -316,8 +316,15 @@ func remedyFailures(t *testing.T, reports []lab.Report) []string {
 			t.Logf("%-18s held to no bar: %s", r.Name, r.RemedyPartial)
 			continue
 		}
+		if len(r.ControlRuns) > 0 {
+			t.Logf("%-18s runs: control %v, remedied %v; second pair %v, %v", r.Name, r.ControlRuns, r.FixedRuns, r.FixedAgainRuns, r.ControlAfterRuns)
+		}
 		if r.RemedyFrom != lab.RemedyScenario && r.Restored < lab.RestoreBar {
-			failures = append(failures, fmt.Sprintf("%s: the doctor's remedy %q restored %.0f %% of the control's throughput, want 80 %%", r.Name, r.Remedy, r.Restored*100))
+			if why := r.RestoreWithinSpread(); why != "" {
+				t.Logf("%-18s short of 80 %% but not judged: %s", r.Name, why)
+			} else {
+				failures = append(failures, fmt.Sprintf("%s: the doctor's remedy %q restored %.0f %% of the control's throughput, want 80 %%", r.Name, r.Remedy, r.Restored*100))
+			}
 		}
 		// The estimate is logged against the nearer of the two costs, not
 		// held: in three runs of 2026-11-28 a different one or two of 58
