@@ -48,16 +48,24 @@ func TestCalibrationAppliesTheDoctorsFirstRemedy(t *testing.T) {
 	}
 }
 
-// The estimate is held to the nearer of the fault's two measured costs, or
-// to the wait the remedy took away for a fault that costs time.
+// The estimate is held to the span of the fault's measured costs, against
+// the remedied and the control runs, or to the wait the remedy took away
+// for a fault that costs time.
 func TestEstimateOff(t *testing.T) {
 	for _, c := range []struct {
 		r    Report
 		want float64
 	}{
 		{Report{PredictedImpact: 0.45, Gain: 0.05, ControlCost: 0.25}, 0.20},
-		{Report{PredictedImpact: 0.22, Gain: 0.05, ControlCost: 0.25}, 0.03},
+		{Report{PredictedImpact: 0.22, Gain: 0.05, ControlCost: 0.25}, 0},
+		{Report{PredictedImpact: 0.45, Gain: 0.25, ControlCost: 0.05}, 0.20},
 		{Report{PredictedImpact: 0.95, Gain: -0.14, ControlCost: 0.1, LatencyGain: 0.97}, 0.02},
+		{Report{PredictedImpact: 0.15, Gain: 0.05, ControlCost: 0.25}, 0},
+		// The remedied runs 20, 14 and 13 Gbit/s beside a fault's 10: the
+		// cost spans 29-50 %, and an estimate of 40 % lies inside it.
+		{Report{PredictedImpact: 0.40, Gain: 0.5, ControlCost: 0.6, FaultBps: 10e9, FixedRuns: []float64{20e9, 14e9, 13e9}}, 0},
+		{Report{PredictedImpact: 0.10, Gain: 0.5, ControlCost: 0.6, FaultBps: 10e9, FixedRuns: []float64{20e9, 14e9, 13e9}}, 1 - 10.0/13 - 0.10},
+		{Report{PredictedImpact: 0.20, Gain: 0.5, ControlCost: 0.6, FaultOps: 100, RunsInOps: true, ControlRuns: []float64{250, 200, 150}}, 1.0/3 - 0.20},
 	} {
 		if got := c.r.EstimateOff(); math.Abs(got-c.want) > 1e-9 {
 			t.Errorf("%+v: off by %.2f, want %.2f", c.r, got, c.want)
