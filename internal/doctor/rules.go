@@ -123,10 +123,13 @@ func Diagnose(ev *Evidence) *Report {
 	for _, r := range Rules {
 		fs = append(fs, r.Check(ev)...)
 	}
-	present := map[string]bool{}
+	present, limits := map[string]bool{}, map[string][]*finding.Limit{}
 	for _, f := range fs {
 		if f.Severity >= finding.Warning {
 			present[f.ID] = true
+			if f.Limit != nil {
+				limits[f.ID] = append(limits[f.ID], f.Limit)
+			}
 		}
 	}
 	// A cause is at least as severe, and weighs at least as much, as the
@@ -143,12 +146,13 @@ func Diagnose(ev *Evidence) *Report {
 		// Every present cause is raised to the symptom's stake (a CPU
 		// saturated by TSO off and GRO blocked together), so that they then
 		// rank by their own costs; the first one listed is named.
-		if fs[i].Severity < finding.Warning || droppedByPolicy(&fs[i]) {
+		if fs[i].Severity < finding.Warning {
 			continue
 		}
+		policy := droppedByPolicy(&fs[i])
 		named := ""
 		for _, cause := range symptoms[fs[i].ID] {
-			if present[cause] {
+			if present[cause] && (!policy || slices.ContainsFunc(limits[cause], fs[i].Limit.Same)) {
 				heaviest[cause] = max(heaviest[cause], fs[i].Impact)
 				if named == "" {
 					named = cause
@@ -221,9 +225,11 @@ func Diagnose(ev *Evidence) *Report {
 
 // droppedByPolicy says a loss was traced to the setting that drops on
 // purpose: a program, a firewall rule, a tc filter's drop action. Those drops
-// are nobody's consequence: QEMU's e1000e sends TSO as IP fragments in the
-// control too, and naming the fragments first for a tc program's random
-// drops flipped with the receiving CPU's busy share (2026-11-28).
+// are no other cause's consequence, but one that names that very setting
+// (an XDP program that blocks GRO and whose ring overflows): QEMU's e1000e
+// sends TSO as IP fragments in the control too, and naming the fragments
+// first for a tc program's random drops flipped with the receiving CPU's
+// busy share (2026-11-28).
 func droppedByPolicy(f *finding.Finding) bool {
 	if f.ID != "packet-loss" || f.Limit == nil {
 		return false

@@ -212,3 +212,20 @@ func TestProgramDropsAreNoConsequenceOfFragments(t *testing.T) {
 		t.Fatalf("top finding %v, want packet-loss naming the tc program; all: %v", top, ids(rep.Findings))
 	}
 }
+
+// The lab's gro-blocked (2026-11-29): an XDP program on the receiving veth
+// scrambles the outer IP IDs, GRO merges nothing, and the program's ring
+// overflows (veth_xmit). The loss names the program, and so does the
+// blocked GRO: the loss is the blocked GRO's consequence, not a drop of
+// its own, and the GRO ranks first.
+func TestLossByTheProgramThatBlocksGROIsItsConsequence(t *testing.T) {
+	rep := Diagnose(load(t, "prog/gro-blocked-xdp-ipid.json"))
+	top := rep.Top(finding.Warning)
+	if top == nil || top.ID != "gro-blocked" || top.Limit == nil || top.Limit.Kind != kindXDP {
+		t.Fatalf("top finding %v, want gro-blocked naming the XDP program; all: %v", top, ids(rep.Findings))
+	}
+	loss := findingNamed(t, rep, "packet-loss")
+	if loss.Severity != finding.Info || !strings.Contains(loss.Explanation, "consequence of gro-blocked") {
+		t.Errorf("packet-loss %s: %q", loss.Severity, loss.Explanation)
+	}
+}

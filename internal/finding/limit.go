@@ -118,6 +118,11 @@ func Change(format string, args ...any) Action {
 	return Action{Text: fmt.Sprintf(format, args...)}
 }
 
+// Same says whether two limits are one setting: its kind, where it is set.
+func (l *Limit) Same(o *Limit) bool {
+	return l != nil && o != nil && l.Kind == o.Kind && l.Where == o.Where
+}
+
 // Remedy is the fix as printed, rendered from the limit's actions.
 func (l *Limit) Remedy() []string {
 	out := make([]string, 0, len(l.Undo))
