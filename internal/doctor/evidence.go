@@ -391,6 +391,8 @@ type UDPSocket struct {
 	QueueReads int `json:"queue_reads"`
 	QueueEmpty int `json:"queue_empty"`
 	QueueFull  int `json:"queue_full"`
+	// Owner is the process holding the socket, where found.
+	Owner *finding.Owner `json:"owner,omitempty"`
 }
 
 // ProcessCPU is a process's CPU time on one CPU during the observation, as

@@ -17,17 +17,17 @@ func lossByUDPBuffer(ev *Evidence, drops []Drop, f *finding.Finding) {
 		return
 	}
 	d := drops[0]
-	lim := udpBufferOf(ev, ev.deviceNetns(d.Dev), d.Dst)
-	if lim == nil {
+	netns := ev.deviceNetns(d.Dev)
+	lim, q := udpBufferOf(ev, netns, d.Dst), ev.udpSocketOf(netns, d.Dst)
+	if lim == nil && q == nil {
 		return
 	}
-	f.Evidence = append(f.Evidence, lim.Describe())
 	rest := slicesWithout(f.Remedy, dropRemedies["SOCKET_RCVBUFF"])
 	// What the loss costs is the share of the datagrams that reached the
 	// namespace that it refused: the devices' packet counts, the estimate's
 	// base elsewhere, count every hop twice (33 % estimated where the lab's
 	// receiver lost 66 %).
-	if ns := ev.NamespaceNamed(lim.Where.Netns); ns != nil {
+	if ns := ev.NamespaceNamed(netns); ns != nil {
 		refused, read := ns.Counters["Udp.RcvbufErrors"], ns.Counters["Udp.InDatagrams"]
 		if refused > 0 {
 			f.Impact = float64(refused) / float64(refused+read)
@@ -41,16 +41,23 @@ func lossByUDPBuffer(ev *Evidence, drops []Drop, f *finding.Finding) {
 	// buffer overflows in bursts. A python3 reader behind SO_RCVBUF 4096
 	// delivered 74,000 of 470,000 datagrams, and 86,000 with the default
 	// buffer (2026-11-28).
-	if q := ev.udpSocketOf(ev.deviceNetns(d.Dev), d.Dst); q != nil && q.QueueReads >= minQueueReads && q.QueueEmpty == 0 && 2*q.QueueFull >= q.QueueReads {
+	if q != nil && q.QueueReads >= minQueueReads && q.QueueEmpty == 0 && 2*q.QueueFull >= q.QueueReads {
 		pace := udpReaderLimit(lim, q)
 		f.Title = fmt.Sprintf("datagrams to %s are dropped: its reader falls behind the sender", d.Dst)
 		f.Limit = pace
 		f.Evidence = append(f.Evidence, pace.Describe())
+		if lim != nil {
+			f.Evidence = append(f.Evidence, lim.Describe())
+		}
 		f.Explanation += " Here the receiving application reads slower than its sender sends: its buffer fills and stays full, " +
 			"and a larger one would fill too (it absorbs a burst, not a lasting deficit)."
 		f.Remedy = append(pace.Remedy(), rest...)
 		return
 	}
+	if lim == nil {
+		return
+	}
+	f.Evidence = append(f.Evidence, lim.Describe())
 	f.Title = fmt.Sprintf("datagrams to %s are dropped: the receive buffer its application set is full", d.Dst)
 	f.Limit = lim
 	f.Explanation += " Here the receiving socket's buffer, which its application set (SO_RCVBUF), overflowed: UDP has no window " +
@@ -78,22 +85,32 @@ func boundTo(local, dst netip.AddrPort) bool {
 }
 
 // udpReaderLimit is a UDP socket's reader, slower than its sender, as the
-// limit: the buffer it set is the step after.
+// limit: the buffer its application set, if it did, is the step after.
 func udpReaderLimit(buffer *finding.Limit, q *UDPSocket) *finding.Limit {
-	who := "the receiving application"
-	if buffer.SetBy != nil {
-		who = buffer.SetBy.String()
-	}
-	then := buffer.Undo[0]
-	then.Text = "then " + then.Text
-	return &finding.Limit{Kind: KindReadPace, Value: fmt.Sprintf("reads slower than its sender sends: its queue at least half full at %d of %d readings, empty at none", q.QueueFull, q.QueueReads),
-		Where: buffer.Where, SetBy: buffer.SetBy, Applies: buffer.Applies,
-		Undo: []finding.Action{
-			finding.Change("in %s: read faster (recvmmsg, more reading threads or sockets with SO_REUSEPORT, no pauses in the reading loop), or have the sender send no faster than it reads", who),
-			then},
+	bound := fmt.Sprintf("udp %s", q.Local)
+	l := &finding.Limit{Kind: KindReadPace, Value: fmt.Sprintf("reads slower than its sender sends: its queue at least half full at %d of %d readings, empty at none", q.QueueFull, q.QueueReads),
+		Where: finding.Place{Layer: finding.LayerSocket, Netns: q.Netns, Object: bound}, SetBy: q.Owner,
+		Applies:    finding.Scope{Flows: []string{bound}},
 		Arithmetic: fmt.Sprintf("%d datagrams refused since the socket was created (sk_drops); its receive queue read %d times while the workload ran, at least half of its %d bytes full %d times, empty none",
 			q.Drops, q.QueueReads, q.RcvBuf, q.QueueFull),
 		Source: "sock_diag INET_DIAG_SKMEMINFO read while the workload ran"}
+	if buffer != nil {
+		l.Where, l.Applies = buffer.Where, buffer.Applies
+		if l.SetBy == nil {
+			l.SetBy = buffer.SetBy
+		}
+	}
+	who := "the receiving application"
+	if l.SetBy != nil {
+		who = l.SetBy.String()
+	}
+	l.Undo = []finding.Action{finding.Change("in %s: read faster (recvmmsg, more reading threads or sockets with SO_REUSEPORT, no pauses in the reading loop), or have the sender send no faster than it reads", who)}
+	if buffer != nil {
+		then := buffer.Undo[0]
+		then.Text = "then " + then.Text
+		l.Undo = append(l.Undo, then)
+	}
+	return l
 }
 
 // udpBufferOf is the receive buffer limit the observer read on the UDP

@@ -2,8 +2,11 @@ package doctor
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/skbtrace/skbtrace/internal/finding"
 )
 
 // A python3 UDP receiver that set SO_RCVBUF 4096 and reads with pauses
@@ -49,6 +52,47 @@ func TestUDPLossNamesTheReaderOrTheReceiveBufferItSet(t *testing.T) {
 		}
 		if strings.Contains(r, "raise net.core.rmem_max and the application's SO_RCVBUF") {
 			t.Errorf("%s: remedy %q keeps the generic advice", c.name, f.Remedy)
+		}
+	}
+}
+
+// A reader slower than its sender behind the default buffer (the common
+// case: nobody set SO_RCVBUF) is named with its process from the socket
+// the observer found refusing datagrams; with its queue empty at times the
+// loss keeps the generic advice, as nothing set a buffer to undo.
+func TestUDPSlowReaderBehindTheDefaultBufferIsNamed(t *testing.T) {
+	for _, c := range []struct {
+		name               string
+		reads, empty, full int
+		reader             bool
+	}{
+		{"queue always full", 8, 0, 8, true},
+		{"queue empty at times", 8, 5, 2, false},
+	} {
+		ev := load(t, "sock/udp-rcvbuf-set.json")
+		ev.UDPSockets, ev.Limits = nil, slices.DeleteFunc(ev.Limits, func(l finding.Limit) bool { return l.Kind == "so_rcvbuf" })
+		owner := &finding.Owner{PID: 4242, Comm: "python3"}
+		for _, d := range ev.Drops {
+			if d.Reason == "SOCKET_RCVBUFF" {
+				ev.UDPSockets = append(ev.UDPSockets, UDPSocket{Netns: ev.deviceNetns(d.Dev), Local: netip.AddrPortFrom(netip.IPv4Unspecified(), d.Dst.Port()),
+					RcvBuf: 212992, Drops: uint32(d.Count), QueueReads: c.reads, QueueEmpty: c.empty, QueueFull: c.full, Owner: owner})
+			}
+		}
+		f := findingNamed(t, Diagnose(ev), "packet-loss")
+		if !c.reader {
+			if f.Limit != nil {
+				t.Errorf("%s: limit %+v, want none: nothing was set", c.name, f.Limit)
+			}
+			continue
+		}
+		if f.Limit == nil || f.Limit.Kind != KindReadPace || f.Limit.SetBy != owner || !strings.HasPrefix(f.Limit.Where.Object, "udp 0.0.0.0:") {
+			t.Fatalf("%s: limit %+v, want the reader of the UDP socket, python3's", c.name, f.Limit)
+		}
+		if len(f.Limit.Undo) != 1 || !strings.HasPrefix(f.Remedy[0], "in python3[4242]: read faster") {
+			t.Errorf("%s: remedy %q, want the reader's alone", c.name, f.Remedy)
+		}
+		if f.Impact < 0.8 || f.Impact > 0.84 {
+			t.Errorf("%s: impact %.2f %q, want the refused share of the datagrams", c.name, f.Impact, f.ImpactText)
 		}
 	}
 }

@@ -37,7 +37,27 @@ var udpVariants = []*Scenario{
 				drops > 100 && before*10 < drops && netArrived(f) < 0.7*netArrived(c)
 		},
 	}, udpPyCountingSink, []string{"0"}, []string{"4096"}),
+	sockReceiverApp(&Scenario{
+		Name:      "udp-slow-reader",
+		Mechanism: "a python3 UDP receiver with the default buffer pauses 1 ms after every 8 datagrams: it reads slower than its steady sender sends",
+		Fault: fmt.Sprintf("a python3 receiver that pauses 1 ms after every 8 datagrams, the default buffer, a python3 sender of %d-byte datagrams in bursts of 10, %d a second (control: a reader without pauses, about 40,000 a second)",
+			udpBurstSize, udpSteadyRate),
+		Expect:   "packet-loss",
+		Families: []string{"skb_drop", "sock_io"},
+		Load:     load.Options{Mode: load.UDP, Duration: 2 * time.Second, Size: udpBurstSize},
+		Workload: udpBurstWorkload(10, udpSteadyRate),
+		Verdict: func(c, f *Measurement, p *Pair) (string, bool) {
+			drops, before := f.drops("SOCKET_RCVBUFF"), c.drops("SOCKET_RCVBUFF")
+			return fmt.Sprintf("%d skb_drop [SOCKET_RCVBUFF], %d in the control; %.0f %% of the datagrams arrived, %.0f %% in the control; delivered %s",
+					drops, before, netArrived(f)*100, netArrived(c)*100, change(c, f)),
+				drops > 100 && before*10 < drops && netArrived(f) < 0.7*netArrived(c)
+		},
+	}, udpPyCountingSink, []string{"0", "0"}, []string{"0", "0.001"}),
 }
+
+// udpSteadyRate is half of what a python3 reader without pauses reads
+// here, and about twice what one pausing 1 ms every 8 datagrams can.
+const udpSteadyRate = 20000
 
 var udpNoise = []*Scenario{
 	sockReceiverApp(&Scenario{
@@ -65,11 +85,13 @@ const (
 )
 
 // udpPyCountingSink counts the datagrams it reads on argv[1] (argv[2] is
-// SO_RCVBUF, 0 for the default) and tells the count to whoever connects to
-// the same port over TCP.
+// SO_RCVBUF, 0 for the default; argv[3], if given, seconds to pause after
+// every 8 datagrams) and tells the count to whoever connects to the same
+// port over TCP.
 const udpPyCountingSink = `
-import socket, sys, threading
+import socket, sys, threading, time
 port, rcvbuf = int(sys.argv[1]), int(sys.argv[2])
+pause = float(sys.argv[3]) if len(sys.argv) > 3 else 0
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 if rcvbuf:
     u.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
@@ -89,6 +111,8 @@ buf = bytearray(65536)
 while True:
     u.recv_into(buf)
     n += 1
+    if pause and n % 8 == 0:
+        time.sleep(pause)
 `
 
 // udpPyBurstSender sends argv[4]-byte datagrams in bursts of argv[5], at

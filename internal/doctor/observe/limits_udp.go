@@ -207,7 +207,7 @@ func udpBufferLimits(netns string, queues *udpQueues) ([]doctor.UDPSocket, []fin
 		if s.drops > 0 {
 			q := queues.of(netns, s.inode)
 			refused = append(refused, doctor.UDPSocket{Netns: netns, Local: s.local, RcvBuf: s.rcvbuf, Drops: s.drops,
-				QueueReads: q.reads, QueueEmpty: q.empty, QueueFull: q.full})
+				QueueReads: q.reads, QueueEmpty: q.empty, QueueFull: q.full, Owner: socketOwner(uint64(s.inode))})
 		}
 	}
 	def, rmax := procInt("/proc/sys/net/core/rmem_default"), procInt("/proc/sys/net/core/rmem_max")
