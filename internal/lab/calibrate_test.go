@@ -133,3 +133,16 @@ func TestRestoreWithinSpread(t *testing.T) {
 		t.Errorf("request/response runs told as %q", why)
 	}
 }
+
+// Each run is taken as a share of the gauge measured beside it: a slow
+// spell that holds the remedied runs holds their gauge too.
+func TestGaugedShare(t *testing.T) {
+	fixed := gaugedShare([]float64{14e9, 15e9, 13e9}, []float64{12e9, 13e9, 12.5e9})
+	control := gaugedShare([]float64{29e9, 32e9, 24e9}, []float64{25e9, 26e9, 24e9})
+	if r := fixed / control; r < 0.95 || r > 1.05 {
+		t.Errorf("a remedy run in a slow spell restored %.2f by the gauge, want about 1", r)
+	}
+	if got := gaugedShare([]float64{1e9}, nil); got != 0 {
+		t.Errorf("without a gauge: %v, want 0", got)
+	}
+}

@@ -58,10 +58,17 @@ type Report struct {
 	FixedAgainRuns   []float64 `json:"fixed_again_runs,omitempty"`
 	ControlAfterRuns []float64 `json:"control_after_runs,omitempty"`
 	RunsInOps        bool      `json:"runs_in_ops,omitempty"`
-	PredictedImpact  float64   `json:"predicted_impact,omitempty"`
-	Restored         float64   `json:"restored,omitempty"`
-	Signal           string    `json:"signal"`
-	Reproduced       bool      `json:"reproduced"`
+	// FixedAgainGauge and ControlAfterGauge are the VM's speed measured
+	// right before each run of the second pair (bits per second of the
+	// lab's bulk stream on an untouched pair): that pair's restored share
+	// is the ratio of the two states' medians, each run taken as a share of
+	// its gauge.
+	FixedAgainGauge   []float64 `json:"fixed_again_gauge,omitempty"`
+	ControlAfterGauge []float64 `json:"control_after_gauge,omitempty"`
+	PredictedImpact   float64   `json:"predicted_impact,omitempty"`
+	Restored          float64   `json:"restored,omitempty"`
+	Signal            string    `json:"signal"`
+	Reproduced        bool      `json:"reproduced"`
 	// Skipped says why the fault cannot be built on these devices (NotBuildable).
 	Skipped string  `json:"skipped,omitempty"`
 	Seconds float64 `json:"seconds"`
