@@ -90,7 +90,7 @@ func udpReaderLimit(buffer *finding.Limit, q *UDPSocket) *finding.Limit {
 	bound := fmt.Sprintf("udp %s", q.Local)
 	l := &finding.Limit{Kind: KindReadPace, Value: fmt.Sprintf("reads slower than its sender sends: its queue at least half full at %d of %d readings, empty at none", q.QueueFull, q.QueueReads),
 		Where: finding.Place{Layer: finding.LayerSocket, Netns: q.Netns, Object: bound}, SetBy: q.Owner,
-		Applies:    finding.Scope{Flows: []string{bound}},
+		Applies: finding.Scope{Flows: []string{bound}},
 		Arithmetic: fmt.Sprintf("%d datagrams refused since the socket was created (sk_drops); its receive queue read %d times while the workload ran, at least half of its %d bytes full %d times, empty none",
 			q.Drops, q.QueueReads, q.RcvBuf, q.QueueFull),
 		Source: "sock_diag INET_DIAG_SKMEMINFO read while the workload ran"}
