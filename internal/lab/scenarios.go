@@ -357,16 +357,26 @@ func hog(ctx context.Context, _ *Pair) {
 	}
 	var wg sync.WaitGroup
 	for range 2 {
-		cmd := exec.CommandContext(ctx, "sh", "-c", "while :; do :; done")
-		cmd.SysProcAttr = &unix.SysProcAttr{Pdeathsig: unix.SIGKILL} // nothing outlives the lab
-		if cmd.Start() != nil {
-			continue
-		}
-		var set unix.CPUSet
-		set.Set(1)
-		unix.SchedSetaffinity(cmd.Process.Pid, &set)
 		wg.Add(1)
-		go func() { defer wg.Done(); cmd.Wait() }()
+		go func() {
+			defer wg.Done()
+			// Pdeathsig follows the thread that forked, not the process:
+			// that thread must live as long as the loop. The load's pinned
+			// threads end with their runs, and loops forked from one died
+			// with it before the doctor's remedy could reach them (CI,
+			// 2026-11-29: "chrt: cannot obtain the list of tasks").
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			cmd := exec.CommandContext(ctx, "sh", "-c", "while :; do :; done")
+			cmd.SysProcAttr = &unix.SysProcAttr{Pdeathsig: unix.SIGKILL} // nothing outlives the lab
+			if cmd.Start() != nil {
+				return
+			}
+			var set unix.CPUSet
+			set.Set(1)
+			unix.SchedSetaffinity(cmd.Process.Pid, &set)
+			cmd.Wait()
+		}()
 	}
 	wg.Wait()
 }
