@@ -166,10 +166,13 @@ func runLab(t *testing.T, want int, args ...string) ([]lab.Report, []string) {
 	}
 	// A calibration measures each fault with a remedy again, and the
 	// doctor's remedies and their controls three times over (the variants
-	// and noise took 10m47s with two runs each, 2026-11-28).
+	// and noise took 10m47s with two runs each, 2026-11-28); a remedy short
+	// of the bar is measured again in a second pair, each of its runs
+	// beside a gauge (18m02s with six second pairs and the UDP slow
+	// reader, 2026-11-29).
 	allowed := 10 * time.Minute
 	if slices.Contains(args, "--calibrate") {
-		allowed = 18 * time.Minute
+		allowed = 21 * time.Minute
 	}
 	if d := time.Since(start); d > allowed {
 		reportFailures(t, failures)
