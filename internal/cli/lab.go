@@ -33,7 +33,7 @@ ip, tc and ss (iproute2), ethtool, nft, sysctl, taskset, sh and cat, and
 iperf3, python3 and ping as workloads. A scenario whose program is missing
 is reported skipped, naming it; the others still run.`,
 	}
-	c.AddCommand(labListCmd(e), labRunCmd(e), labDemoCmd(e), labCompareCmd(e))
+	c.AddCommand(labListCmd(e), labRunCmd(e), labDemoCmd(e), labCompareCmd(e), labTableCmd(e))
 	return c
 }
 
@@ -275,6 +275,28 @@ func printLabReport(e *env, r *lab.Report) {
 		if d.Healthy != "" {
 			fmt.Fprintf(e.stdout, "            healthy: %s\n", d.Healthy)
 		}
+	}
+}
+
+func labTableCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "table REPORTS.json",
+		Short: "the calibration table (Markdown) of a lab run --doctor --calibrate --json: each remedy as applied, the throughput healthy, with the fault and remedied",
+		Example: `  sudo skbtrace lab run matrix --doctor --calibrate --json > lab.json
+  skbtrace lab table lab.json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			f, err := os.Open(args[0])
+			if err != nil {
+				return fmt.Errorf("reading lab reports: %w", err)
+			}
+			defer f.Close()
+			var reports []lab.Report
+			if err := json.NewDecoder(f).Decode(&reports); err != nil {
+				return fmt.Errorf("reading lab reports %s: %w (want the JSON array of lab run --json)", args[0], err)
+			}
+			return lab.WriteCalibrationTable(e.stdout, reports)
+		},
 	}
 }
 
