@@ -167,18 +167,6 @@ func (s *Scenario) measureAlternating(ctx context.Context, p *Pair, first, secon
 	return a, b, nil
 }
 
-// receiverHogPartial is why a remedy that puts busy loops beside the
-// receiver in the idle class is held to no bar: as the doctor prints it,
-// it restored 30-74 % of the control in three of five runs of
-// cpu-saturated (two loops beside the lab's own generator; 98-102 % in
-// the other two) and 31 % in one of four of cpu-python-hog-receiver (one
-// loop; 84-103 % in the others), where iperf3 beside the same two loops
-// kept 93-95 % (2026-11-28). Not yet explained; the remedy is measured and
-// shown.
-const receiverHogPartial = "busy loops beside the receiver put in the idle class as the doctor prints restored 30-74 % of the control " +
-	"in three of five runs of cpu-saturated and 31 % in one of four of cpu-python-hog-receiver (84-103 % and 98-102 % in the others, " +
-	"2026-11-28), where iperf3 beside two such loops kept 93-95 %: not yet explained"
-
 // RestoreBar is the share of the control's throughput a remedy is held
 // to restore (issue 44).
 const RestoreBar = 0.8

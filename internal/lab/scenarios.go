@@ -191,8 +191,7 @@ var Scenarios = []*Scenario{
 		Load:     bulk,
 		During:   hog,
 		// Where the doctor names no competing process, the run without them.
-		Fix:           func(p *Pair) error { return nil },
-		RemedyPartial: receiverHogPartial,
+		Fix: func(p *Pair) error { return nil },
 		// The reading spans the load's start and end too, where the CPU
 		// idles a moment (96-98 % here): the doctor's own threshold holds.
 		// The proof is the thread's time on that CPU; throughput is shown,

@@ -79,8 +79,6 @@ var netVariants = []*Scenario{
 					drops, p.SenderDev, f.dropLocation(p.SenderDev), netDropsOf(c, p.SenderDev, "ipv4/tcp"), retrans, netRetrans(c), change(c, f)),
 				drops > 10*(netDropsOf(c, p.SenderDev, "ipv4/tcp")+1) && retrans > 10*(netRetrans(c)+1)
 		},
-		RemedyPartial: "the filter's deletion as the doctor prints it restored 60-75 % of the control in both pairs in three of the " +
-			"last five runs (103-115 % in the others; 2026-11-28), while alternating the two states by hand showed no difference: not yet explained",
 	},
 	{
 		Name:      "packet-loss-router-forward",

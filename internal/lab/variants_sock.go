@@ -174,8 +174,6 @@ var sockVariants = []*Scenario{
 		During:    sockHog(1),
 		Fix:       func(p *Pair) error { return nil },
 		Verdict:   sockCPUVerdict(1),
-		// As cpu-saturated: the idle class beside the receiver holds.
-		RemedyPartial: receiverHogPartial,
 	},
 	sockReceiverApp(&Scenario{
 		Name:      "cpu-receiver-app-work",
