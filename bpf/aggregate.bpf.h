@@ -64,7 +64,7 @@ static __always_inline void *upsert(void *map, const void *key, const void *init
 	bpf_map_update_elem(map, key, init, BPF_NOEXIST);
 	v = bpf_map_lookup_elem(map, key);
 	if (!v)
-		count_lost(family);
+		count_full(family);
 	return v;
 }
 

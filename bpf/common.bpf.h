@@ -98,10 +98,23 @@ struct {
 } lost SEC(".maps");
 
 /*
+ * Per family, what a kernel map could not keep: an aggregation or
+ * per-socket map full (or its allocation refused), counted apart from the
+ * ring buffer's loss because its remedy differs.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FAMILY_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost_full SEC(".maps");
+
+/*
  * Per-socket state lives in socket storage, freed with the socket. Tracing
  * programs may use socket storage from 5.11; before that the state lives in
  * an LRU hash keyed by the socket's address, deleted when the socket is
- * destroyed. The loader says which (and shrinks the unused map).
+ * destroyed. The loader says which, and gives the fallback maps (name_by_sock)
+ * one entry where socket storage is used.
  */
 const volatile bool use_sk_storage = true;
 
@@ -169,6 +182,15 @@ static __always_inline __u8 stack_context(const struct pt_regs *regs)
 static __always_inline void count_lost(__u32 family)
 {
 	__u64 *n = bpf_map_lookup_elem(&lost, &family);
+
+	if (n)
+		*n += 1;
+}
+
+/* A sample a kernel map could not keep. */
+static __always_inline void count_full(__u32 family)
+{
+	__u64 *n = bpf_map_lookup_elem(&lost_full, &family);
 
 	if (n)
 		*n += 1;

@@ -8,6 +8,7 @@
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* entries as keys appear: preallocated, a per-CPU map costs its full size times the CPUs */
 	__uint(max_entries, 1024);
 	__type(key, __u64); /* struct net_device * */
 	__type(value, struct dev_stats);
@@ -15,6 +16,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* entries as keys appear: preallocated, a per-CPU map costs its full size times the CPUs */
 	__uint(max_entries, 1024);
 	__type(key, __u64);
 	__type(value, struct dev_stats);
@@ -157,6 +159,7 @@ int BPF_PROG(dev_recv_gro, const struct sk_buff *skb)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* entries as keys appear: preallocated, a per-CPU map costs its full size times the CPUs */
 	__uint(max_entries, 1024);
 	__type(key, __u64); /* struct napi_struct * */
 	__type(value, struct napi_stats);
@@ -364,6 +367,7 @@ int BPF_PROG(qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* entries as keys appear: preallocated, a per-CPU map costs its full size times the CPUs */
 	__uint(max_entries, 4096);
 	__type(key, struct drop_key);
 	__type(value, struct drop_stats);

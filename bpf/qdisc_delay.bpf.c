@@ -41,6 +41,7 @@ struct {
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* entries as keys appear: preallocated, a per-CPU map costs its full size times the CPUs */
 	__uint(max_entries, 256);
 	__type(key, struct qdisc_key);
 	__type(value, struct qdisc_delay_stats);

@@ -6,8 +6,14 @@
  */
 #include "aggregate.bpf.h"
 
+/*
+ * Allocated as processes appear (a preallocated per-CPU map costs its full
+ * size times the CPUs); the recorder deletes the entries of processes that
+ * exited, and a process that finds it full is counted lost.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 8192);
 	__type(key, struct sock_io_key);
 	__type(value, struct sock_io_stats);
@@ -102,8 +108,14 @@ int BPF_PROG(sock_io_recv_fexit, struct socket *sock, struct msghdr *msg, __u64 
 	return 0;
 }
 
+/*
+ * Not an LRU: an eviction would drop counts unreported and restart them.
+ * The recorder deletes entries idle for an interval; a socket that finds
+ * the map full is counted lost.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 16384);
 	__type(key, struct sk_limit_key);
 	__type(value, struct sk_limit_stats);
@@ -125,7 +137,7 @@ static __always_inline void count_sk_limit(const struct sock *sk, __u32 kind)
 		bpf_map_update_elem(&sk_limits, &key, &init, BPF_NOEXIST);
 		v = bpf_map_lookup_elem(&sk_limits, &key);
 		if (!v) {
-			count_lost(FAMILY_SK_LIMIT);
+			count_full(FAMILY_SK_LIMIT);
 			return;
 		}
 	}

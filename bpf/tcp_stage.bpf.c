@@ -45,19 +45,26 @@ struct stage_sample {
 	__u32 rx_seq;   /* the byte received that is timed */
 	__u32 rx_point; /* enum rx_point */
 	__u64 rx_armed_ns, rx_arrived_ns, rx_tcp_ns;
+	__u64 born_ns; /* names the socket's life in tcp_stages */
 	struct sock_addrs addrs;
 };
 
 SOCK_STATE(stage_samples, struct stage_sample)
 
 /*
- * One value per socket, not per CPU: a value is 6 KB, and a socket adds
- * to it once a round trip, from whichever CPU its ACK arrives on.
+ * One value per socket life, not per CPU: a value is 9 KB, and a socket
+ * adds to it once a round trip, from whichever CPU its ACK arrives on.
+ * Allocated as sockets are timed, not up front. Not an LRU: an eviction
+ * would drop samples unreported and restart the socket's totals. The
+ * recorder deletes an entry once it stayed unchanged for an interval (a
+ * closed socket's, after its last samples were reported); a sample that
+ * finds the map full is counted lost.
  */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 1024);
-	__type(key, __u64); /* struct sock * */
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 4096);
+	__type(key, struct tcp_stage_key);
 	__type(value, struct tcp_stage_stats);
 } tcp_stages SEC(".maps");
 
@@ -180,9 +187,12 @@ static __always_inline void stage_accept(struct sock *sk)
 		if (!here_passes() || !sock_passes(sk, &a))
 			return;
 		s = stage_samples_get(sk, true);
-		if (!s)
+		if (!s) {
+			count_full(FAMILY_TCP_STAGE);
 			return;
+		}
 		s->addrs = a;
+		s->born_ns = bpf_ktime_get_ns();
 	}
 	__sync_fetch_and_add(&tx_under_way, 1);
 	s->seq = seq;
@@ -287,9 +297,10 @@ int BPF_PROG(stage_driver, struct sk_buff *skb)
 	return 0;
 }
 
+/* The socket life's histograms; a sample that finds the map full is counted lost (upsert). */
 static __always_inline struct tcp_stage_stats *stage_stats(const struct sock *sk, const struct stage_sample *s)
 {
-	__u64 key = (__u64)sk;
+	struct tcp_stage_key key = {.sock = (__u64)sk, .born_ns = s->born_ns};
 	struct tcp_stage_stats *v = bpf_map_lookup_elem(&tcp_stages, &key);
 
 	if (v)
@@ -474,9 +485,12 @@ int BPF_PROG(stage_tcp_receive, struct sock *sk, const struct sk_buff *skb)
 		if (!here_passes() || !sock_passes(sk, &a))
 			return 0;
 		s = stage_samples_get(sk, true);
-		if (!s)
+		if (!s) {
+			count_full(FAMILY_TCP_STAGE);
 			return 0;
+		}
 		s->addrs = a;
+		s->born_ns = bpf_ktime_get_ns();
 	}
 	if (!s)
 		return 0;
@@ -598,16 +612,19 @@ int BPF_PROG(stage_read, struct sock *sk)
 /*
  * A socket that leaves ESTABLISHED (or CLOSE_WAIT) gives its bytes up:
  * tcp_probe no longer runs for it, so their ACK or read would never be
- * seen, and the counts of bytes under way would stay up.
+ * seen, and the counts of bytes under way would stay up. One that closes
+ * drops its timing state: where it lives in the LRU fallback, a new socket
+ * at the same address would otherwise take it over.
  */
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(stage_close, const struct sock *sk, int oldstate, int newstate)
 {
+	bool closing = newstate == TCP_CLOSE;
 	struct stage_sample *s;
 
-	if ((oldstate != TCP_ESTABLISHED && oldstate != TCP_CLOSE_WAIT) || newstate == TCP_CLOSE_WAIT)
+	if (!closing && ((oldstate != TCP_ESTABLISHED && oldstate != TCP_CLOSE_WAIT) || newstate == TCP_CLOSE_WAIT))
 		return 0;
-	if (tx_under_way <= 0 && rx_under_way <= 0 && rx_armed <= 0)
+	if (!closing && tx_under_way <= 0 && rx_under_way <= 0 && rx_armed <= 0)
 		return 0;
 	s = stage_samples_get((struct sock *)sk, false);
 	if (!s)
@@ -617,5 +634,7 @@ int BPF_PROG(stage_close, const struct sock *sk, int oldstate, int newstate)
 		__sync_fetch_and_add(&tx_under_way, -1);
 	}
 	rx_give_up(s);
+	if (closing)
+		stage_samples_delete((struct sock *)sk);
 	return 0;
 }

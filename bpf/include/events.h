@@ -486,7 +486,16 @@ struct stage_hist {
 	__u64 hist[STAGE_BUCKETS];
 };
 
-/* Per socket, cumulative. */
+/*
+ * A socket's life: its address and when its timing state was made, so that
+ * a new socket at a freed one's address starts anew.
+ */
+struct tcp_stage_key {
+	__u64 sock;
+	__u64 born_ns;
+};
+
+/* Per socket life, cumulative. */
 struct tcp_stage_stats {
 	struct sock_addrs addrs;
 	struct stage_hist stage[STAGE_MAX];

@@ -2,10 +2,12 @@ package collect
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/probe"
@@ -29,6 +31,8 @@ type drainer struct {
 	pending    [][]byte
 	// prev holds each family's values at the previous drain (prevOf), by family id.
 	prev map[uint16]any
+	// noExpire: the kernel cannot take hash entries out atomically (expire).
+	noExpire bool
 }
 
 type napiKey struct {
@@ -314,9 +318,14 @@ func drainQdisc(d *drainer) error {
 	})
 }
 
+// drainSockIO writes each process's socket calls in the interval, and
+// deletes the entries of processes that made none and exited: no call can
+// come from them any more, and the map would otherwise fill for good.
 func drainSockIO(d *drainer) error {
 	prev := prevOf[wire.SockIoKey, wire.SockIoStats](d, wire.EventFamilyFAMILY_SOCK_IO)
-	return perCPU(d.sess.Map(probe.SkbtraceMapSockIo), func(k wire.SockIoKey, vs []wire.SockIoStats) error {
+	m := d.sess.Map(probe.SkbtraceMapSockIo)
+	var gone []wire.SockIoKey
+	err := perCPU(m, func(k wire.SockIoKey, vs []wire.SockIoStats) error {
 		var sum wire.SockIoStats
 		for _, v := range vs {
 			sum.Calls += v.Calls
@@ -329,10 +338,16 @@ func drainSockIO(d *drainer) error {
 				sum.Comm = v.Comm
 			}
 		}
-		p := prev[k]
+		p, seen := prev[k]
 		prev[k] = sum
 		if sum.Calls == p.Calls {
+			if seen && !processExists(k.Pid) {
+				gone = append(gone, k)
+			}
 			return nil
+		}
+		if sum.Calls < p.Calls { // a new entry for a reused pid: counted from zero
+			p = wire.SockIoStats{}
 		}
 		ev := wire.SockIoEvent{
 			BeginNs: d.begin, Pid: k.Pid, Dir: k.Dir, Comm: sum.Comm,
@@ -343,6 +358,22 @@ func drainSockIO(d *drainer) error {
 		}
 		return d.emit(event.TypeSockIO, 0, &ev)
 	})
+	if err != nil {
+		return err
+	}
+	for _, k := range gone {
+		if err := m.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("deleting the socket calls of exited process %d: %w", k.Pid, err)
+		}
+		delete(prev, k)
+	}
+	return nil
+}
+
+// processExists says whether a process (thread group) of this id lives,
+// a zombie included: signal 0 checks without sending.
+func processExists(pid uint32) bool {
+	return unix.Kill(int(pid), 0) != unix.ESRCH
 }
 
 func drainSkbDrop(d *drainer) error {
@@ -377,15 +408,39 @@ func drainSkbDrop(d *drainer) error {
 	})
 }
 
+// drainSkLimit writes each socket's limit hits in the interval, and takes
+// out of the map the entries that had none (expire).
 func drainSkLimit(d *drainer) error {
 	prev := prevOf[wire.SkLimitKey, wire.SkLimitStats](d, wire.EventFamilyFAMILY_SK_LIMIT)
-	return entries(d.sess.Map(probe.SkbtraceMapSkLimits), func(k wire.SkLimitKey, v wire.SkLimitStats) error {
-		p := prev[k]
+	m := d.sess.Map(probe.SkbtraceMapSkLimits)
+	var idle []wire.SkLimitKey
+	err := entries(m, func(k wire.SkLimitKey, v wire.SkLimitStats) error {
+		p, seen := prev[k]
 		prev[k] = v
+		if v.Cnt == p.Cnt {
+			if seen {
+				idle = append(idle, k)
+			}
+			return nil
+		}
+		return emitSkLimit(d, k, v, p)
+	})
+	if err != nil {
+		return err
+	}
+	return expire(d, m, idle, prev, func(k wire.SkLimitKey, v, p wire.SkLimitStats) error {
 		if v.Cnt == p.Cnt {
 			return nil
 		}
-		ev := wire.SkLimitEvent{BeginNs: d.begin, Sock: k.Sock, Addrs: v.Addrs, Cnt: v.Cnt - p.Cnt, Kind: uint8(k.Kind)}
-		return d.emit(event.TypeSkLimit, 0, &ev)
+		return emitSkLimit(d, k, v, p)
 	})
+}
+
+// emitSkLimit writes v's count less p's; a count below p's is a new entry's, counted from zero.
+func emitSkLimit(d *drainer, k wire.SkLimitKey, v, p wire.SkLimitStats) error {
+	if v.Cnt < p.Cnt {
+		p.Cnt = 0
+	}
+	ev := wire.SkLimitEvent{BeginNs: d.begin, Sock: k.Sock, Addrs: v.Addrs, Cnt: v.Cnt - p.Cnt, Kind: uint8(k.Kind)}
+	return d.emit(event.TypeSkLimit, 0, &ev)
 }

@@ -53,8 +53,10 @@ type Options struct {
 
 // Totals is what a recording wrote.
 type Totals struct {
-	Events   map[string]uint64 // per family (action) name
-	Lost     map[string]uint64 // per family name
+	Events map[string]uint64 // per family (action) name
+	Lost   map[string]uint64 // per family name: the ring buffer was full
+	// Full is per family name the samples a kernel map could not keep (also in Lost's trace records).
+	Full     map[string]uint64
 	Bytes    int64
 	Duration time.Duration
 }
@@ -277,7 +279,6 @@ func (r *Recording) Run(w *trace.Writer, stop <-chan struct{}) (Totals, error) {
 		netns:           host.NewNetnsResolver(),
 		seenNetns:       map[uint32]bool{},
 		counts:          map[event.Type]uint64{},
-		lostSeen:        make([][]uint64, len(event.Families)),
 		status:          r.opts.Status,
 		start:           r.start,
 		sampled:         r.sampled,
@@ -294,13 +295,16 @@ func (r *Recording) Run(w *trace.Writer, stop <-chan struct{}) (Totals, error) {
 	if err == nil {
 		err = st.finish()
 	}
-	tot := Totals{Events: map[string]uint64{}, Lost: map[string]uint64{}, Bytes: w.BytesWritten(), Duration: time.Since(r.start)}
+	tot := Totals{Events: map[string]uint64{}, Lost: map[string]uint64{}, Full: map[string]uint64{}, Bytes: w.BytesWritten(), Duration: time.Since(r.start)}
 	for t, n := range st.counts {
 		tot.Events[t.Action()] += n
 	}
 	for _, f := range event.Families {
-		if n := st.lostTotal[f.ID]; n > 0 {
+		if n := st.ring.total[f.ID]; n > 0 {
 			tot.Lost[f.Name] = n
+		}
+		if n := st.full.total[f.ID]; n > 0 {
+			tot.Full[f.Name] = n
 		}
 	}
 	if st.status != nil {
@@ -322,8 +326,8 @@ type recorderState struct {
 	netns     *host.NetnsResolver
 	seenNetns map[uint32]bool
 	counts    map[event.Type]uint64
-	lostSeen  [][]uint64
-	lostTotal [wire.EventFamilyFAMILY_MAX]uint64
+	ring      lossCounts // the ring buffer was full
+	full      lossCounts // a kernel map could not keep a sample
 	status    io.Writer
 	start     time.Time
 	events    uint64
@@ -521,8 +525,8 @@ func (st *recorderState) periodic(now time.Time) error {
 	if st.status != nil && now.Sub(st.lastStat) >= statusInterval {
 		rate := float64(st.events-st.lastCount) / now.Sub(st.lastStat).Seconds()
 		var lost uint64
-		for _, n := range st.lostTotal {
-			lost += n
+		for fam := range st.ring.total {
+			lost += st.ring.total[fam] + st.full.total[fam]
 		}
 		fmt.Fprintf(st.status, "\r\x1b[K%6.1f s  %d events  %.0f/s  %s written  %d lost",
 			now.Sub(st.start).Seconds(), st.events, rate, units.SignedBytes(st.w.BytesWritten()), lost)
@@ -567,32 +571,6 @@ func netnsOf(typ event.Type, sample []byte) (uint32, bool) {
 		return 0, false
 	}
 	return binary.NativeEndian.Uint32(sample[off:]), true
-}
-
-func (st *recorderState) pollLoss() error {
-	lost, err := st.sess.Lost()
-	if err != nil {
-		return err
-	}
-	now := host.BootNow()
-	for fam, perCPU := range lost {
-		if fam >= len(st.lostSeen) {
-			break
-		}
-		if st.lostSeen[fam] == nil {
-			st.lostSeen[fam] = make([]uint64, len(perCPU))
-		}
-		for cpu, n := range perCPU {
-			if d := n - st.lostSeen[fam][cpu]; d > 0 {
-				if err := st.w.AppendLoss(trace.Loss{Family: uint16(fam), CPU: uint32(cpu), Count: d, BootNs: now}); err != nil {
-					return err
-				}
-				st.lostTotal[fam] += d
-				st.lostSeen[fam][cpu] = n
-			}
-		}
-	}
-	return nil
 }
 
 // finish detaches, drains the ring, closes the kernel's open runs and ends the trace.

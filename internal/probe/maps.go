@@ -16,12 +16,22 @@ import (
 // Lost returns, per family, the events each CPU could not queue because the
 // ring buffer was full.
 func (s *Session) Lost() ([][]uint64, error) {
-	m := s.coll.Maps[SkbtraceMapLost]
+	return s.lostCounts(SkbtraceMapLost, "lost-event")
+}
+
+// LostFull is, per family and CPU, the samples a kernel map could not keep
+// (full, or its allocation refused) since the session started.
+func (s *Session) LostFull() ([][]uint64, error) {
+	return s.lostCounts(SkbtraceMapLostFull, "map-full")
+}
+
+func (s *Session) lostCounts(name, what string) ([][]uint64, error) {
+	m := s.coll.Maps[name]
 	out := make([][]uint64, wire.EventFamilyFAMILY_MAX)
 	for family := range out {
 		var perCPU []uint64
 		if err := m.Lookup(uint32(family), &perCPU); err != nil {
-			return nil, fmt.Errorf("reading lost-event counters: %w", err)
+			return nil, fmt.Errorf("reading %s counters: %w", what, err)
 		}
 		out[family] = perCPU
 	}

@@ -204,13 +204,14 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, feat Features) error {
 			return fmt.Errorf("setting %s: %w", name, err)
 		}
 	}
-	// The per-socket maps this kernel does not use: as small as the kernel allows.
-	unused := []string{SkbtraceMapSendlimRunsBySock, SkbtraceMapRetransRunsBySock, SkbtraceMapRcvbufStatesBySock}
-	if !feat.SkStorage {
-		unused = nil
-	}
-	for _, name := range unused {
-		spec.Maps[name].MaxEntries = 1
+	// The fallback for socket storage (SOCK_STATE's name_by_sock maps),
+	// where the kernel has socket storage: as small as the kernel allows.
+	if feat.SkStorage {
+		for name, m := range spec.Maps {
+			if strings.HasSuffix(name, "_by_sock") {
+				m.MaxEntries = 1
+			}
+		}
 	}
 	return nil
 }

@@ -24,6 +24,7 @@ const (
 	SkbtraceMapDrops                 = "drops"
 	SkbtraceMapEvents                = "events"
 	SkbtraceMapLost                  = "lost"
+	SkbtraceMapLostFull              = "lost_full"
 	SkbtraceMapNapiPolls             = "napi_polls"
 	SkbtraceMapNapiSlots             = "napi_slots"
 	SkbtraceMapQdiscDelays           = "qdisc_delays"
@@ -271,6 +272,7 @@ type SkbtraceMapSpecs struct {
 	Drops              *ebpf.MapSpec `ebpf:"drops"`
 	Events             *ebpf.MapSpec `ebpf:"events"`
 	Lost               *ebpf.MapSpec `ebpf:"lost"`
+	LostFull           *ebpf.MapSpec `ebpf:"lost_full"`
 	NapiPolls          *ebpf.MapSpec `ebpf:"napi_polls"`
 	NapiSlots          *ebpf.MapSpec `ebpf:"napi_slots"`
 	QdiscDelays        *ebpf.MapSpec `ebpf:"qdisc_delays"`
@@ -390,6 +392,7 @@ type SkbtraceMaps struct {
 	Drops              *ebpf.Map `ebpf:"drops"`
 	Events             *ebpf.Map `ebpf:"events"`
 	Lost               *ebpf.Map `ebpf:"lost"`
+	LostFull           *ebpf.Map `ebpf:"lost_full"`
 	NapiPolls          *ebpf.Map `ebpf:"napi_polls"`
 	NapiSlots          *ebpf.Map `ebpf:"napi_slots"`
 	QdiscDelays        *ebpf.Map `ebpf:"qdisc_delays"`
@@ -421,6 +424,7 @@ func (m *SkbtraceMaps) Close() error {
 		m.Drops,
 		m.Events,
 		m.Lost,
+		m.LostFull,
 		m.NapiPolls,
 		m.NapiSlots,
 		m.QdiscDelays,

@@ -488,6 +488,7 @@ type StageSample struct {
 	RxArmedNs   uint64
 	RxArrivedNs uint64
 	RxTcpNs     uint64
+	BornNs      uint64
 	Addrs       SockAddrs
 }
 
@@ -623,6 +624,12 @@ type TcpStageEvent struct {
 	Sock    uint64
 	Addrs   SockAddrs
 	Stage   [6]StageHist
+}
+
+type TcpStageKey struct {
+	_      structs.HostLayout
+	Sock   uint64
+	BornNs uint64
 }
 
 type TcpStageStats struct {
@@ -766,6 +773,7 @@ const (
 	MapDrops              = "drops"
 	MapEvents             = "events"
 	MapLost               = "lost"
+	MapLostFull           = "lost_full"
 	MapNapiPolls          = "napi_polls"
 	MapNapiSlots          = "napi_slots"
 	MapQdiscDelays        = "qdisc_delays"
