@@ -32,10 +32,11 @@ type Stat struct {
 
 	sockIO map[sockIOKey]*SockIOStat
 	conns  map[uint64]*ConnStat // by socket: its current connection
-	// past holds a socket's earlier connections, by socket and peer: the
-	// kernel reuses a freed socket's memory (iperf3's server re-listens in
-	// the accepted socket's), and an event of the earlier life read after
-	// the new one began (tcp_stage's flush) still belongs to it.
+	// past holds a socket's earlier connections, by socket and both ends:
+	// the kernel reuses a freed socket's memory (iperf3's server re-listens
+	// in the accepted socket's, a client's next connect gets the last one's),
+	// and an event of the earlier life read after the new one began
+	// (tcp_stage's flush) still belongs to it.
 	past   map[lifeKey]*ConnStat
 	devs   map[devKey]*DevStat
 	cpus   map[uint32]*CPUStat
@@ -43,14 +44,6 @@ type Stat struct {
 	qdiscs map[qdiscKey]*QdiscStat
 	resets map[resetKey]*ResetStat
 }
-
-type lifeKey struct {
-	sock uint64
-	peer netip.AddrPort
-}
-
-// tcpClose is TCP_CLOSE: a state change from it starts a socket's life.
-const tcpClose event.TCPState = 7
 
 type devKey struct {
 	name  string
@@ -62,147 +55,6 @@ type dropKey struct {
 	location uint64
 	dev      string
 	protocol string
-}
-
-// ConnStat is one TCP connection's view from one end.
-type ConnStat struct {
-	Sock        uint64
-	Local, Peer string
-	Netns       uint32
-	First, Last int64 // wall-clock ns of its first and last event
-	States      []string
-	// Spans before the current window (a flight-recorder trace).
-	epoch                int
-	spanStart, doneNs    int64
-	doneSampleNs         int64
-	doneAcked, doneRecvd uint64
-	reanchor             bool
-	// From tcp_rtt samples.
-	Samples                   int
-	BytesAcked, BytesReceived uint64 // during the recording
-	firstAcked, firstReceived uint64
-	firstSample, lastSample   int64
-	MinRTTus, MaxSRTTus       uint32
-	sumSRTTus                 uint64
-	// The congestion window's range over every event that carries it
-	// (tcp_rtt, tcp_sendlim, tcp_cong); CwndSeen says whether any did.
-	CwndMin, CwndMax uint32
-	CwndSeen         bool
-	// From tcp_sendlim runs, per reason (a run longer than a second arrives
-	// in pieces, each counted): LimitNs, LimitCount and LimitRuns read them.
-	// Arrays, not maps: this is updated for every event of a trace.
-	limitNs               [event.SendlimCount]int64
-	limitCount, limitRuns [event.SendlimCount]uint64
-	// ProbedRuns are the runs in which the peer's window stayed closed long
-	// enough for zero-window probes to go unanswered: a reader that stopped.
-	ProbedRuns uint64
-	// The kernel's own accounting over the same span (tcp_info's busy,
-	// rwnd-limited and sndbuf-limited time), in µs: since the connection
-	// began when its handshake is in the recording, else since its first run.
-	KernelBusyUs, KernelRwndUs, KernelSndbufUs uint64
-	established, chronoBase                    bool
-	peerKnown, listener                        bool
-	peerAddr, localAddr                        netip.AddrPort
-	busyBase, rwndBase, sndbufBase             uint64
-	// From tcp_retrans, tcp_cong, tcp_reset.
-	RetransSegs uint64
-	CongStates  map[string]int
-	Resets      int
-	// Stages holds tcp_stage's histograms of the bytes the socket sent, by
-	// stage (event.StageNames), when the trace has them.
-	Stages *[wire.TcpStageSTAGE_MAX]wire.StageHist
-}
-
-// Duration is the connection's span in the recording, in seconds (the
-// windows' parts of it, in a flight recorder's trace).
-func (c *ConnStat) Duration() float64 { return float64(c.doneNs+c.Last-c.spanStart) / 1e9 }
-
-// Throughput is bytes acknowledged per second between the first and last
-// RTT sample (the sender's view), or bytes received per second for a receiver.
-func (c *ConnStat) Throughput() float64 {
-	span := float64(c.doneSampleNs+c.lastSample-c.firstSample) / 1e9
-	if span <= 0 {
-		return 0
-	}
-	return float64(max(c.BytesAcked, c.BytesReceived)) / span
-}
-
-// seeCwnd widens the congestion window's range; 0 is no window, the value
-// of an event that did not read one.
-func (c *ConnStat) seeCwnd(cwnd uint32) {
-	if cwnd == 0 {
-		return
-	}
-	if !c.CwndSeen {
-		c.CwndMin, c.CwndMax, c.CwndSeen = cwnd, cwnd, true
-		return
-	}
-	c.CwndMin, c.CwndMax = min(c.CwndMin, cwnd), max(c.CwndMax, cwnd)
-}
-
-// HasMinRTT says whether a tcp_rtt sample carried the path's minimum RTT.
-func (c *ConnStat) HasMinRTT() bool { return c.Samples > 0 && c.MinRTTus != math.MaxUint32 }
-
-// AvgSRTTus is the mean smoothed RTT over the samples.
-func (c *ConnStat) AvgSRTTus() float64 {
-	if c.Samples == 0 {
-		return 0
-	}
-	return float64(c.sumSRTTus) / float64(c.Samples)
-}
-
-// addChrono takes a run's kernel totals, which only grow over a
-// connection's life; traces without them leave the totals zero.
-func (c *ConnStat) addChrono(l *event.TCPSendlim) {
-	if l.BusyUs == 0 {
-		return
-	}
-	if !c.chronoBase {
-		c.chronoBase = true
-		if !c.established {
-			c.busyBase, c.rwndBase, c.sndbufBase = l.BusyUs, l.RwndLimitedUs, l.SndbufLimitedUs
-		}
-	}
-	c.KernelBusyUs = max(c.KernelBusyUs, l.BusyUs-min(l.BusyUs, c.busyBase))
-	c.KernelRwndUs = max(c.KernelRwndUs, l.RwndLimitedUs-min(l.RwndLimitedUs, c.rwndBase))
-	c.KernelSndbufUs = max(c.KernelSndbufUs, l.SndbufLimitedUs-min(l.SndbufLimitedUs, c.sndbufBase))
-}
-
-// LimitNs is the time in runs of each send-limit reason seen, in ns.
-func (c *ConnStat) LimitNs() map[string]int64 { return byReason(&c.limitNs, &c.limitRuns) }
-
-// LimitCount is the decisions of each send-limit reason seen.
-func (c *ConnStat) LimitCount() map[string]uint64 { return byReason(&c.limitCount, &c.limitRuns) }
-
-// LimitRuns is the runs of each send-limit reason seen.
-func (c *ConnStat) LimitRuns() map[string]uint64 { return byReason(&c.limitRuns, &c.limitRuns) }
-
-func byReason[V int64 | uint64](v *[event.SendlimCount]V, runs *[event.SendlimCount]uint64) map[string]V {
-	out := map[string]V{}
-	for r := range v {
-		if runs[r] > 0 {
-			out[event.SendlimReason(r).String()] = v[r]
-		}
-	}
-	return out
-}
-
-// LimitShares are the send-limit reasons' shares of the time covered by runs.
-func (c *ConnStat) LimitShares() map[string]float64 { return LimitShares(c.LimitNs()) }
-
-// LimitShares are the shares of the time per send-limit reason.
-func LimitShares(limitNs map[string]int64) map[string]float64 {
-	var total int64
-	for _, ns := range limitNs {
-		total += ns
-	}
-	out := map[string]float64{}
-	for r, ns := range limitNs {
-		if total > 0 {
-			out[r] = float64(ns) / float64(total)
-		}
-	}
-	return out
 }
 
 // DevStat is one device's traffic, both directions.
@@ -366,22 +218,24 @@ func (s *Stat) Add(ev *event.Event) {
 	s.Events++
 	switch ev.Type {
 	case event.TypeTCPConn:
-		if o := ev.Conn.Old; o == tcpClose || o == event.TCPListen && ev.Conn.New != tcpClose {
-			// A socket begins (listens, connects, or is accepted): whatever
-			// its address held before was another socket, freed.
+		if newLife(ev.Conn.Old, ev.Conn.New) {
+			// Whatever the socket's address held before was another
+			// connection (or socket), even to the same peer.
 			s.retire(ev.Conn.Sock)
 		}
 		c := s.conn(&ev.Conn.Socket, ev.Time)
-		c.States = append(c.States, ev.Conn.New.String())
+		c.states = append(c.states, ev.Conn.New)
 		c.established = c.established || ev.Conn.New == event.TCPEstablished && c.runs() == 0
 		c.listener = c.listener || ev.Conn.New == event.TCPListen
+		c.closed = c.closed || ev.Conn.New == tcpClose
 	case event.TypeTCPSendlim:
 		l := &ev.Sendlim
 		c := s.conn(&l.Socket, ev.Time)
-		if r := int(l.Reason); r < event.SendlimCount {
-			c.limitNs[r] += ev.Time - l.Begin
-			c.limitCount[r] += uint64(l.Cnt)
-			c.limitRuns[r]++
+		if int(l.Reason) < event.SendlimCount {
+			e := c.limit(l.Reason)
+			e.ns += ev.Time - l.Begin
+			e.count += uint64(l.Cnt)
+			e.runs++
 		}
 		if l.Probes > 0 {
 			c.ProbedRuns++
@@ -400,7 +254,8 @@ func (s *Stat) Add(ev *event.Event) {
 		}
 		c.Samples++
 		c.lastSample = ev.Time
-		c.BytesAcked, c.BytesReceived = c.doneAcked+r.BytesAcked-c.firstAcked, c.doneRecvd+r.BytesReceived-c.firstReceived
+		done := c.banked()
+		c.BytesAcked, c.BytesReceived = done.acked+r.BytesAcked-c.firstAcked, done.recvd+r.BytesReceived-c.firstReceived
 		if r.MinRttUs > 0 && r.MinRttUs < c.MinRTTus {
 			c.MinRTTus = r.MinRttUs
 		}
@@ -411,6 +266,9 @@ func (s *Stat) Add(ev *event.Event) {
 		s.conn(&ev.Socket, ev.Time).RetransSegs += uint64(ev.Retrans.Cnt)
 	case event.TypeTCPCong:
 		c := s.conn(&ev.Socket, ev.Time)
+		if c.CongStates == nil {
+			c.CongStates = map[string]int{}
+		}
 		c.CongStates[event.TCPCaState(ev.Cong.State).String()]++
 		c.seeCwnd(ev.Cong.Cwnd)
 	case event.TypeTCPReset:
@@ -518,80 +376,6 @@ func (s *Stat) Add(ev *event.Event) {
 			ds.Src, ds.Dst = ev.Socket.Local, ev.Socket.Peer
 		}
 	}
-}
-
-// conn is the connection a socket's event belongs to: the socket's, over
-// its life. Events that no longer know the peer (port 0, as after a
-// linger-0 close) stay with it; another known peer means the kernel reused
-// the socket's address for a new connection.
-func (s *Stat) conn(sock *event.Socket, t int64) *ConnStat {
-	c := s.conns[sock.Sock]
-	peerKnown := sock.Peer.Port() != 0
-	// The addresses are compared as values and formatted only when they
-	// change: this runs for every event of a trace. A listener has no peer:
-	// an event with one is of another socket at the same address.
-	if c != nil && peerKnown && (c.peerKnown && c.peerAddr != sock.Peer || c.listener) {
-		if old := s.past[lifeKey{sock.Sock, sock.Peer}]; old != nil {
-			c = old
-		} else {
-			s.retire(sock.Sock)
-			c = nil
-		}
-	}
-	if c == nil {
-		c = &ConnStat{Sock: sock.Sock, Peer: sock.Peer.String(), peerAddr: sock.Peer, Netns: sock.Netns, First: t,
-			spanStart: t, epoch: s.epoch, CongStates: map[string]int{}}
-		s.conns[sock.Sock] = c
-		s.Connections = append(s.Connections, c)
-	}
-	if peerKnown && !c.peerKnown {
-		c.Peer, c.peerAddr, c.peerKnown = sock.Peer.String(), sock.Peer, true
-	}
-	if (sock.Local.Port() != 0 || c.Local == "") && (c.Local == "" || c.localAddr != sock.Local) {
-		c.Local, c.localAddr = sock.Local.String(), sock.Local
-	}
-	if c.epoch != s.epoch {
-		// Seen again after a gap: what came before is banked.
-		c.doneNs += c.Last - c.spanStart
-		c.spanStart, c.epoch = t, s.epoch
-		if c.Samples > 0 {
-			c.doneSampleNs += c.lastSample - c.firstSample
-			c.doneAcked, c.doneRecvd, c.reanchor = c.BytesAcked, c.BytesReceived, true
-		}
-	}
-	c.Last = t
-	return c
-}
-
-// retire ends the socket's current connection: events of the socket go to
-// a new one, unless they name the old one's peer.
-func (s *Stat) retire(sock uint64) {
-	c := s.conns[sock]
-	if c == nil {
-		return
-	}
-	if c.peerKnown {
-		s.past[lifeKey{sock, c.peerAddr}] = c
-	}
-	delete(s.conns, sock)
-}
-
-// runs counts the send-limit runs of every reason.
-func (c *ConnStat) runs() uint64 {
-	var n uint64
-	for _, r := range c.limitRuns {
-		n += r
-	}
-	return n
-}
-
-// Active says whether the connection did anything besides changing state;
-// a listener is not a connection.
-func (c *ConnStat) Active() bool {
-	if c.listener {
-		return false
-	}
-	return c.Samples > 0 || c.runs() > 0 || c.RetransSegs > 0 || c.Resets > 0 || len(c.CongStates) > 0 || c.Stages != nil
 }
 
 func (s *Stat) dev(name string, netns uint32) *DevStat {

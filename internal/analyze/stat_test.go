@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sort"
 	"testing"
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
@@ -190,5 +191,89 @@ func TestStatLateEventOfAnEarlierLife(t *testing.T) {
 	conns := active(st)
 	if len(conns) != 1 || conns[0].Peer != peer.String() || conns[0].Samples != 1 || len(st.Connections) != 2 {
 		t.Fatalf("connections %+v, want the listener and the earlier connection with its sample", st.Connections)
+	}
+}
+
+// A loopback churn (testdata/record-churn.sh): 25 connections from fresh
+// ports, then 25 from one reused port (the 4-tuple repeats), each sending a
+// few bytes; socket memory is reused by the next connections, even to the
+// same peer, and tcp_stage's samples are flushed after that. Every
+// connection is a row of its own, from one end each, and no row spans two
+// lives: a late sample goes to its life without stretching it.
+func TestStatChurnEachConnectionIsARow(t *testing.T) {
+	st := statTrace(t, "churn.trace")
+	const server, reusedPort = "127.0.0.1:24391", "127.0.0.1:24392"
+	var clients, reused, servers, listeners, staged int
+	bySock := map[uint64][]*analyze.ConnStat{}
+	for _, c := range st.Connections {
+		states := c.States()
+		var starts int
+		for _, s := range states {
+			if s == "SYN_SENT" || s == "SYN_RECV" || s == "LISTEN" {
+				starts++
+			}
+		}
+		if starts != 1 {
+			t.Errorf("%s -> %s (sock %#x) has states %v: want one life's", c.Local, c.Peer, c.Sock, states)
+		}
+		switch {
+		case c.Peer == server:
+			clients++
+			if c.Local == reusedPort {
+				reused++
+			}
+		case c.Local == server && states[0] == "LISTEN":
+			listeners++
+		case c.Local == server:
+			servers++
+		}
+		if c.Stages != nil {
+			staged++
+		}
+		bySock[c.Sock] = append(bySock[c.Sock], c)
+	}
+	if clients != 50 || reused != 25 || servers != 50 || listeners != 1 || len(st.Connections) != 101 {
+		t.Errorf("%d client rows (%d from the reused port), %d server rows, %d listeners, %d in all; want 50 (25), 50, 1, 101",
+			clients, reused, servers, listeners, len(st.Connections))
+	}
+	if staged == 0 {
+		t.Error("no connection has tcp_stage's samples")
+	}
+	for sock, lives := range bySock {
+		sort.Slice(lives, func(i, j int) bool { return lives[i].First < lives[j].First })
+		for i := 1; i < len(lives); i++ {
+			if prev, next := lives[i-1], lives[i]; prev.Last > next.First {
+				t.Errorf("sock %#x: the life %s -> %s lasts until %d, after the next (%s -> %s) began at %d",
+					sock, prev.Local, prev.Peer, prev.Last, next.Local, next.Peer, next.First)
+			}
+		}
+	}
+}
+
+// A client's next connection in a freed socket's memory, to the same peer,
+// is a connection of its own; a late sample of the first, named by its
+// local port, goes to it and does not stretch it past its close.
+func TestStatSameSocketSamePeerIsANewConnection(t *testing.T) {
+	st := analyze.NewStat()
+	second := netip.MustParseAddrPort("10.0.0.1:40001")
+	unbound := netip.AddrPortFrom(local.Addr(), 0)
+	conn := func(tm int64, l netip.AddrPort, old, new event.TCPState) {
+		ev := connEvent(tm, 0xa, l, peer, new)
+		ev.Conn.Old = old
+		st.Add(ev)
+	}
+	conn(1, unbound, 7, 2) // CLOSE -> SYN_SENT
+	conn(2, local, 2, event.TCPEstablished)
+	conn(3, local, event.TCPEstablished, 7)
+	conn(4, unbound, 7, 2)
+	conn(5, second, 2, event.TCPEstablished)
+	st.Add(&event.Event{Type: event.TypeTCPRTT, Time: 9, Socket: event.Socket{Sock: 0xa, Local: local, Peer: peer}})
+	if len(st.Connections) != 2 {
+		t.Fatalf("%d connections, want 2", len(st.Connections))
+	}
+	first, next := st.Connections[0], st.Connections[1]
+	if first.Local != local.String() || first.Samples != 1 || first.Last != 3 || next.Local != second.String() || next.Samples != 0 || next.First != 4 {
+		t.Errorf("first %s with %d samples until %d, next %s with %d from %d; want %s with the sample until 3, %s from 4",
+			first.Local, first.Samples, first.Last, next.Local, next.Samples, next.First, local, second)
 	}
 }

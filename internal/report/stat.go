@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -23,7 +22,8 @@ type StatView struct {
 	Lost        uint64     `json:"lost"`
 	Missing     uint64     `json:"missing_seq"`
 	Connections []ConnView `json:"connections"`
-	// StateOnly counts sockets seen only changing state (listeners, short-lived connections).
+	// StateOnly counts the connections (each life of a socket address) and
+	// listeners seen only changing state.
 	StateOnly int       `json:"state_only_sockets"`
 	Devices   []DevView `json:"devices"`
 	CPUs      []CPUView `json:"cpus"`
@@ -131,8 +131,10 @@ type ConnView struct {
 	Local string `json:"local"`
 	Peer  string `json:"peer"`
 	NetnsRef
-	Seconds float64  `json:"seconds"`
-	States  []string `json:"states,omitempty"`
+	Seconds float64 `json:"seconds"`
+	// States, LimitShare and LimitDecisions are shared by the rows with
+	// equal values: read only.
+	States []string `json:"states,omitempty"`
 	// Bytes and throughput come from tcp_rtt, RTTs from its samples, the
 	// window's range from any event that carries it: null where the trace
 	// has none (not measured is never 0).
@@ -382,14 +384,28 @@ func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 			Parent: event.QdiscHandle(q.Parent), Enqueues: q.Enqueues, Dequeues: q.Dequeues, Drops: q.Drops,
 			Requeues: q.Requeues, BacklogMax: q.BacklogMax, Wait: qdiscWaitView(q.Wait)})
 	}
+	// Connections go through the same few sequences of states, and short
+	// ones have the same few send-limit shares and counts: rows with equal
+	// values share one list or map, as a trace can have hundreds of
+	// thousands of connections.
+	states, limitShares, limitCounts := shared[[]string]{}, shared[map[string]float64]{}, shared[map[string]uint64]{}
+	active := 0
+	for _, c := range st.Connections {
+		if c.Active() {
+			active++
+		}
+	}
+	v.Connections = make([]ConnView, 0, active)
 	for _, c := range st.Connections {
 		if !c.Active() {
 			v.StateOnly++
 			continue
 		}
+		seq, shares, counts := c.States(), c.LimitShares(), c.LimitCount()
 		cv := ConnView{
 			Sock: fmt.Sprintf("0x%x", c.Sock), Local: c.Local, Peer: c.Peer, NetnsRef: nsRef(c.Netns),
-			Seconds: c.Duration(), States: c.States, LimitShare: c.LimitShares(), LimitDecisions: c.LimitCount(),
+			Seconds: c.Duration(), States: states.get(strings.Join(seq, " "), seq),
+			LimitShare: limitShares.get(fmt.Sprint(shares), shares), LimitDecisions: limitCounts.get(fmt.Sprint(counts), counts),
 			RetransSegs: c.RetransSegs, CongStates: c.CongStates, Resets: c.Resets, Kernel: kernelLimits(c),
 			Stages: stageViews(c.Stages),
 		}
@@ -443,6 +459,18 @@ func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 
 func ptr[T any](v T) *T { return &v }
 
+// shared hands out one value per key (a printing of the value: fmt prints
+// a map's keys sorted and a float in the shortest form that reads back).
+type shared[V any] map[string]V
+
+func (s shared[V]) get(key string, v V) V {
+	if old, ok := s[key]; ok {
+		return old
+	}
+	s[key] = v
+	return v
+}
+
 // Bytes is what the connection moved, the larger direction; nil when not measured.
 func (c *ConnView) Bytes() *uint64 {
 	if c.BytesAcked == nil {
@@ -464,14 +492,6 @@ func share(ns uint64, seconds float64) float64 {
 		return 0
 	}
 	return float64(ns) / 1e9 / seconds
-}
-
-// WriteStatJSON writes the summary as one JSON document.
-func WriteStatJSON(w io.Writer, v StatView) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false) // "->" stays "->": the output is read, not embedded in a page
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // WriteStatText writes the summary as tables.
@@ -496,22 +516,12 @@ func WriteStatText(w io.Writer, v StatView) error {
 			fmt.Fprintln(w)
 		}
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if len(v.Connections) > 0 {
-		fmt.Fprintln(tw, "\nCONNECTIONS\nlocal\tpeer\tnetns\tseconds\tbytes\tthroughput\tsend limits (share of time)\tretrans\trtt min/avg/max us\tcwnd\tresets")
-		us := func(v uint32) string { return fmt.Sprint(v) }
-		for _, c := range v.Connections {
-			cwnd := "-"
-			if c.CwndMin != nil {
-				cwnd = fmt.Sprintf("%d-%d", *c.CwndMin, *c.CwndMax)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%d\t%s/%s/%s\t%s\t%d\n",
-				c.Local, c.Peer, c.Label(), c.Seconds, orDash(c.Bytes(), units.Bytes),
-				orDash(c.ThroughputBps, func(b float64) string { return units.Bits(b * 8) }), c.sendLimits(), c.RetransSegs,
-				orDash(c.MinRTTus, us), orDash(c.AvgSRTTus, func(v float64) string { return fmt.Sprintf("%.0f", v) }), orDash(c.MaxSRTTus, us),
-				cwnd, c.Resets)
+		if err := writeConnTable(w, v.Connections); err != nil {
+			return err
 		}
 	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if v.StateOnly > 0 {
 		fmt.Fprintf(tw, "(%d more sockets only changed state)\n", v.StateOnly)
 	}

@@ -106,3 +106,32 @@ func TestStatPagePairsTheFlowsEnds(t *testing.T) {
 		t.Errorf("the settings table does not set snd beside rcv alone")
 	}
 }
+
+// stat --json writes the connections one at a time: the document is the
+// one encoding the whole view gives, with no connection and with several.
+func TestStatJSONStreamsTheWholeDocument(t *testing.T) {
+	for n := range 3 {
+		st, sum := analyze.NewStat(), analyze.NewSummary()
+		for i := range n {
+			peer := netip.AddrPortFrom(statPeer.Addr(), uint16(5201+i))
+			st.Add(&event.Event{Type: event.TypeTCPConn, Time: 1, Conn: event.TCPConn{Socket: event.Socket{Sock: uint64(0xa + i), Local: statLocal, Peer: peer}, New: event.TCPEstablished}})
+			ev := sendlim(2_000_000, 1_000, event.SendlimCwnd, 10, 0, 0)
+			ev.Sendlim.Sock, ev.Sendlim.Peer = uint64(0xa+i), peer
+			st.Add(ev)
+		}
+		view := NewStatView(st, sum)
+		var whole, streamed strings.Builder
+		enc := json.NewEncoder(&whole)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(view); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteStatJSON(&streamed, view); err != nil {
+			t.Fatal(err)
+		}
+		if len(view.Connections) != n || streamed.String() != whole.String() {
+			t.Errorf("%d connections (want %d); streamed:\n%s\nwhole:\n%s", len(view.Connections), n, streamed.String(), whole.String())
+		}
+	}
+}
