@@ -52,7 +52,8 @@ type Timeline struct {
 	CPUs       []*CPU    `json:"cpus,omitempty"`
 	Devices    []*Device `json:"devices,omitempty"`
 	// OtherFlows counts the senders left out: beyond MaxFlows, or moving
-	// under 1 % of the busiest one's bytes.
+	// under 1 % of the busiest one's bytes. Each life of a socket address
+	// is a flow of its own.
 	OtherFlows int `json:"other_flows,omitempty"`
 }
 
@@ -60,7 +61,14 @@ type Timeline struct {
 type Flow struct {
 	Netns       string         `json:"netns,omitempty"`
 	Local, Peer netip.AddrPort `json:"-"`
-	Bytes       float64        `json:"bytes"`
+	// Bytes is the whole life's, drawn or not.
+	Bytes float64 `json:"bytes"`
+	// DrawnFrom, when Partial, is where the series start: the flow moved
+	// UndrawnBytes (or only waited) before it was among the MaxCandidates
+	// busiest, whose bins alone are kept.
+	Partial      bool    `json:"partial,omitempty"`
+	DrawnFrom    float64 `json:"drawn_from,omitempty"`
+	UndrawnBytes float64 `json:"undrawn_bytes,omitempty"`
 	// ThroughputFrom says what the throughput counts: bytes the peer
 	// acknowledged (tcp_info, tcp_rtt) or segments sent (tcp_sendlim).
 	ThroughputFrom string  `json:"throughput_from"`
@@ -125,11 +133,6 @@ type CPUTicks struct {
 	User, System, Softirq, IRQ, Idle float64
 }
 
-type flowKey struct {
-	netns       uint32
-	local, peer netip.AddrPort
-}
-
 type flowBin struct {
 	limitNs        [event.SendlimCount]int64
 	sentBytes      float64
@@ -191,23 +194,25 @@ func halve[T any](s *bins[T], merge func(into, from *T)) {
 	*s = out
 }
 
-type flowAcc struct {
-	bins bins[flowBin]
-	// runNs is each reason's whole runs, as stat counts them: the bins
-	// leave out what began before the timeline did, and the legend read
-	// sndbuf 99 % where stat's text said 96 %.
-	runNs      [event.SendlimCount]int64
-	lastAcked  uint64
-	lastAckedT int64
-	acked      bool
-}
-
 // Builder collects events and samples; Build makes the Timeline.
 type Builder struct {
 	start, end int64 // wall ns
 	width      int64 // ns per bin
-	flows      map[flowKey]*flowAcc
-	drops      map[[2]netip.AddrPort]*bins[uint64]
+	// flows are the current life of each socket, bySock them by socket.
+	flows  map[flowKey]*flowAcc
+	bySock map[uint64]*flowAcc
+	// cands are the flows whose bins are kept (live or ended), byPair
+	// them by their addresses for drops; floor is at most the least
+	// candidate's score, so most flows are turned away without a look.
+	cands  []*flowAcc
+	byPair map[pairKey][]*flowAcc
+	floor  float64
+	// spare are an evicted candidate's arrays, for the next one.
+	spare      []flowBin
+	spareDrops []uint64
+	// otherFlows counts the senders whose lives ended without a place
+	// among the candidates.
+	otherFlows int
 	cpus       map[int]*bins[cpuBin]
 	devs       map[devKey]*bins[devBin]
 }
@@ -220,8 +225,8 @@ type devKey struct {
 // NewBuilder starts a timeline at start (wall-clock ns); zero takes the
 // first event's time.
 func NewBuilder(start int64) *Builder {
-	return &Builder{start: start, width: int64(1e6), flows: map[flowKey]*flowAcc{},
-		drops: map[[2]netip.AddrPort]*bins[uint64]{}, cpus: map[int]*bins[cpuBin]{}, devs: map[devKey]*bins[devBin]{}}
+	return &Builder{start: start, width: int64(1e6), flows: map[flowKey]*flowAcc{}, bySock: map[uint64]*flowAcc{},
+		byPair: map[pairKey][]*flowAcc{}, cpus: map[int]*bins[cpuBin]{}, devs: map[devKey]*bins[devBin]{}}
 }
 
 // index is the bin of a wall-clock time, widening the bins as needed.
@@ -241,7 +246,7 @@ func (b *Builder) index(t int64) int {
 
 func (b *Builder) widen() {
 	b.width *= 2
-	for _, f := range b.flows {
+	for _, f := range b.cands {
 		halve(&f.bins, func(into, from *flowBin) {
 			for r := range into.limitNs {
 				into.limitNs[r] += from.limitNs[r]
@@ -263,8 +268,8 @@ func (b *Builder) widen() {
 			}
 		})
 	}
-	for _, d := range b.drops {
-		halve(d, func(into, from *uint64) { *into += *from })
+	for _, f := range b.cands {
+		halve(&f.drops, func(into, from *uint64) { *into += *from })
 	}
 	for _, c := range b.cpus {
 		halve(c, func(into, from *cpuBin) {
@@ -315,28 +320,32 @@ func (b *Builder) spread(from, to int64, add func(i int, share float64, ns int64
 	}
 }
 
-func (b *Builder) flow(netns uint32, local, peer netip.AddrPort) *flowAcc {
-	k := flowKey{netns, unmap(local), unmap(peer)}
-	f := b.flows[k]
-	if f == nil {
-		f = &flowAcc{}
-		b.flows[k] = f
-	}
-	return f
-}
-
 func unmap(a netip.AddrPort) netip.AddrPort { return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()) }
 
 // Add takes one event.
 func (b *Builder) Add(ev *event.Event) {
 	switch ev.Type {
+	case event.TypeTCPConn:
+		b.lifeChange(&ev.Conn)
 	case event.TypeTCPSendlim:
 		s := &ev.Sendlim
-		f := b.flow(s.Netns, s.Local, s.Peer)
+		f := b.flow(s.Sock, s.Netns, s.Local, s.Peer)
 		bytes := float64(s.SentPkts) * float64(s.MSS)
 		reason := int(s.Reason)
 		if reason < len(f.runNs) && ev.Time > s.Begin {
 			f.runNs[reason] += ev.Time - s.Begin
+		}
+		// The totals first: they decide whether the bins are kept.
+		moved, before := f.moved(), f.score()
+		b.spread(s.Begin, ev.Time, func(_ int, share float64, ns int64) {
+			f.sentBytes += bytes * share
+			if reason < event.SendlimCount {
+				f.limitNs += ns
+			}
+		})
+		b.consider(f, s.Begin, moved, before)
+		if !f.kept {
+			return
 		}
 		b.spread(s.Begin, ev.Time, func(i int, share float64, ns int64) {
 			bin := f.bins.at(i)
@@ -348,15 +357,13 @@ func (b *Builder) Add(ev *event.Event) {
 		bin := f.bins.at(b.index(ev.Time))
 		bin.cwnd, bin.inFlight, bin.hasWindow = float64(s.Cwnd), float64(s.InFlight), true
 	case event.TypeTCPRTT:
-		r := &ev.RTT
-		f := b.flow(ev.Socket.Netns, ev.Socket.Local, ev.Socket.Peer)
-		b.ackedSample(f, ev.Time, r.BytesAcked)
-		bin := f.bins.at(b.index(ev.Time))
-		bin.cwnd, bin.inFlight, bin.hasWindow = float64(r.Cwnd), float64(r.InFlight), true
-		bin.srttSum += float64(r.SrttUs)
-		bin.srttN++
+		r, s := &ev.RTT, &ev.Socket
+		b.socketSample(b.flow(s.Sock, s.Netns, s.Local, s.Peer), ev.Time, r.BytesAcked, r.Cwnd, r.InFlight, r.SrttUs)
 	case event.TypeTCPStage:
-		f := b.flow(ev.Socket.Netns, ev.Socket.Local, ev.Socket.Peer)
+		f := b.kept(&ev.Socket, ev.Time)
+		if f == nil {
+			return
+		}
 		st := ev.Stage
 		b.spread(ev.Begin, ev.Time, func(i int, share float64, _ int64) {
 			bin := f.bins.at(i)
@@ -366,20 +373,16 @@ func (b *Builder) Add(ev *event.Event) {
 			}
 		})
 	case event.TypeTCPCong:
-		f := b.flow(ev.Socket.Netns, ev.Socket.Local, ev.Socket.Peer)
-		bin := f.bins.at(b.index(ev.Time))
-		bin.cwnd, bin.hasWindow = float64(ev.Cong.Cwnd), true
-	case event.TypeTCPRetrans:
-		f := b.flow(ev.Socket.Netns, ev.Socket.Local, ev.Socket.Peer)
-		f.bins.at(b.index(ev.Time)).retrans += uint64(ev.Retrans.Cnt)
-	case event.TypeSkbDrop:
-		k := [2]netip.AddrPort{unmap(ev.Socket.Local), unmap(ev.Socket.Peer)}
-		d := b.drops[k]
-		if d == nil {
-			d = &bins[uint64]{}
-			b.drops[k] = d
+		if f := b.kept(&ev.Socket, ev.Time); f != nil {
+			bin := f.bins.at(b.index(ev.Time))
+			bin.cwnd, bin.hasWindow = float64(ev.Cong.Cwnd), true
 		}
-		*d.at(b.index(ev.Time)) += ev.Drop.Cnt
+	case event.TypeTCPRetrans:
+		if f := b.kept(&ev.Socket, ev.Time); f != nil {
+			f.bins.at(b.index(ev.Time)).retrans += uint64(ev.Retrans.Cnt)
+		}
+	case event.TypeSkbDrop:
+		b.addDrops(ev.Socket.Local, ev.Socket.Peer, ev.Time, ev.Drop.Cnt)
 	case event.TypeSoftirq:
 		if ev.Softirq.Vec != 2 && ev.Softirq.Vec != 3 {
 			return
@@ -427,17 +430,41 @@ func (b *Builder) cpu(n int) *bins[cpuBin] {
 func (b *Builder) ackedSample(f *flowAcc, t int64, acked uint64) {
 	if f.acked && acked >= f.lastAcked && t > f.lastAckedT {
 		delta := float64(acked - f.lastAcked)
-		b.spread(f.lastAckedT, t, func(i int, share float64, _ int64) { f.bins.at(i).ackedBytes += delta * share })
+		moved, before := f.moved(), f.score()
+		f.ackedBytes += delta
+		b.consider(f, f.lastAckedT, moved, before)
+		if f.kept {
+			b.spread(f.lastAckedT, t, func(i int, share float64, _ int64) { f.bins.at(i).ackedBytes += delta * share })
+		}
 	}
 	f.acked, f.lastAcked, f.lastAckedT = true, acked, t
+}
+
+// kept is the socket's flow when its bins are kept (while there is room,
+// any flow's are), else nil; t extends the timeline either way.
+func (b *Builder) kept(s *event.Socket, t int64) *flowAcc {
+	b.index(t)
+	f := b.flow(s.Sock, s.Netns, s.Local, s.Peer)
+	b.consider(f, t, f.moved(), f.score())
+	if f.kept {
+		return f
+	}
+	return nil
 }
 
 // AddSocketSample takes one tcp_info reading of a socket (the doctor's
 // poller): cumulative bytes acknowledged, cwnd and unacknowledged segments,
 // smoothed RTT.
 func (b *Builder) AddSocketSample(t int64, netns uint32, local, peer netip.AddrPort, bytesAcked uint64, cwnd, inFlight, srttUs uint32) {
-	f := b.flow(netns, local, peer)
+	b.socketSample(b.flow(0, netns, local, peer), t, bytesAcked, cwnd, inFlight, srttUs)
+}
+
+func (b *Builder) socketSample(f *flowAcc, t int64, bytesAcked uint64, cwnd, inFlight, srttUs uint32) {
 	b.ackedSample(f, t, bytesAcked)
+	if !f.kept {
+		b.index(t) // the timeline's end
+		return
+	}
 	bin := f.bins.at(b.index(t))
 	bin.cwnd, bin.inFlight, bin.hasWindow = float64(cwnd), float64(inFlight), true
 	if srttUs > 0 {
@@ -464,13 +491,20 @@ func (b *Builder) Build(netnsName func(uint32) string) *Timeline {
 		tl.Seconds = tl.BinSeconds
 	}
 	center := func(i int) float64 { return (float64(i) + 0.5) * tl.BinSeconds }
-	for k, acc := range b.flows {
-		f := b.buildFlow(k, acc, center)
+	// Only candidates have bins; the rest are counted.
+	others := b.otherFlows
+	for _, acc := range b.flows {
+		if !acc.kept && acc.moved() {
+			others++
+		}
+	}
+	for _, acc := range b.cands {
+		f := b.buildFlow(acc, center)
 		if f == nil {
 			continue
 		}
 		if netnsName != nil {
-			f.Netns = netnsName(k.netns)
+			f.Netns = netnsName(acc.key.netns)
 		}
 		tl.Flows = append(tl.Flows, f)
 	}
@@ -486,11 +520,8 @@ func (b *Builder) Build(netnsName func(uint32) string) *Timeline {
 			keep++
 		}
 	}
-	tl.OtherFlows = len(tl.Flows) - keep
+	tl.OtherFlows = others + len(tl.Flows) - keep
 	tl.Flows = tl.Flows[:keep]
-	for _, f := range tl.Flows {
-		b.attachDrops(f, center)
-	}
 	for n, c := range b.cpus {
 		tl.CPUs = append(tl.CPUs, buildCPU(n, c, center))
 	}
@@ -514,28 +545,18 @@ func (b *Builder) Build(netnsName func(uint32) string) *Timeline {
 	return tl
 }
 
-func (b *Builder) buildFlow(k flowKey, acc *flowAcc, center func(int) float64) *Flow {
-	f := &Flow{Local: k.local, Peer: k.peer}
-	var sent, acked float64
-	var limitNs [event.SendlimCount]int64
-	for _, bin := range acc.bins.b {
-		sent += bin.sentBytes
-		acked += bin.ackedBytes
-		for r, ns := range bin.limitNs {
-			limitNs[r] += ns
-		}
-	}
-	useAcked := acked > 0
-	f.Bytes, f.ThroughputFrom = sent, "segments sent (tcp_sendlim)"
-	if useAcked {
-		f.Bytes, f.ThroughputFrom = acked, "bytes acknowledged (tcp_info)"
-	}
-	var totalNs int64
-	for _, ns := range limitNs {
-		totalNs += ns
-	}
-	if f.Bytes == 0 && totalNs == 0 {
+func (b *Builder) buildFlow(acc *flowAcc, center func(int) float64) *Flow {
+	if !acc.moved() {
 		return nil // a receiver, or a socket that moved nothing
+	}
+	f := &Flow{Local: acc.key.local, Peer: acc.key.peer}
+	useAcked := acc.ackedBytes > 0
+	f.Bytes, f.ThroughputFrom = acc.sentBytes, "segments sent (tcp_sendlim)"
+	if useAcked {
+		f.Bytes, f.ThroughputFrom = acc.ackedBytes, "bytes acknowledged (tcp_info)"
+	}
+	if acc.partial {
+		f.Partial, f.DrawnFrom, f.UndrawnBytes = true, float64(max(acc.keptFrom-b.start, 0))/1e9, acc.undrawn
 	}
 	width := float64(b.width) / 1e9
 	var open *Span
@@ -596,25 +617,13 @@ func (b *Builder) buildFlow(k flowKey, acc *flowAcc, center func(int) float64) *
 	if len(runNs) > 0 {
 		f.LimitShare = analyze.LimitShares(runNs)
 	}
-	return f
-}
-
-// attachDrops adds the drops of the flow's data and of its ACKs.
-func (b *Builder) attachDrops(f *Flow, center func(int) float64) {
-	perBin := map[int]uint64{}
-	for _, k := range [][2]netip.AddrPort{{f.Local, f.Peer}, {f.Peer, f.Local}} {
-		if d := b.drops[k]; d != nil {
-			for j, n := range d.b {
-				if n > 0 {
-					perBin[d.off+j] += n
-				}
-			}
+	// The drops of the flow's data and of its ACKs.
+	for j, n := range acc.drops.b {
+		if n > 0 {
+			f.Drops = append(f.Drops, Mark{center(acc.drops.off + j), n})
 		}
 	}
-	for i, n := range perBin {
-		f.Drops = append(f.Drops, Mark{center(i), n})
-	}
-	sort.Slice(f.Drops, func(i, j int) bool { return f.Drops[i].T < f.Drops[j].T })
+	return f
 }
 
 func buildCPU(n int, c *bins[cpuBin], center func(int) float64) *CPU {

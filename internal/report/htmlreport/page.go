@@ -199,10 +199,15 @@ func writeFlows(b *strings.Builder, tl *timeline.Timeline) {
 		b.WriteString("<p>No TCP flow sent data while this was recorded.</p>\n")
 	}
 	if tl.OtherFlows > 0 {
-		fmt.Fprintf(b, "<p>Left out: %s that moved less than these.</p>\n", units.Count(tl.OtherFlows, "sender", "senders"))
+		fmt.Fprintf(b, "<p id=\"other-flows\">Left out: %s that moved less than these (each connection, a socket's life, is a flow; the %d busiest are drawn, and only the %d busiest so far have their series kept).</p>\n",
+			units.Count(tl.OtherFlows, "other sender", "other senders"), timeline.MaxFlows, timeline.MaxCandidates)
 	}
 	for i, f := range tl.Flows {
 		fmt.Fprintf(b, "<div class=\"flow\" id=\"flow%d\"><h3>%s</h3>\n", i+1, esc(f.Label()))
+		if f.Partial {
+			fmt.Fprintf(b, "<p class=\"muted partial\">Drawn from %.2f s: before then this flow was not among the %d busiest, whose series alone are kept; the %s it moved before then are in its total, not drawn.</p>\n",
+				f.DrawnFrom, timeline.MaxCandidates, units.Bytes(uint64(f.UndrawnBytes)))
+		}
 		if len(f.Limits) > 0 {
 			spans := make([]chart.Span, len(f.Limits))
 			for j, s := range f.Limits {

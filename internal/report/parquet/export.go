@@ -27,7 +27,8 @@ const (
 	batchRows = 1024
 )
 
-// Tables written at Close, besides the events of each family.
+// Tables written at Close, besides the events of each family (flow_series
+// is written as the trace is read).
 const (
 	flowsTable        = "flows"
 	flowSeriesTable   = "flow_series"
@@ -73,6 +74,8 @@ type Exporter struct {
 	sockIO     *table[sockIORow]
 	qdiscDelay *table[qdiscDelayRow]
 	stage      *table[tcpStageRow]
+	// flowSeries is written as the flows' seconds end (series.flush).
+	flowSeries *table[flowSeriesRow]
 }
 
 // New starts an export into dir (created if missing). sum is the summary
@@ -111,7 +114,11 @@ func (x *Exporter) Add(ev *event.Event) error {
 	}
 	x.stat.Add(ev)
 	x.series.add(ev)
-	if err := x.addRow(ev); err != nil {
+	err := x.addRow(ev)
+	if err == nil {
+		err = x.flushSeries(false)
+	}
+	if err != nil {
 		x.err = err
 		return err
 	}
@@ -130,11 +137,16 @@ func (x *Exporter) Close() error {
 			err = e
 		}
 	}
+	if err == nil {
+		keep(x.flushSeries(true))
+	}
 	for _, t := range x.open {
 		keep(t.close())
 	}
+	if x.flowSeries != nil {
+		keep(x.flowSeries.close())
+	}
 	keep(x.writeFlows())
-	keep(x.writeFlowSeries())
 	keep(x.writeDeviceSeries())
 	if err != nil {
 		os.RemoveAll(x.dir)
@@ -147,6 +159,9 @@ func (x *Exporter) Close() error {
 func (x *Exporter) Discard() {
 	for _, t := range x.open {
 		t.close()
+	}
+	if x.flowSeries != nil {
+		x.flowSeries.close()
 	}
 	os.RemoveAll(x.dir)
 }

@@ -65,6 +65,46 @@ type flowAcc struct {
 	sampled                 bool
 	lastAcked, lastReceived uint64
 	lastSample              int64
+	// The latest send-limit run's begin: the next begins after it.
+	ran      bool
+	lastRun  int64
+	active   bool // bins held, listed in series.active
+	bins     []flowBin
+	firstBin int64 // the interval of bins[0]
+}
+
+// at is the flow's bin of an interval, made when missing; an interval
+// before the first held (a late event's, already written) is held anew.
+func (f *flowAcc) at(interval int64) *flowBin {
+	if len(f.bins) == 0 {
+		f.firstBin = interval
+	}
+	if interval < f.firstBin {
+		grown := make([]flowBin, f.firstBin-interval+int64(len(f.bins)))
+		copy(grown[f.firstBin-interval:], f.bins)
+		f.bins, f.firstBin = grown, interval
+	}
+	for interval-f.firstBin >= int64(len(f.bins)) {
+		f.bins = append(f.bins, flowBin{})
+	}
+	b := &f.bins[interval-f.firstBin]
+	b.used = true
+	return b
+}
+
+// horizon is the first interval a flow's future events may still add to:
+// the bytes of its next tcp_rtt sample are spread from its last one, its
+// next run begins after its last began, and any other event lands at its
+// own time, a second of disorder allowed.
+func (f *flowAcc) horizon(now int64) int64 {
+	h := now - 1
+	if f.sampled {
+		h = min(h, intervalOf(f.lastSample))
+	}
+	if f.ran {
+		h = min(h, intervalOf(f.lastRun))
+	}
+	return h
 }
 
 type devID struct {
@@ -79,6 +119,7 @@ type binKey struct {
 }
 
 type flowBin struct {
+	used                  bool // an interval the flow did something in
 	limitNs               [event.SendlimCount]int64
 	segsSent, bytesSent   float64
 	bytesAcked, bytesRecv float64
@@ -93,25 +134,34 @@ type devBin struct {
 	skbs, segs, bytes, coveredNs [2]float64
 }
 
-// series accumulates the per-interval series of flows and devices. It holds
-// one bin per flow or device per second that saw activity, not the events.
+// series accumulates the per-interval series of flows and devices. A
+// flow's bins are held until no later event can add to them (its horizon)
+// and then written: memory grows with the flows, not with their seconds
+// (a 684 MB trace took 1.97 GB, issue 45). Devices, few, hold one bin per
+// second that saw activity.
 type series struct {
 	// start is the recording's: spans are counted from it at the earliest,
 	// so that no begin time before it (a run's that wrapped around the boot
 	// clock) walks the series back over years of empty intervals.
-	start    int64
-	flowIdx  map[flowID]int32
-	flows    []flowAcc
-	flowBins map[binKey]int32
-	fbins    []flowBin
-	devIdx   map[devID]int32
-	devs     []devID
-	devBins  map[binKey]int32
-	dbins    []devBin
+	start   int64
+	flowIdx map[flowID]int32
+	flows   []flowAcc
+	// bySock is each socket's latest flow, whose tcp_rtt totals restart
+	// with the socket's new life.
+	bySock map[uint64]int32
+	// active are the flows holding bins, in the order they took them; now
+	// is the latest event's interval, flushed the one last flushed at.
+	active       []int32
+	now, flushed int64
+	spare        [][]flowBin // the arrays of flows that hold no bins
+	devIdx       map[devID]int32
+	devs         []devID
+	devBins      map[binKey]int32
+	dbins        []devBin
 }
 
 func newSeries(start int64) *series {
-	return &series{start: start, flowIdx: map[flowID]int32{}, flowBins: map[binKey]int32{},
+	return &series{start: start, flowIdx: map[flowID]int32{}, bySock: map[uint64]int32{},
 		devIdx: map[devID]int32{}, devBins: map[binKey]int32{}}
 }
 
@@ -122,20 +172,54 @@ func (s *series) flow(sock *event.Socket) int32 {
 		i = int32(len(s.flows))
 		s.flowIdx[id] = i
 		s.flows = append(s.flows, flowAcc{id: id})
+		s.bySock[sock.Sock] = i
 	}
 	return i
 }
 
 // flowBin is valid until the next call: the bins may move as they grow.
 func (s *series) flowBin(flow int32, interval int64) *flowBin {
-	k := binKey{flow, interval}
-	i, ok := s.flowBins[k]
-	if !ok {
-		i = int32(len(s.fbins))
-		s.flowBins[k] = i
-		s.fbins = append(s.fbins, flowBin{})
+	f := &s.flows[flow]
+	if !f.active {
+		f.active = true
+		s.active = append(s.active, flow)
+		if n := len(s.spare); n > 0 {
+			f.bins, s.spare = s.spare[n-1], s.spare[:n-1]
+		}
 	}
-	return &s.fbins[i]
+	return f.at(interval)
+}
+
+// flush writes the bins no later event can add to; all writes every bin,
+// at the end. emit takes them flow by flow, in time order.
+func (s *series) flush(all bool, emit func(f *flowAcc, interval int64, b *flowBin) error) error {
+	s.flushed = s.now
+	kept := s.active[:0]
+	for _, i := range s.active {
+		f := &s.flows[i]
+		h := f.horizon(s.now)
+		n := 0
+		for n < len(f.bins) && (all || f.firstBin+int64(n) < h) {
+			if b := &f.bins[n]; b.used {
+				if err := emit(f, f.firstBin+int64(n), b); err != nil {
+					return err
+				}
+			}
+			n++
+		}
+		// The bins left move to the front; a flow with none left gives its
+		// array back for the next flow to take (rows point into none).
+		f.firstBin += int64(n)
+		f.bins = f.bins[:copy(f.bins, f.bins[n:])]
+		if len(f.bins) == 0 {
+			s.spare = append(s.spare, f.bins)
+			f.bins, f.active = nil, false
+			continue
+		}
+		kept = append(kept, i)
+	}
+	s.active = kept
+	return nil
 }
 
 func (s *series) devBin(dev int32, interval int64) *devBin {
@@ -151,10 +235,19 @@ func (s *series) devBin(dev int32, interval int64) *devBin {
 
 // add takes one event; the semantics follow analyze/timeline's.
 func (s *series) add(ev *event.Event) {
+	s.now = max(s.now, intervalOf(ev.Time))
 	switch ev.Type {
+	case event.TypeTCPConn:
+		// A new life's bytes acknowledged count from 0 again.
+		if c := &ev.Conn; c.Old == tcpClose || c.Old == event.TCPListen && c.New != tcpClose {
+			if i, ok := s.bySock[c.Sock]; ok {
+				s.flows[i].sampled = false
+			}
+		}
 	case event.TypeTCPSendlim:
 		l := &ev.Sendlim
 		f := s.flow(&l.Socket)
+		s.flows[f].ran, s.flows[f].lastRun = true, max(s.flows[f].lastRun, l.Begin)
 		sp := span{max(l.Begin, s.start), ev.Time}
 		segs := float64(l.SentPkts)
 		bytes := segs * float64(l.MSS)
@@ -220,6 +313,9 @@ func (s *series) add(ev *event.Event) {
 	}
 }
 
+// tcpClose is TCP_CLOSE: a state change from it starts a socket's life.
+const tcpClose event.TCPState = 7
+
 // sortedKeys are a bin map's keys by series, then time.
 func sortedKeys(m map[binKey]int32) []binKey {
 	keys := make([]binKey, 0, len(m))
@@ -280,12 +376,14 @@ type flowSeriesRow struct {
 	LimitNs         reasons[int64] `parquet:"limit_ns"`
 	RetransSegs     int64          `parquet:"retrans_segs"`
 	// Null where no event of the interval reported them; they point into
-	// the bins or the row, so a row costs no allocation.
-	Cwnd       *int64   `parquet:"cwnd"`
-	InFlight   *int64   `parquet:"inflight"`
-	SrttAvgUs  *float64 `parquet:"srtt_avg_us"`
-	RTTSamples int64    `parquet:"rtt_samples"`
-	srtt       float64
+	// the row (the bins are reused once written), so a row costs no
+	// allocation.
+	Cwnd           *int64   `parquet:"cwnd"`
+	InFlight       *int64   `parquet:"inflight"`
+	SrttAvgUs      *float64 `parquet:"srtt_avg_us"`
+	RTTSamples     int64    `parquet:"rtt_samples"`
+	srtt           float64
+	cwnd, inFlight int64
 }
 
 type deviceSeriesRow struct {
@@ -308,34 +406,43 @@ type deviceSeriesRow struct {
 	RecvPPS        float64 `parquet:"recv_packets_per_s,optional"`
 }
 
-func (x *Exporter) writeFlowSeries() error {
-	s := x.series
-	t, err := createTable[flowSeriesRow](x.dir, flowSeriesTable)
+// flushSeries writes the flows' finished seconds, once a second of the
+// trace, or every second held (all, at Close).
+func (x *Exporter) flushSeries(all bool) error {
+	if !all && x.series.now <= x.series.flushed {
+		return nil
+	}
+	if x.flowSeries == nil {
+		t, err := createTable[flowSeriesRow](x.dir, flowSeriesTable)
+		if err != nil {
+			return err
+		}
+		x.flowSeries = t
+	}
+	return x.series.flush(all, x.writeFlowBin)
+}
+
+func (x *Exporter) writeFlowBin(f *flowAcc, interval int64, b *flowBin) error {
+	r, err := x.flowSeries.next()
 	if err != nil {
 		return err
 	}
-	for _, k := range sortedKeys(s.flowBins) {
-		r, err := t.next()
-		if err != nil {
-			t.close()
-			return err
-		}
-		b, id := &s.fbins[s.flowBins[k]], &s.flows[k.series].id
-		r.meta, r.IntervalStartNs = x.meta, k.interval*intervalNs
-		r.Sock, r.Local, r.Peer = x.str.hex(id.sock), x.str.addr(id.local), x.str.addr(id.peer)
-		r.Netns, r.NetnsName = int64(id.netns), x.sum.Names.NetnsName(id.netns)
-		r.SegsSent, r.BytesSent, r.BytesAcked, r.BytesReceived = b.segsSent, b.bytesSent, b.bytesAcked, b.bytesRecv
-		r.LimitNs.set(&b.limitNs)
-		r.RetransSegs, r.RTTSamples = b.retrans, b.rttSamples
-		if b.hasWindow {
-			r.Cwnd, r.InFlight = &b.cwnd, &b.inFlight
-		}
-		if b.rttSamples > 0 {
-			r.srtt = float64(b.srttSumUs) / float64(b.rttSamples)
-			r.SrttAvgUs = &r.srtt
-		}
+	id := &f.id
+	r.meta, r.IntervalStartNs = x.meta, interval*intervalNs
+	r.Sock, r.Local, r.Peer = x.str.hex(id.sock), x.str.addr(id.local), x.str.addr(id.peer)
+	r.Netns, r.NetnsName = int64(id.netns), x.sum.Names.NetnsName(id.netns)
+	r.SegsSent, r.BytesSent, r.BytesAcked, r.BytesReceived = b.segsSent, b.bytesSent, b.bytesAcked, b.bytesRecv
+	r.LimitNs.set(&b.limitNs)
+	r.RetransSegs, r.RTTSamples = b.retrans, b.rttSamples
+	if b.hasWindow {
+		r.cwnd, r.inFlight = b.cwnd, b.inFlight
+		r.Cwnd, r.InFlight = &r.cwnd, &r.inFlight
 	}
-	return t.close()
+	if b.rttSamples > 0 {
+		r.srtt = float64(b.srttSumUs) / float64(b.rttSamples)
+		r.SrttAvgUs = &r.srtt
+	}
+	return nil
 }
 
 func (x *Exporter) writeDeviceSeries() error {

@@ -44,8 +44,9 @@ import (
 // flushSize is how much output is buffered before it is written.
 const flushSize = 64 << 10
 
-// Exporter streams events as trace events; memory grows with the
-// connections, namespaces and CPUs seen, not with the events.
+// Exporter streams events as trace events; memory grows with the sockets
+// in use (a connection is forgotten when its socket begins another),
+// namespaces and CPUs seen, not with the events.
 type Exporter struct {
 	w     io.Writer
 	sum   *analyze.Summary
@@ -64,7 +65,10 @@ type Exporter struct {
 	procList []*proc
 	cpus     *proc
 	conns    map[uint64]*conn // by socket: its current connection
+	// connList are the current connections in the order they began (with
+	// ended ones until there are more of them than current ones).
 	connList []*conn
+	ended    int
 	// Connections by their addresses, for drops: in a namespace, and in any.
 	byAddrsNs map[addrsNsKey]*conn
 	byAddrs   map[addrsKey]*conn
@@ -82,6 +86,8 @@ type proc struct {
 
 type conn struct {
 	proc        *proc
+	sock        uint64
+	ended       bool
 	tid         uint32
 	local, peer netip.AddrPort
 	// label is "local->peer", JSON-escaped, for the counters' names.
@@ -214,8 +220,16 @@ func (x *Exporter) Add(ev *event.Event) error {
 	return x.err
 }
 
+// tcpClose is TCP_CLOSE: a change from it starts a socket's new life.
+const tcpClose event.TCPState = 7
+
 func (x *Exporter) addConn(ev *event.Event) {
 	e := &ev.Conn
+	// A socket's new life is a new connection, on a thread of its own,
+	// even to the same peer.
+	if old := x.conns[e.Sock]; old != nil && (e.Old == tcpClose || e.Old == event.TCPListen && e.New != tcpClose) {
+		x.endConn(old)
+	}
 	c := x.conn(&e.Socket, ev.Time)
 	x.instant(c, catConn, ev.Time)
 	x.buf = append(x.buf, e.New.String()...)
@@ -231,6 +245,50 @@ func (x *Exporter) addConn(ev *event.Event) {
 		x.argS("err", event.Errno(e.Err))
 	}
 	x.end()
+}
+
+// endConn ends a connection's rate counters and forgets it, when its
+// socket began another: memory follows the sockets in use, whose addresses
+// the kernel reuses, not every connection the trace saw. A connection
+// stays past its close, whose last runs and samples come after it.
+func (x *Exporter) endConn(c *conn) {
+	x.endCounters(c)
+	c.ended = true
+	if x.conns[c.sock] == c {
+		delete(x.conns, c.sock)
+	}
+	if c.local.Port() != 0 && c.peer.Port() != 0 {
+		k := addrsKey{unmap(c.local), unmap(c.peer)}
+		if x.byAddrs[k] == c {
+			delete(x.byAddrs, k)
+		}
+		if kn := (addrsNsKey{c.proc.inode, k}); x.byAddrsNs[kn] == c {
+			delete(x.byAddrsNs, kn)
+		}
+	}
+	if x.ended++; x.ended > len(x.connList)/2 {
+		open := x.connList[:0]
+		for _, c := range x.connList {
+			if !c.ended {
+				open = append(open, c)
+			}
+		}
+		clear(x.connList[len(open):])
+		x.connList, x.ended = open, 0
+	}
+}
+
+// endCounters drops a connection's rates to zero where its data ended.
+func (x *Exporter) endCounters(c *conn) {
+	if c.shown[sentRate] {
+		x.counter(c, sentRate, catSendlim, c.runEnd, 0)
+	}
+	if c.shown[ackedRate] {
+		x.counter(c, ackedRate, catRTT, c.acked.t, 0)
+	}
+	if c.shown[receivedRate] {
+		x.counter(c, receivedRate, catRTT, c.received.t, 0)
+	}
 }
 
 func (x *Exporter) addSendlim(ev *event.Event) {
@@ -424,14 +482,8 @@ func (x *Exporter) Close() error {
 		}
 	}
 	for _, c := range x.connList {
-		if c.shown[sentRate] {
-			x.counter(c, sentRate, catSendlim, c.runEnd, 0)
-		}
-		if c.shown[ackedRate] {
-			x.counter(c, ackedRate, catRTT, c.acked.t, 0)
-		}
-		if c.shown[receivedRate] {
-			x.counter(c, receivedRate, catRTT, c.received.t, 0)
+		if !c.ended {
+			x.endCounters(c)
 		}
 	}
 	for _, t := range x.softList {
@@ -470,7 +522,10 @@ func (x *Exporter) conn(s *event.Socket, t int64) *conn {
 		}
 		return c
 	}
-	c = &conn{proc: x.proc(s.Netns, t), tid: x.newID(), local: s.Local, peer: s.Peer}
+	if c != nil {
+		x.endConn(c)
+	}
+	c = &conn{proc: x.proc(s.Netns, t), sock: s.Sock, tid: x.newID(), local: s.Local, peer: s.Peer}
 	x.conns[s.Sock] = c
 	x.connList = append(x.connList, c)
 	x.nameConn(c, t)
