@@ -14,7 +14,8 @@ func liveCmd(e *env) *cobra.Command {
 		Use:   "live [flags] [-- COMMAND ARGS...]",
 		Short: "record and print events in one process",
 		Long: `live is record and parse joined by a pipe, like 'blktrace -o - | blkparse -i -':
-the same trace is produced in memory and printed as it arrives.`,
+the same trace is produced in memory and printed as it arrives. A command
+after -- is ended with the recording, as record ends it.`,
 		Example: `  skbtrace live -e tcp_conn
   skbtrace live --filter-port 5201 -- iperf3 -c 127.0.0.1 -t 5`,
 		RunE: func(c *cobra.Command, args []string) error {

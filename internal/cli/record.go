@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -340,7 +341,9 @@ func recordCmd(e *env) *cobra.Command {
 		Short: "record network-stack events into a binary trace",
 		Long: `record attaches eBPF programs to kernel tracepoints and writes what they
 report to a binary trace, until the duration ends, the command exits, or
-SIGINT/SIGTERM. Everything is detached on exit. Read the trace with parse.`,
+SIGINT/SIGTERM. Everything is detached on exit. A command still running
+then is ended (SIGTERM, SIGKILL 2 s later), and one whose skbtrace is
+killed dies with it. Read the trace with parse.`,
 		Example: `  skbtrace record -d 10 -o run.trace
   skbtrace record -e tcp_sendlim --filter-port 5201 -o - -- iperf3 -c 127.0.0.1 | skbtrace parse -i -
   skbtrace record --max-size 100M --max-files 10 -o /var/tmp/run.trace`,
@@ -425,6 +428,10 @@ func (j *recordJob) run(out io.Writer, stderr io.Writer) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
+	// What failed to reach the trace's file is told apart from other
+	// failures: the message then names the file.
+	sink := &sinkWriter{w: out}
+	out = sink
 	var flight *record.Flight
 	if j.flight != nil {
 		f, err := record.NewFlight(out, *j.flight)
@@ -440,7 +447,7 @@ func (j *recordJob) run(out io.Writer, stderr io.Writer) error {
 	defer rec.Close()
 	w, err := trace.NewWriter(out, collect.Header(strings.Join(os.Args, " ")))
 	if err != nil {
-		return err
+		return sink.explain(err, j.dest)
 	}
 	for _, s := range rec.Skipped {
 		fmt.Fprintf(stderr, "skbtrace: skipping %s: %v\n", s.Family.Name, s.Reason)
@@ -455,57 +462,91 @@ func (j *recordJob) run(out io.Writer, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "skbtrace: recording %s; stop with Ctrl-C\n", strings.Join(names, ", "))
 
 	stop := make(chan struct{})
-	var once bool
-	stopNow := func() {
-		if !once {
-			once = true
-			close(stop)
-		}
-	}
+	var once sync.Once
+	stopNow := func() { once.Do(func() { close(stop) }) }
 	var timeout <-chan time.Time
 	if j.duration > 0 {
 		t := time.NewTimer(j.duration)
 		defer t.Stop()
 		timeout = t.C
 	}
-	cmdDone := make(chan error, 1)
+	var wrapped *wrappedCmd
+	var cmdDone <-chan struct{}
 	if len(j.command) > 0 {
-		cmd := exec.Command(j.command[0], j.command[1:]...)
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stderr, stderr
-		if err := cmd.Start(); err != nil {
-			return fmt.Errorf("starting %s: %w", j.command[0], err)
+		if wrapped, err = startWrapped(j.command, os.Stdin, stderr); err != nil {
+			return err
 		}
-		go func() { cmdDone <- cmd.Wait() }()
+		// Whatever way the recording fails, the command does not outlive it.
+		defer wrapped.end(endGrace, stderr)
+		cmdDone = wrapped.Done()
 	}
-	var cmdErr error
+	exited := make(chan bool, 1) // whether the command's exit ended the recording
 	go func() {
 		select {
 		case <-sigs:
 		case <-timeout:
-		case cmdErr = <-cmdDone:
+		case <-stop:
+		case <-cmdDone:
+			exited <- true
+			stopNow()
+			return
 		}
+		exited <- false
 		stopNow()
 	}()
 
 	tot, err := rec.Run(w, stop)
 	stopNow()
-	if err != nil {
-		return err
+	if !<-exited && wrapped != nil {
+		// Before the totals: the command's last output comes first.
+		wrapped.end(endGrace, stderr)
 	}
 	printTotals(stderr, tot, j.dest)
+	if err != nil {
+		return sink.explain(err, j.dest)
+	}
 	if flight != nil {
 		if err := flight.Close(); err != nil {
-			return fmt.Errorf("ending the flight recorder's trace: %w", err)
+			return sink.explain(fmt.Errorf("ending the flight recorder's trace: %w", err), j.dest)
 		}
 		printFlight(stderr, flight.Stats(), j.flight)
 	}
-	if cmdErr != nil {
-		if err := wrappedStatus(j.command[0], cmdErr); err != cmdErr {
-			return err
-		}
-		return fmt.Errorf("waiting for %s: %w", j.command[0], cmdErr)
+	if wrapped != nil {
+		return wrapped.status()
 	}
 	return nil
+}
+
+// sinkWriter keeps the first error of the trace's destination: the disk
+// filled, the reader of the pipe went away.
+type sinkWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *sinkWriter) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	return n, err
+}
+
+// explain turns err into what a user needs when the destination failed:
+// which file, why, and what the trace still holds. Other errors stay.
+func (s *sinkWriter) explain(err error, dest string) error {
+	if s.err == nil || dest == "" {
+		return err
+	}
+	cause := s.err
+	var pe *fs.PathError
+	if errors.As(cause, &pe) {
+		cause = pe.Err // dest names the file
+	}
+	if _, file := s.w.(*createOnWrite); !file {
+		return fmt.Errorf("writing the trace to %s: %w", dest, cause)
+	}
+	return fmt.Errorf("writing the trace to %s: %w (it holds what was written before, its last block possibly torn: read it with skbtrace parse --partial)", dest, cause)
 }
 
 // printTotals says what a recording wrote, and to dest when given.
@@ -528,18 +569,32 @@ func printTotals(w io.Writer, t collect.Totals, dest string) {
 	if len(parts) > 0 {
 		fmt.Fprintf(w, " (%s)", strings.Join(parts, ", "))
 	}
-	var lost uint64
-	var lostParts []string
-	for n, c := range t.Lost {
-		lost += c
-		lostParts = append(lostParts, fmt.Sprintf("%s %d", n, c))
+	ring, ringParts := lostSum(t.Lost)
+	full, fullParts := lostSum(t.Full)
+	fmt.Fprintf(w, "; lost %d", ring+full)
+	var causes []string
+	if ring > 0 {
+		causes = append(causes, fmt.Sprintf("%s: the kernel's ring buffer was full; raise --kernel-buffer or narrow the filters", ringParts))
 	}
-	sort.Strings(lostParts)
-	fmt.Fprintf(w, "; lost %d", lost)
-	if lost > 0 {
-		fmt.Fprintf(w, " (%s: the kernel's ring buffer was full; raise --kernel-buffer or narrow the filters)", strings.Join(lostParts, ", "))
+	if full > 0 {
+		causes = append(causes, fmt.Sprintf("%s: a kernel map was full (more sockets or processes at once than it holds, docs/events.md lists the sizes); narrow the filters", fullParts))
+	}
+	if len(causes) > 0 {
+		fmt.Fprintf(w, " (%s)", strings.Join(causes, "; "))
 	}
 	fmt.Fprintln(w)
+}
+
+// lostSum is the total of per-family counts, and them as "family n, ...".
+func lostSum(byFamily map[string]uint64) (uint64, string) {
+	var total uint64
+	var parts []string
+	for n, c := range byFamily {
+		total += c
+		parts = append(parts, fmt.Sprintf("%s %d", n, c))
+	}
+	sort.Strings(parts)
+	return total, strings.Join(parts, ", ")
 }
 
 func printFlight(w io.Writer, st record.FlightStats, o *record.FlightOptions) {
