@@ -181,13 +181,17 @@ func (r *recordFlags) job(c *cobra.Command, args []string, stderr io.Writer) (*r
 			fmt.Fprintf(stderr, "skbtrace: warning: --%s is deprecated: use --%s\n", old, name)
 		}
 	}
-	return &recordJob{
+	j := &recordJob{
 		opts: collect.Options{Families: fams, Required: required, Filter: pf, RingBytes: uint32(ring),
 			Interval: r.interval, RTTInterval: r.rttInterval, Sample: r.sample},
 		duration: d,
 		command:  args,
 		flight:   flight,
-	}, nil
+	}
+	if err := j.fitMemory(stderr); err != nil {
+		return nil, err
+	}
+	return j, nil
 }
 
 // kernelFilters reads -F, --cpu and --context into pf.
