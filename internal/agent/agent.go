@@ -6,9 +6,8 @@
 package agent
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -19,6 +18,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,10 +71,17 @@ type Agent struct {
 	mu      sync.Mutex // watch and samples
 	watch   *observe.Watch
 	samples []held
-	taken   int // samples taken, for the sockets' grid
+	socks   *sockTable // the samples' sockets
+	taken   int        // samples taken, for the sockets' grid
 	notes   []string
 	logged  map[string]time.Time // when each note was last seen
-	busy    chan struct{}        // bounds concurrent evidence and trace requests
+
+	// traced: the recording writes into the store, so /v1/trace serves.
+	traced bool
+	// Slots of concurrent evidence and trace requests, apart so that slow
+	// trace readers never hold up evidence.
+	evidenceSlots, traceSlots chan struct{}
+	stall                     time.Duration // see stallTimeout
 }
 
 // sampleEvery is how often the host is read. Sockets are kept in every sample of
@@ -90,9 +97,11 @@ const (
 )
 
 // held is a kept sample; grid ones keep their sockets for the window.
+// socks, per namespace, is nil once the sample's sockets are given up.
 type held struct {
 	*observe.Sample
-	grid bool
+	grid  bool
+	socks map[string][]reading
 }
 
 // CheckListen refuses a listener reachable from other hosts without a token.
@@ -124,7 +133,8 @@ func Start(o Options) (*Agent, error) {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
-	a := &Agent{opts: o, started: time.Now(), watch: observe.NewWatch(o.Netns), busy: make(chan struct{}, 4)}
+	a := &Agent{opts: o, started: time.Now(), watch: observe.NewWatch(o.Netns), socks: newSockTable(), stall: stallTimeout,
+		evidenceSlots: make(chan struct{}, maxEvidenceRequests), traceSlots: make(chan struct{}, maxTraceRequests)}
 	// Loaded before anything starts: a certificate that cannot serve would
 	// otherwise fail only at the first connection.
 	if o.TLSCert != "" {
@@ -142,6 +152,7 @@ func Start(o Options) (*Agent, error) {
 			fmt.Fprintln(o.Log, "skbtrace agent: "+n)
 		}
 		a.notes = notes
+		a.traced = a.rec != nil
 	}
 	// Counts scale by what the recording sampled, not by what was asked.
 	var sampled []string
@@ -201,7 +212,11 @@ loop:
 func (a *Agent) sample() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := a.watch.Sample(true)
+	a.keep(a.watch.Sample(true))
+}
+
+// keep adds a sample to the window, under a.mu.
+func (a *Agent) keep(s *observe.Sample) {
 	if a.logged == nil {
 		a.logged = map[string]time.Time{}
 	}
@@ -209,8 +224,9 @@ func (a *Agent) sample() {
 	a.totals.readSockets(s)
 	a.totals.forget(s.Time)
 	a.taken++
-	a.samples = append(a.samples, held{s, a.taken%keepSocketsEvery == 0})
+	a.samples = append(a.samples, held{s, a.taken%keepSocketsEvery == 0, a.socks.keep(s)})
 	for len(a.samples) > 1 && s.Time.Sub(a.samples[0].Time) > a.opts.Window {
+		a.socks.release(a.samples[0].socks)
 		a.samples[0] = held{}
 		a.samples = a.samples[1:]
 	}
@@ -222,12 +238,12 @@ func (a *Agent) sample() {
 			continue
 		}
 		if !h.grid {
-			for _, ns := range h.Namespaces {
-				ns.Sockets = nil
-			}
+			a.socks.release(h.socks)
+			a.samples[i].socks = nil
 		}
 		break
 	}
+	a.socks.thin(a.samples, s.Time)
 }
 
 // BPFRunTime is the recording's BPF run time.
@@ -238,19 +254,28 @@ func (a *Agent) BPFRunTime() time.Duration {
 	return a.rec.RunTime()
 }
 
+// socketStats says how many socket readings are held and were given up,
+// without waiting on a.mu.
+func (a *Agent) socketStats() (int, uint64) {
+	return int(a.socks.heldNow.Load()), uint64(a.socks.lost.Load())
+}
+
 // Handler serves /metrics, /v1/evidence and /v1/trace.
 func (a *Agent) Handler() http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(&collector{t: a.totals, store: a.store, bpf: a.BPFRunTime},
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
+	reg.MustRegister(&collector{t: a.totals, store: a.store, bpf: a.BPFRunTime, socks: a.socketStats},
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		// The collector's CPU time beside the total: its share is the cost of
+		// the agent's memory bound.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/cpu/classes/(gc/total|total):`)})))
 	mux := http.NewServeMux()
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, Timeout: 10 * time.Second})
 	if !a.opts.OpenMetrics {
 		metrics = a.auth(metrics)
 	}
 	mux.Handle("/metrics", metrics)
-	mux.Handle("/v1/evidence", a.auth(a.limited(http.HandlerFunc(a.evidence))))
-	mux.Handle("/v1/trace", a.auth(a.limited(http.HandlerFunc(a.trace))))
+	mux.Handle("/v1/evidence", a.auth(limited(a.evidenceSlots, "evidence", http.HandlerFunc(a.evidence))))
+	mux.Handle("/v1/trace", a.auth(limited(a.traceSlots, "trace", http.HandlerFunc(a.trace))))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusNotFound, "no such endpoint: /metrics, /v1/evidence and /v1/trace are served")
 	})
@@ -285,78 +310,28 @@ func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-func getOnly(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			httpError(w, http.StatusMethodNotAllowed, "only GET is served")
-			return
-		}
-		if r.ContentLength > 0 {
-			httpError(w, http.StatusRequestEntityTooLarge, "requests carry no body")
-			return
-		}
-		if len(r.URL.RawQuery) > 1024 {
-			httpError(w, http.StatusRequestURITooLong, "query longer than 1024 bytes")
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
-}
-
-// auth requires the bearer token; both sides are hashed so the comparison
-// takes the same time whatever the token's length.
-func (a *Agent) auth(h http.Handler) http.Handler {
-	if a.opts.Token == "" {
-		return h
-	}
-	want := sha256.Sum256([]byte(a.opts.Token))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		sum := sha256.Sum256([]byte(got))
-		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="skbtrace"`)
-			httpError(w, http.StatusUnauthorized, "missing or wrong bearer token")
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
-}
-
-// limited answers 503 beyond a few concurrent heavy requests.
-func (a *Agent) limited(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case a.busy <- struct{}{}:
-			defer func() { <-a.busy }()
-			h.ServeHTTP(w, r)
-		default:
-			httpError(w, http.StatusServiceUnavailable, "busy: too many evidence and trace requests at once")
-		}
-	})
-}
-
-func httpError(w http.ResponseWriter, code int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(map[string]string{"error": msg})
-}
-
 // ParseSince reads a window's start: RFC 3339, Unix seconds, or a duration
-// back from now ("5m"); empty is the whole window.
+// back from now ("5m"); empty is the whole window. A start after now is
+// refused: no window starts there.
 func ParseSince(v string, now time.Time) (time.Time, error) {
 	if v == "" {
 		return time.Time{}, nil
 	}
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return t, nil
+	t, ok := time.Time{}, false
+	if p, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		t, ok = p, true
+	} else if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && f < 1e11 {
+		t, ok = time.Unix(0, int64(f*1e9)), true
+	} else if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		t, ok = now.Add(-d), true
 	}
-	if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && f < 1e11 {
-		return time.Unix(0, int64(f*1e9)), nil
+	if !ok {
+		return time.Time{}, fmt.Errorf("since=%q: give RFC 3339 time, Unix seconds or a duration such as 5m", v)
 	}
-	if d, err := time.ParseDuration(v); err == nil && d > 0 {
-		return now.Add(-d), nil
+	if t.After(now) {
+		return time.Time{}, fmt.Errorf("since=%q is %s in the future (the agent's clock reads %s): give a time in the past", v, t.Sub(now).Round(time.Millisecond), now.UTC().Format(time.RFC3339))
 	}
-	return time.Time{}, fmt.Errorf("since=%q: give RFC 3339 time, Unix seconds or a duration such as 5m", v)
+	return t, nil
 }
 
 // flowFilter matches flows by "ADDR:PORT" (either end) or "A-B" (this end A,
@@ -433,19 +408,17 @@ func (a *Agent) evidence(w http.ResponseWriter, r *http.Request) {
 	// since, or the oldest one.
 	first := -1
 	for i, h := range a.samples {
-		if hasSockets(h.Sample) && (first < 0 || !h.Time.After(since)) {
+		if h.socks != nil && (first < 0 || !h.Time.After(since)) {
 			first = i
 		}
 	}
 	if first < 0 || first == len(a.samples)-1 {
 		a.mu.Unlock()
+		w.Header().Set("Retry-After", strconv.Itoa(int(sampleEvery.Seconds())))
 		httpError(w, http.StatusServiceUnavailable, "not enough samples yet: the agent reads the host every 2 s")
 		return
 	}
-	span := make([]*observe.Sample, 0, len(a.samples)-first)
-	for _, h := range a.samples[first:] {
-		span = append(span, h.Sample)
-	}
+	span := a.socks.span(a.samples[first:])
 	var recording io.Reader
 	if a.rec != nil {
 		if r, err := a.store.recording(span[0].Time); err == nil {
@@ -466,8 +439,15 @@ func (a *Agent) evidence(w http.ResponseWriter, r *http.Request) {
 		ev.Flows = kept
 	}
 	hostname, _ := os.Hostname()
+	var body bytes.Buffer
+	if err := json.NewEncoder(&body).Encode(EvidenceResponse{Host: hostname, From: before.Time, To: after.Time, Evidence: ev}); err != nil {
+		httpError(w, http.StatusInternalServerError, "encoding the evidence: "+err.Error())
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(EvidenceResponse{Host: hostname, From: before.Time, To: after.Time, Evidence: ev})
+	if err := writeAnswer(w, &body, a.stall); err != nil {
+		fmt.Fprintln(a.opts.Log, "skbtrace agent: serving evidence: "+err.Error())
+	}
 }
 
 // flushRecording has the recorder write what it holds (it drains and writes
@@ -482,27 +462,24 @@ func (a *Agent) flushRecording() {
 	}
 }
 
-func hasSockets(s *observe.Sample) bool {
-	for _, ns := range s.Namespaces {
-		if ns.Sockets != nil {
-			return true
-		}
-	}
-	return len(s.Namespaces) == 0
-}
-
 func (a *Agent) trace(w http.ResponseWriter, r *http.Request) {
 	_, since, ok := windowQuery(w, r)
 	if !ok {
 		return
 	}
-	if a.rec == nil {
+	if !a.traced {
 		httpError(w, http.StatusNotFound, "this agent records no kernel events (no privileges, or --no-kernel-events)")
 		return
 	}
 	a.flushRecording()
+	// The blocks are read in place, without the store's lock.
+	tr, err := a.store.recording(since)
+	if err != nil {
+		httpError(w, http.StatusServiceUnavailable, "reading the trace kept: "+err.Error())
+		return
+	}
 	w.Header().Set("Content-Type", "application/vnd.skbtrace.trace")
-	if err := a.store.WriteTrace(w, since); err != nil {
+	if err := writeAnswer(w, tr, a.stall); err != nil {
 		fmt.Fprintln(a.opts.Log, "skbtrace agent: serving the trace: "+err.Error())
 	}
 }

@@ -3,7 +3,6 @@ package agent
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/skbtrace/skbtrace/internal/analyze"
+	"github.com/skbtrace/skbtrace/internal/doctor/observe"
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/host"
 	"github.com/skbtrace/skbtrace/internal/trace"
@@ -26,7 +26,7 @@ import (
 const token = "s3cret-token"
 
 // testAgent samples this process's namespace, without kernel events.
-func testAgent(t *testing.T, o Options) *Agent {
+func testAgent(t testing.TB, o Options) *Agent {
 	t.Helper()
 	o.Netns, o.NoKernelEvents = []string{host.SelfNetnsName}, true
 	a, err := Start(o)
@@ -249,11 +249,11 @@ func TestStoreServesAReadableTraceAndKeepsNames(t *testing.T) {
 	tot := newTotals(time.Minute, nil, 1)
 	s := newStore(time.Minute, 1<<20, tot)
 	traceOf(t, recorderTo(t, s), 3)
-	var b bytes.Buffer
-	if err := s.WriteTrace(&b, time.Time{}); err != nil {
+	tr, err := s.recording(time.Time{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := trace.NewReader(&b)
+	r, err := trace.NewReader(tr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,6 +391,7 @@ func BenchmarkScrape1000Flows(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	socks := map[[2]string]host.TCPSocket{}
 	for i := range 1000 {
 		a := tracetest.Addrs(netip.MustParseAddrPort("10.0.0.1:40000"), netip.AddrPortFrom(netip.MustParseAddrPort("10.0.0.2:5201").Addr(), uint16(1000+i)), 7)
 		for r := range uint8(4) {
@@ -398,12 +399,14 @@ func BenchmarkScrape1000Flows(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		tot.sockets = append(tot.sockets, socketReading{netns: "blue", local: fmt.Sprintf("10.0.0.1:%d", 1000+i), peer: "10.0.0.2:5201", acked: 1e9})
+		local := netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), uint16(1000+i))
+		socks[[2]string{local.String(), "10.0.0.2:5201"}] = host.TCPSocket{Local: local, Peer: netip.MustParseAddrPort("10.0.0.2:5201"), BytesAcked: 1e9}
 	}
+	tot.readSockets(&observe.Sample{Namespaces: map[string]*observe.NetnsSample{"blue": {Sockets: socks}}})
 	if err := w.Flush(); err != nil {
 		b.Fatal(err)
 	}
-	a := &Agent{totals: tot, store: s, busy: make(chan struct{}, 4)}
+	a := &Agent{totals: tot, store: s, socks: newSockTable()}
 	h := a.Handler()
 	b.ResetTimer()
 	for b.Loop() {

@@ -33,9 +33,20 @@ type totals struct {
 	softirq map[[2]uint32]float64     // [cpu, vec] seconds
 	events  map[string]float64
 	lost    map[string]float64
-	// latest tcp_info of the sockets that moved data, from the newest sample.
-	sockets []socketReading
+	// latest tcp_info of the MaxFlowSeries sockets that moved the most data,
+	// from the newest sample, and the sum of the others'.
+	sockets     []socketReading
+	socketsRest socketReading
+	restCount   int
+	// flowsDropped counts send-limit flows forgotten before the window ended
+	// to stay within maxFlowTotals.
+	flowsDropped uint64
 }
+
+// maxFlowTotals bounds the send-limit flows kept for /metrics (about
+// 150 bytes each): a host that opens more within the window has its least
+// recently seen ones forgotten early, and counted.
+const maxFlowTotals = 1 << 16
 
 type flowKey struct {
 	netns       uint32
@@ -140,7 +151,8 @@ func (t *totals) event(ev *event.Event) {
 	}
 }
 
-// forget drops flows not seen for the window.
+// forget drops flows not seen for the window, and the least recently seen
+// beyond maxFlowTotals.
 func (t *totals) forget(now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -149,23 +161,55 @@ func (t *totals) forget(now time.Time) {
 			delete(t.limits, k)
 		}
 	}
+	if len(t.limits) <= maxFlowTotals {
+		return
+	}
+	seen := make([]time.Time, 0, len(t.limits))
+	for _, f := range t.limits {
+		seen = append(seen, f.seen)
+	}
+	slices.SortFunc(seen, func(a, b time.Time) int { return b.Compare(a) })
+	cut := seen[maxFlowTotals-1]
+	for k, f := range t.limits {
+		if f.seen.Before(cut) {
+			delete(t.limits, k)
+			t.flowsDropped++
+		}
+	}
 }
 
-// readSockets keeps the newest tcp_info of the sockets that moved data.
+// readSockets keeps the newest tcp_info of the MaxFlowSeries sockets that
+// moved the most data, and sums the others': only those are exposed, and
+// a host's every socket would otherwise be held between samples.
 func (t *totals) readSockets(s *observe.Sample) {
-	var out []socketReading
+	type moved struct {
+		netns           string
+		local, peer     netip.AddrPort
+		acked, received uint64
+		retran, rtt     uint32
+	}
+	var all []moved
 	for name, ns := range s.Namespaces {
 		for _, k := range ns.Sockets {
 			if k.BytesAcked == 0 && k.BytesReceived == 0 {
 				continue
 			}
-			out = append(out, socketReading{netns: name, local: k.Local.String(), peer: k.Peer.String(),
-				acked: float64(k.BytesAcked), received: float64(k.BytesReceived), retran: float64(k.TotalRetrans), srtt: float64(k.RTTus) / 1e6})
+			all = append(all, moved{name, k.Local, k.Peer, k.BytesAcked, k.BytesReceived, k.TotalRetrans, k.RTTus})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].acked+out[i].received > out[j].acked+out[j].received })
+	sort.Slice(all, func(i, j int) bool { return all[i].acked+all[i].received > all[j].acked+all[j].received })
+	var top []socketReading
+	var rest socketReading
+	for i, k := range all {
+		if i >= MaxFlowSeries {
+			rest.acked, rest.received, rest.retran = rest.acked+float64(k.acked), rest.received+float64(k.received), rest.retran+float64(k.retran)
+			continue
+		}
+		top = append(top, socketReading{netns: k.netns, local: k.local.String(), peer: k.peer.String(),
+			acked: float64(k.acked), received: float64(k.received), retran: float64(k.retran), srtt: float64(k.rtt) / 1e6})
+	}
 	t.mu.Lock()
-	t.sockets = out
+	t.sockets, t.socketsRest, t.restCount = top, rest, len(all)-len(top)
 	t.mu.Unlock()
 }
 
@@ -187,6 +231,9 @@ var (
 	descBPF          = prometheus.NewDesc("skbtrace_agent_bpf_run_seconds_total", "Time the agent's BPF programs ran (0 unless kernel.bpf_stats_enabled=1).", nil, nil)
 	descWindowBytes  = prometheus.NewDesc("skbtrace_agent_window_bytes", "Bytes of recent trace the agent holds.", nil, nil)
 	descWindowEvicts = prometheus.NewDesc("skbtrace_agent_window_evictions_total", "Trace blocks dropped before the window ended, to stay within the memory bound.", nil, nil)
+	descSockReadings = prometheus.NewDesc("skbtrace_agent_socket_readings", "Socket readings (tcp_info) the agent holds for evidence.", nil, nil)
+	descSockDropped  = prometheus.NewDesc("skbtrace_agent_socket_readings_dropped_total", "Socket readings given up before the window ended, to stay within the memory bound.", nil, nil)
+	descFlowsDropped = prometheus.NewDesc("skbtrace_agent_flows_dropped_total", "Send-limit flows forgotten before the window ended, to stay within the memory bound.", nil, nil)
 )
 
 // collector exposes the totals, the newest sockets and the agent's own cost.
@@ -194,6 +241,8 @@ type collector struct {
 	t     *totals
 	store *store
 	bpf   func() time.Duration
+	// socks says how many socket readings are held and were given up.
+	socks func() (held int, dropped uint64)
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
@@ -202,6 +251,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	// The store's lock first and alone: the store holds it while it hands
 	// events to the totals, which take theirs.
 	_, bytes, dropped, _ := c.store.stats()
+	var readings int
+	var readingsDropped uint64
+	if c.socks != nil {
+		readings, readingsDropped = c.socks()
+	}
 	t := c.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -245,18 +299,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descSendLimit, prometheus.CounterValue, s, "", "other", "other", event.SendlimReason(r).String())
 		}
 	}
-	var rest socketReading
-	for i, s := range t.sockets {
-		if i >= MaxFlowSeries {
-			rest.acked, rest.received, rest.retran = rest.acked+s.acked, rest.received+s.received, rest.retran+s.retran
-			continue
-		}
+	for _, s := range t.sockets {
 		ch <- prometheus.MustNewConstMetric(descBytesAcked, prometheus.CounterValue, s.acked, s.netns, s.local, s.peer)
 		ch <- prometheus.MustNewConstMetric(descBytesRecv, prometheus.CounterValue, s.received, s.netns, s.local, s.peer)
 		ch <- prometheus.MustNewConstMetric(descRetrans, prometheus.CounterValue, s.retran, s.netns, s.local, s.peer)
 		ch <- prometheus.MustNewConstMetric(descSRTT, prometheus.GaugeValue, s.srtt, s.netns, s.local, s.peer)
 	}
-	if len(t.sockets) > MaxFlowSeries {
+	if rest := t.socketsRest; t.restCount > 0 {
 		ch <- prometheus.MustNewConstMetric(descBytesAcked, prometheus.CounterValue, rest.acked, "", "other", "other")
 		ch <- prometheus.MustNewConstMetric(descBytesRecv, prometheus.CounterValue, rest.received, "", "other", "other")
 		ch <- prometheus.MustNewConstMetric(descRetrans, prometheus.CounterValue, rest.retran, "", "other", "other")
@@ -291,4 +340,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descWindowBytes, prometheus.GaugeValue, float64(bytes))
 	ch <- prometheus.MustNewConstMetric(descWindowEvicts, prometheus.CounterValue, float64(dropped))
+	if c.socks != nil {
+		ch <- prometheus.MustNewConstMetric(descSockReadings, prometheus.GaugeValue, float64(readings))
+		ch <- prometheus.MustNewConstMetric(descSockDropped, prometheus.CounterValue, float64(readingsDropped))
+	}
+	ch <- prometheus.MustNewConstMetric(descFlowsDropped, prometheus.CounterValue, float64(t.flowsDropped))
 }

@@ -135,21 +135,9 @@ func (s *store) evict(now time.Time) {
 	}
 }
 
-// WriteTrace writes a trace of the blocks written since (at block
-// granularity: the recorder flushes about once a second), with the name
-// tables first and an end record, so parse and stat read it whole.
-func (s *store) WriteTrace(w io.Writer, since time.Time) error {
-	r, err := s.recording(since)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(w, r); err != nil {
-		return fmt.Errorf("writing the trace: %w", err)
-	}
-	return nil
-}
-
-// recording reads the trace since a time from the blocks in place: blocks
+// recording reads the trace since a time (at block granularity: the
+// recorder flushes about once a second), with the name tables first and an
+// end record, so parse and stat read it whole. It reads the blocks in place: blocks
 // never change once stored, so a snapshot of the list is taken under the
 // lock and read without it, and neither a slow reader nor a replay holds up
 // the recorder or copies the window.
