@@ -5,7 +5,6 @@ import (
 	"net/netip"
 
 	"github.com/skbtrace/skbtrace/internal/event"
-	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 // A connection is one life of a socket address: the kernel reuses a freed
@@ -37,16 +36,15 @@ func newLife(old, new event.TCPState) bool {
 type ConnStat struct {
 	Sock        uint64
 	Local, Peer string
-	Netns       uint32
 	First, Last int64 // wall-clock ns of its first and last event
-	// states are its state changes, a byte each (States names them):
-	// every connection of a trace keeps them.
-	states []event.TCPState
-	// Its span began at spanStart, in the window epoch; done holds what
-	// earlier windows saw (a flight-recorder trace), nil without any.
+	// states are its state changes, an event.TCPState a byte (States
+	// names them): every connection of a trace keeps them.
+	states string
+	// Its span began at spanStart, in the window epoch; rare holds what
+	// earlier windows saw (a flight-recorder trace), and what else few
+	// connections need: nil for the others.
 	spanStart int64
-	epoch     int
-	done      *banked
+	rare      *connRare
 	// From tcp_rtt samples.
 	Samples                   int
 	BytesAcked, BytesReceived uint64 // during the recording
@@ -68,18 +66,41 @@ type ConnStat struct {
 	// began when its handshake is in the recording, else since its first run.
 	KernelBusyUs, KernelRwndUs, KernelSndbufUs uint64
 	peerAddr, localAddr                        netip.AddrPort
-	busyBase, rwndBase, sndbufBase             uint64
 	// From tcp_retrans, tcp_cong, tcp_reset.
 	RetransSegs uint64
-	CongStates  map[string]int // nil until a tcp_cong event
+	CongStates  CongCounts
 	Resets      int
 	// Stages holds tcp_stage's histograms of the bytes the socket sent, by
 	// stage (event.StageNames), when the trace has them.
-	Stages *[wire.TcpStageSTAGE_MAX]wire.StageHist
+	Stages *StageHists
 	// closed: the connection reached CLOSE, or the next life at its
 	// address began; later events are late ones. reanchor: the next RTT
 	// sample starts a window's count of bytes.
 	CwndSeen, established, chronoBase, peerKnown, listener, closed, reanchor bool
+	// Netns and epoch are beside the flags, where they fill what would be
+	// padding: a trace keeps every connection.
+	Netns uint32
+	epoch int32
+}
+
+// connRare is what earlier flight-recorder windows saw of a connection,
+// and tcp_info's totals when one begun before the recording was first seen
+// (its own accounting starts from them).
+type connRare struct {
+	done  banked
+	bases chronoBases
+}
+
+type chronoBases struct {
+	busy, rwnd, sndbuf uint64
+}
+
+// more is the connection's rare state, added when first needed.
+func (c *ConnStat) more() *connRare {
+	if c.rare == nil {
+		c.rare = &connRare{}
+	}
+	return c.rare
 }
 
 // banked is what a connection's earlier flight-recorder windows saw.
@@ -113,8 +134,8 @@ func (c *ConnStat) limit(r event.SendlimReason) *sendLimit {
 // States are the connection's state changes, in order.
 func (c *ConnStat) States() []string {
 	out := make([]string, len(c.states))
-	for i, st := range c.states {
-		out[i] = st.String()
+	for i := range len(c.states) {
+		out[i] = event.TCPState(c.states[i]).String()
 	}
 	return out
 }
@@ -125,10 +146,10 @@ func (c *ConnStat) Duration() float64 { return float64(c.banked().ns+c.Last-c.sp
 
 // banked is what earlier windows saw: zero in a trace of one.
 func (c *ConnStat) banked() banked {
-	if c.done == nil {
+	if c.rare == nil {
 		return banked{}
 	}
-	return *c.done
+	return c.rare.done
 }
 
 // Throughput is bytes acknowledged per second between the first and last
@@ -174,12 +195,16 @@ func (c *ConnStat) addChrono(l *event.TCPSendlim) {
 	if !c.chronoBase {
 		c.chronoBase = true
 		if !c.established {
-			c.busyBase, c.rwndBase, c.sndbufBase = l.BusyUs, l.RwndLimitedUs, l.SndbufLimitedUs
+			c.more().bases = chronoBases{l.BusyUs, l.RwndLimitedUs, l.SndbufLimitedUs}
 		}
 	}
-	c.KernelBusyUs = max(c.KernelBusyUs, l.BusyUs-min(l.BusyUs, c.busyBase))
-	c.KernelRwndUs = max(c.KernelRwndUs, l.RwndLimitedUs-min(l.RwndLimitedUs, c.rwndBase))
-	c.KernelSndbufUs = max(c.KernelSndbufUs, l.SndbufLimitedUs-min(l.SndbufLimitedUs, c.sndbufBase))
+	var base chronoBases
+	if c.rare != nil {
+		base = c.rare.bases
+	}
+	c.KernelBusyUs = max(c.KernelBusyUs, l.BusyUs-min(l.BusyUs, base.busy))
+	c.KernelRwndUs = max(c.KernelRwndUs, l.RwndLimitedUs-min(l.RwndLimitedUs, base.rwnd))
+	c.KernelSndbufUs = max(c.KernelSndbufUs, l.SndbufLimitedUs-min(l.SndbufLimitedUs, base.sndbuf))
 }
 
 // LimitNs is the time in runs of each send-limit reason seen, in ns.
@@ -259,14 +284,12 @@ func (s *Stat) conn(sock *event.Socket, t int64) *ConnStat {
 	}
 	if c.epoch != s.epoch {
 		// Seen again after a gap: what came before is banked.
-		if c.done == nil {
-			c.done = &banked{}
-		}
-		c.done.ns += c.Last - c.spanStart
+		done := &c.more().done
+		done.ns += c.Last - c.spanStart
 		c.spanStart, c.epoch = t, s.epoch
 		if c.Samples > 0 {
-			c.done.sampleNs += c.lastSample - c.firstSample
-			c.done.acked, c.done.recvd, c.reanchor = c.BytesAcked, c.BytesReceived, true
+			done.sampleNs += c.lastSample - c.firstSample
+			done.acked, done.recvd, c.reanchor = c.BytesAcked, c.BytesReceived, true
 		}
 	}
 	c.Last = t
@@ -311,5 +334,5 @@ func (c *ConnStat) Active() bool {
 	if c.listener {
 		return false
 	}
-	return c.Samples > 0 || c.runs() > 0 || c.RetransSegs > 0 || c.Resets > 0 || len(c.CongStates) > 0 || c.Stages != nil
+	return c.Samples > 0 || c.runs() > 0 || c.RetransSegs > 0 || c.Resets > 0 || c.CongStates != (CongCounts{}) || c.Stages != nil
 }

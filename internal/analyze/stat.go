@@ -19,7 +19,7 @@ type Stat struct {
 	GapNs int64
 	// epoch counts the windows begun; a connection last seen in an
 	// earlier one banks its span and bytes before going on.
-	epoch, gapFrom int
+	epoch, gapFrom int32
 	Connections    []*ConnStat
 	Devices        []*DevStat
 	CPUs           []*CPUStat
@@ -224,7 +224,7 @@ func (s *Stat) Add(ev *event.Event) {
 			s.retire(ev.Conn.Sock)
 		}
 		c := s.conn(&ev.Conn.Socket, ev.Time)
-		c.states = append(c.states, ev.Conn.New)
+		c.states += string([]byte{byte(ev.Conn.New)})
 		c.established = c.established || ev.Conn.New == event.TCPEstablished && c.runs() == 0
 		c.listener = c.listener || ev.Conn.New == event.TCPListen
 		c.closed = c.closed || ev.Conn.New == tcpClose
@@ -266,10 +266,7 @@ func (s *Stat) Add(ev *event.Event) {
 		s.conn(&ev.Socket, ev.Time).RetransSegs += uint64(ev.Retrans.Cnt)
 	case event.TypeTCPCong:
 		c := s.conn(&ev.Socket, ev.Time)
-		if c.CongStates == nil {
-			c.CongStates = map[string]int{}
-		}
-		c.CongStates[event.TCPCaState(ev.Cong.State).String()]++
+		c.CongStates.add(event.TCPCaState(ev.Cong.State))
 		c.seeCwnd(ev.Cong.Cwnd)
 	case event.TypeTCPReset:
 		owner := resetOwner(ev.Socket.Sock, event.TCPState(ev.Reset.State))
@@ -345,9 +342,9 @@ func (s *Stat) Add(ev *event.Event) {
 	case event.TypeTCPStage:
 		c := s.conn(&ev.Socket, ev.Time)
 		if c.Stages == nil {
-			c.Stages = new([wire.TcpStageSTAGE_MAX]wire.StageHist)
+			c.Stages = &StageHists{}
 		}
-		AddStages(c.Stages, &ev.Stage.Stage)
+		c.Stages.Add(&ev.Stage.Stage)
 	case event.TypeQdiscDelay:
 		q := &ev.QdiscDelay
 		qs := s.qdisc(q.Dev[:], q.Kind[:], q.Netns, q.Handle, q.Parent)
@@ -419,16 +416,4 @@ func (s *Stat) Sort() {
 	sort.Slice(s.CPUs, func(i, j int) bool { return s.CPUs[i].CPU < s.CPUs[j].CPU })
 	sort.SliceStable(s.Drops, func(i, j int) bool { return s.Drops[i].Count > s.Drops[j].Count })
 	sort.SliceStable(s.SockIO, func(i, j int) bool { return s.SockIO[i].Calls > s.SockIO[j].Calls })
-}
-
-// AddStages adds tcp_stage's histograms b to a.
-func AddStages(a, b *[wire.TcpStageSTAGE_MAX]wire.StageHist) {
-	for i := range a {
-		h, add := &a[i], &b[i]
-		h.Count += add.Count
-		h.SumNs += add.SumNs
-		for k, n := range add.Hist {
-			h.Hist[k] += n
-		}
-	}
 }

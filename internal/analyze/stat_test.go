@@ -45,7 +45,7 @@ func TestStatKeepsASocketsEventsWithoutPortsInItsConnection(t *testing.T) {
 	zero := netip.AddrPortFrom(peer.Addr(), 0)
 	st.Add(&event.Event{Type: event.TypeTCPCong, Time: 4, Socket: event.Socket{Sock: 0xa, Local: netip.AddrPortFrom(local.Addr(), 0), Peer: zero}})
 	conns := active(st)
-	if len(conns) != 1 || conns[0].Peer != peer.String() || conns[0].Local != local.String() || len(conns[0].CongStates) != 1 {
+	if len(conns) != 1 || conns[0].Peer != peer.String() || conns[0].Local != local.String() || len(conns[0].CongStates.Map()) != 1 {
 		t.Fatalf("connections %+v, want one to %s with its congestion event", conns, peer)
 	}
 	// The kernel reuses the socket's address for a connection to another peer.

@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -12,6 +14,11 @@ import (
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/report"
 )
+
+// statMemoryLimit is stat's soft memory limit: stat of a 700 MB trace
+// stays within 512 MB (issue 45). Past it, on bigger traces, the collector
+// takes at most half the CPU and the heap grows as it must.
+const statMemoryLimit = 448 << 20
 
 func statCmd(e *env) *cobra.Command {
 	var inputs []string
@@ -46,6 +53,14 @@ then stat fails and writes no --html page unless --partial accepts it.`,
 			if err := oneOnStdout(outputs); err != nil {
 				return err
 			}
+			// The summary's memory follows the trace's connections, every one
+			// kept to the end, and the collector lets the heap grow to twice
+			// what is live: a soft limit collects sooner (on an 810 MB trace
+			// of 640,000 connections, 453 MB peak instead of 636 MB, for 25 %
+			// more CPU). GOMEMLIMIT, when set, is the user's.
+			if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+				defer debug.SetMemoryLimit(debug.SetMemoryLimit(statMemoryLimit))
+			}
 			tf, filter, err := traceInputs(inputs, e.stdin, &filters)
 			if err != nil {
 				return err
@@ -69,7 +84,7 @@ then stat fails and writes no --html page unless --partial accepts it.`,
 			if read < 0 || rerr != nil && !isDamage(rerr) {
 				return rerr
 			}
-			view := report.NewStatView(st, sum)
+			view := report.NewStatViewRows(st, sum)
 			if htmlOut == "-" || htmlOut != "" && partial.writes(rerr != nil) {
 				var text strings.Builder
 				if err := report.WriteStatText(&text, view); err != nil {

@@ -126,8 +126,8 @@ func (m *Measurement) stageWait(ns *host.Netns, peer netip.Addr, stage wire.TcpS
 		if err != nil || c.Netns != ino || p.Addr().Unmap() != peer || c.Stages == nil {
 			continue
 		}
-		if h := &c.Stages[stage]; best == nil || h.Count > best.Count {
-			best = h
+		if h := c.Stages.Hist(int(stage)); best == nil || h.Count > best.Count {
+			best = &h
 		}
 	}
 	if best == nil || best.Count == 0 {

@@ -12,7 +12,6 @@ import (
 	"github.com/skbtrace/skbtrace/internal/analyze"
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/units"
-	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 // StatView is the JSON form of a recording's summary.
@@ -22,6 +21,9 @@ type StatView struct {
 	Lost        uint64     `json:"lost"`
 	Missing     uint64     `json:"missing_seq"`
 	Connections []ConnView `json:"connections"`
+	// rows makes the connections' rows one at a time, for a view made by
+	// NewStatViewRows: its Connections stays nil.
+	rows *connRows
 	// StateOnly counts the connections (each life of a socket address) and
 	// listeners seen only changing state.
 	StateOnly int       `json:"state_only_sockets"`
@@ -172,7 +174,7 @@ type StageView struct {
 
 // writeStages prints where each connection's bytes spent their time: the
 // sent bytes' stages in one table, the received bytes' in another.
-func writeStages(tw io.Writer, conns []ConnView) {
+func writeStages(tw io.Writer, v *StatView) {
 	for _, dir := range []struct {
 		title string
 		span  [2]int
@@ -181,10 +183,10 @@ func writeStages(tw io.Writer, conns []ConnView) {
 		{"bytes received, driver to the reader's copy", event.ReceivedStages},
 	} {
 		header := false
-		for _, c := range conns {
+		v.EachConn(func(c *analyze.ConnStat) bool { return c.Stages == nil }, func(_ *analyze.ConnStat, c *ConnView) error {
 			stages := stagesOf(c.Stages, dir.span)
 			if stages == nil {
-				continue
+				return nil
 			}
 			if !header {
 				fmt.Fprintf(tw, "\nTIME BY STAGE (%s; p50/p99 ms, share of the mean; bytes timed: how many bytes tcp_stage followed the whole way, one at a time)\nlocal\tpeer\tnetns\tbytes timed", dir.title)
@@ -199,7 +201,8 @@ func writeStages(tw io.Writer, conns []ConnView) {
 				fmt.Fprintf(tw, "\t%.3f/%.3f %.0f %%", float64(st.P50Us)/1e3, float64(st.P99Us)/1e3, st.Share*100)
 			}
 			fmt.Fprintln(tw)
-		}
+			return nil
+		})
 	}
 }
 
@@ -217,19 +220,19 @@ func stagesOf(views []StageView, span [2]int) []StageView {
 
 // stageViews is each timed direction's stages, their shares of that
 // direction's whole way (the sum of its stages' means).
-func stageViews(stages *[wire.TcpStageSTAGE_MAX]wire.StageHist) []StageView {
+func stageViews(stages *analyze.StageHists) []StageView {
 	if stages == nil {
 		return nil
 	}
 	var out []StageView
 	for _, span := range [][2]int{event.SentStages, event.ReceivedStages} {
-		if stages[span[1]-1].Count == 0 {
+		if stages.Count[span[1]-1] == 0 {
 			continue
 		}
 		first := len(out)
 		var total float64
 		for i := span[0]; i < span[1]; i++ {
-			h := &stages[i]
+			h := stages.Hist(i)
 			v := StageView{Stage: event.StageNames[i], Samples: h.Count,
 				P50Us: event.QuantileUs(h.Hist[:], event.StageBits, 0.5), P99Us: event.QuantileUs(h.Hist[:], event.StageBits, 0.99)}
 			if h.Count > 0 {
@@ -356,13 +359,31 @@ type ResetView struct {
 	Peer     string `json:"last_peer"`
 }
 
-// NewStatView computes the printable summary.
+// NewStatView computes the printable summary, every connection's row in
+// its Connections.
 func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
+	v, nsRef := statView(st, sum)
+	v.Connections = []ConnView{}
+	// Rows are shared by value where equal: a trace can have hundreds of
+	// thousands of connections.
+	share := newRowSharing()
+	for _, c := range st.Connections {
+		if c.Active() {
+			v.Connections = append(v.Connections, connView(c, nsRef, share))
+		} else {
+			v.StateOnly++
+		}
+	}
+	return v
+}
+
+// statView is the summary without the connections' rows.
+func statView(st *analyze.Stat, sum *analyze.Summary) (StatView, func(uint32) NetnsRef) {
 	st.Sort()
 	names := sum.Names
 	nsRef := func(ino uint32) NetnsRef { return NetnsRef{ino, names.NetnsName(ino)} }
 	v := StatView{Seconds: st.Seconds(), Events: st.Events, Lost: sum.TotalLost(), Missing: sum.Missing,
-		Connections: []ConnView{}, Devices: []DevView{}, CPUs: []CPUView{}, Drops: []DropView{}, Qdiscs: []QdiscView{},
+		Devices: []DevView{}, CPUs: []CPUView{}, Drops: []DropView{}, Qdiscs: []QdiscView{},
 		Resets: []ResetView{}}
 	v.Processes = []ProcView{}
 	if smp := sum.Sample; smp != nil {
@@ -383,43 +404,6 @@ func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 		v.Qdiscs = append(v.Qdiscs, QdiscView{Dev: q.Dev, NetnsRef: nsRef(q.Netns), Kind: q.Kind, Handle: event.QdiscHandle(q.Handle),
 			Parent: event.QdiscHandle(q.Parent), Enqueues: q.Enqueues, Dequeues: q.Dequeues, Drops: q.Drops,
 			Requeues: q.Requeues, BacklogMax: q.BacklogMax, Wait: qdiscWaitView(q.Wait)})
-	}
-	// Connections go through the same few sequences of states, and short
-	// ones have the same few send-limit shares and counts: rows with equal
-	// values share one list or map, as a trace can have hundreds of
-	// thousands of connections.
-	states, limitShares, limitCounts := shared[[]string]{}, shared[map[string]float64]{}, shared[map[string]uint64]{}
-	active := 0
-	for _, c := range st.Connections {
-		if c.Active() {
-			active++
-		}
-	}
-	v.Connections = make([]ConnView, 0, active)
-	for _, c := range st.Connections {
-		if !c.Active() {
-			v.StateOnly++
-			continue
-		}
-		seq, shares, counts := c.States(), c.LimitShares(), c.LimitCount()
-		cv := ConnView{
-			Sock: fmt.Sprintf("0x%x", c.Sock), Local: c.Local, Peer: c.Peer, NetnsRef: nsRef(c.Netns),
-			Seconds: c.Duration(), States: states.get(strings.Join(seq, " "), seq),
-			LimitShare: limitShares.get(fmt.Sprint(shares), shares), LimitDecisions: limitCounts.get(fmt.Sprint(counts), counts),
-			RetransSegs: c.RetransSegs, CongStates: c.CongStates, Resets: c.Resets, Kernel: kernelLimits(c),
-			Stages: stageViews(c.Stages),
-		}
-		if c.Samples > 0 {
-			cv.BytesAcked, cv.BytesReceived, cv.ThroughputBps = ptr(c.BytesAcked), ptr(c.BytesReceived), ptr(c.Throughput())
-			cv.AvgSRTTus, cv.MaxSRTTus = ptr(c.AvgSRTTus()), ptr(c.MaxSRTTus)
-		}
-		if c.HasMinRTT() {
-			cv.MinRTTus = ptr(c.MinRTTus)
-		}
-		if c.CwndSeen {
-			cv.CwndMin, cv.CwndMax = ptr(c.CwndMin), ptr(c.CwndMax)
-		}
-		v.Connections = append(v.Connections, cv)
 	}
 	for _, r := range st.Resets {
 		v.Resets = append(v.Resets, ResetView{NetnsRef: nsRef(r.Netns), Owner: r.Owner, Sent: r.Sent, Received: r.Received,
@@ -454,22 +438,10 @@ func NewStatView(st *analyze.Stat, sum *analyze.Summary) StatView {
 		v.Drops = append(v.Drops, DropView{Reason: event.EnumName(names, d.Reason, event.Names.DropReason),
 			Location: event.SymbolName(names, d.Location), Dev: d.Dev, Count: d.Count})
 	}
-	return v
+	return v, nsRef
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// shared hands out one value per key (a printing of the value: fmt prints
-// a map's keys sorted and a float in the shortest form that reads back).
-type shared[V any] map[string]V
-
-func (s shared[V]) get(key string, v V) V {
-	if old, ok := s[key]; ok {
-		return old
-	}
-	s[key] = v
-	return v
-}
 
 // Bytes is what the connection moved, the larger direction; nil when not measured.
 func (c *ConnView) Bytes() *uint64 {
@@ -516,8 +488,8 @@ func WriteStatText(w io.Writer, v StatView) error {
 			fmt.Fprintln(w)
 		}
 	}
-	if len(v.Connections) > 0 {
-		if err := writeConnTable(w, v.Connections); err != nil {
+	if v.conns() > 0 {
+		if err := writeConnTable(w, &v); err != nil {
 			return err
 		}
 	}
@@ -525,7 +497,7 @@ func WriteStatText(w io.Writer, v StatView) error {
 	if v.StateOnly > 0 {
 		fmt.Fprintf(tw, "(%d more sockets only changed state)\n", v.StateOnly)
 	}
-	writeStages(tw, v.Connections)
+	writeStages(tw, &v)
 	if len(v.Resets) > 0 {
 		fmt.Fprintln(tw, "\nRESETS WITHOUT A CONNECTION\nnetns\towner\tsent\treceived\tlast local\tlast peer")
 		for _, r := range v.Resets {
@@ -533,11 +505,12 @@ func WriteStatText(w io.Writer, v StatView) error {
 		}
 	}
 	var differ []ConnView
-	for _, c := range v.Connections {
+	v.EachConn(func(c *analyze.ConnStat) bool { return c.KernelBusyUs == 0 }, func(_ *analyze.ConnStat, c *ConnView) error {
 		if c.Kernel != nil && c.Kernel.Differs() {
-			differ = append(differ, c)
+			differ = append(differ, *c)
 		}
-	}
+		return nil
+	})
 	if len(differ) > 0 {
 		fmt.Fprintln(tw, "\nKERNEL ACCOUNTING where it differs (shares of the longer of tcp_info's busy time and skbtrace's runs but app)\nlocal\tpeer\tbusy\trwnd-limited\tskbtrace swnd\tsndbuf-limited\tskbtrace sndbuf")
 		for _, c := range differ {

@@ -11,6 +11,7 @@ import (
 	"github.com/skbtrace/skbtrace/internal/analyze/timeline"
 	"github.com/skbtrace/skbtrace/internal/event"
 	"github.com/skbtrace/skbtrace/internal/host"
+	"github.com/skbtrace/skbtrace/internal/wire"
 )
 
 var (
@@ -108,18 +109,44 @@ func TestStatPagePairsTheFlowsEnds(t *testing.T) {
 }
 
 // stat --json writes the connections one at a time: the document is the
-// one encoding the whole view gives, with no connection and with several.
+// one encoding the whole view gives, with no connection and with several;
+// a view that makes its rows as they are written (NewStatViewRows) writes
+// the same text and JSON as one that holds them.
 func TestStatJSONStreamsTheWholeDocument(t *testing.T) {
 	for n := range 3 {
 		st, sum := analyze.NewStat(), analyze.NewSummary()
 		for i := range n {
 			peer := netip.AddrPortFrom(statPeer.Addr(), uint16(5201+i))
-			st.Add(&event.Event{Type: event.TypeTCPConn, Time: 1, Conn: event.TCPConn{Socket: event.Socket{Sock: uint64(0xa + i), Local: statLocal, Peer: peer}, New: event.TCPEstablished}})
+			sock := event.Socket{Sock: uint64(0xa + i), Local: statLocal, Peer: peer}
+			st.Add(&event.Event{Type: event.TypeTCPConn, Time: 1, Conn: event.TCPConn{Socket: sock, New: event.TCPEstablished}})
 			ev := sendlim(2_000_000, 1_000, event.SendlimCwnd, 10, 0, 0)
 			ev.Sendlim.Sock, ev.Sendlim.Peer = uint64(0xa+i), peer
 			st.Add(ev)
+			cong := &event.Event{Type: event.TypeTCPCong, Time: 3_000_000, Socket: sock}
+			cong.Cong.State = 2
+			st.Add(cong)
+			stage := &event.Event{Type: event.TypeTCPStage, Time: 4_000_000, Socket: sock, Stage: &wire.TcpStageEvent{}}
+			for k := range stage.Stage.Stage {
+				h := &stage.Stage.Stage[k]
+				h.Count, h.SumNs, h.Hist[10+k] = 3, 3_000*uint64(k+1), 3
+			}
+			st.Add(stage)
+		}
+		rows := NewStatViewRows(st, sum)
+		var rowsJSON, rowsText, text strings.Builder
+		if err := WriteStatJSON(&rowsJSON, rows); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteStatText(&rowsText, rows); err != nil {
+			t.Fatal(err)
 		}
 		view := NewStatView(st, sum)
+		if err := WriteStatText(&text, view); err != nil {
+			t.Fatal(err)
+		}
+		if rows.Connections != nil || rowsText.String() != text.String() || n > 0 && !strings.Contains(text.String(), "TIME BY STAGE") {
+			t.Errorf("%d connections: the text of the view of rows made as written:\n%s\nwant (with the stages):\n%s", n, rowsText.String(), text.String())
+		}
 		var whole, streamed strings.Builder
 		enc := json.NewEncoder(&whole)
 		enc.SetEscapeHTML(false)
@@ -130,8 +157,8 @@ func TestStatJSONStreamsTheWholeDocument(t *testing.T) {
 		if err := WriteStatJSON(&streamed, view); err != nil {
 			t.Fatal(err)
 		}
-		if len(view.Connections) != n || streamed.String() != whole.String() {
-			t.Errorf("%d connections (want %d); streamed:\n%s\nwhole:\n%s", len(view.Connections), n, streamed.String(), whole.String())
+		if len(view.Connections) != n || streamed.String() != whole.String() || rowsJSON.String() != whole.String() {
+			t.Errorf("%d connections (want %d); streamed:\n%s\nrows made as written:\n%s\nwhole:\n%s", len(view.Connections), n, streamed.String(), rowsJSON.String(), whole.String())
 		}
 	}
 }

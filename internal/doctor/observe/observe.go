@@ -510,7 +510,7 @@ func joinRecording(obs *Observation, recording io.Reader, spaces []*watched, ser
 				if stages == nil {
 					stages = new([wire.TcpStageSTAGE_MAX]wire.StageHist)
 				}
-				analyze.AddStages(stages, c.Stages)
+				c.Stages.AddTo(stages)
 			}
 			for r, n := range c.LimitNs() {
 				limitNs[r] += n
@@ -524,7 +524,7 @@ func joinRecording(obs *Observation, recording io.Reader, spaces []*watched, ser
 				}
 				f.LimitCounts[r] += n
 			}
-			for st, n := range c.CongStates {
+			for st, n := range c.CongStates.Map() {
 				if f.CongStates == nil {
 					f.CongStates = map[string]int{}
 				}

@@ -6,7 +6,7 @@ import (
 )
 
 // flowRow is one connection as `skbtrace stat --json` reports it, from the
-// same computation (report.NewStatView), with its span in the recording.
+// same computation (report.NewStatViewRows), with its span in the recording.
 type flowRow struct {
 	meta
 	Sock      string   `parquet:"sock,dict"`
@@ -42,26 +42,18 @@ type flowRow struct {
 }
 
 func (x *Exporter) writeFlows() error {
-	view := report.NewStatView(x.stat, x.sum)
-	// NewStatView lists the active connections in the order it sorted
-	// x.stat.Connections into: the two walk together.
-	var active []*analyze.ConnStat
-	for _, c := range x.stat.Connections {
-		if c.Active() {
-			active = append(active, c)
-		}
-	}
+	view := report.NewStatViewRows(x.stat, x.sum)
 	t, err := createTable[flowRow](x.dir, flowsTable)
 	if err != nil {
 		return err
 	}
-	for i, v := range view.Connections {
+	// Each row is made as it is written: a trace can have hundreds of
+	// thousands of connections.
+	err = view.EachConn(nil, func(c *analyze.ConnStat, v *report.ConnView) error {
 		r, err := t.next()
 		if err != nil {
-			t.close()
 			return err
 		}
-		c := active[i]
 		r.meta = x.meta
 		r.Sock, r.Local, r.Peer = v.Sock, v.Local, v.Peer
 		r.Netns, r.NetnsName = int64(c.Netns), x.sum.Names.NetnsName(c.Netns)
@@ -78,6 +70,11 @@ func (x *Exporter) writeFlows() error {
 		if k := v.Kernel; k != nil {
 			r.KernelBusyUs, r.KernelRwndLimitedUs, r.KernelSndbufLimitedUs = int64(k.BusyUs), int64(k.RwndLimitedUs), int64(k.SndbufLimitedUs)
 		}
+		return nil
+	})
+	if err != nil {
+		t.close()
+		return err
 	}
 	return t.close()
 }
