@@ -101,7 +101,6 @@ func TestSlowTraceReadersHoldUpNeitherEvidenceNorLaterReaders(t *testing.T) {
 	srv.Config = a.Server()
 	srv.Start()
 	defer srv.Close()
-	var slow []net.Conn
 	for range maxTraceRequests {
 		c, err := net.Dial("tcp", srv.Listener.Addr().String())
 		if err != nil {
@@ -111,7 +110,6 @@ func TestSlowTraceReadersHoldUpNeitherEvidenceNorLaterReaders(t *testing.T) {
 		if _, err := io.WriteString(c, "GET /v1/trace HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 			t.Fatal(err)
 		}
-		slow = append(slow, c)
 	}
 	waitFor(t, "the slow readers to take every trace slot", func() bool { return len(a.traceSlots) == maxTraceRequests })
 	resp, err := http.Get(srv.URL + "/v1/trace")
