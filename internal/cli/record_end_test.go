@@ -189,8 +189,12 @@ func TestParseOfARecordingCutShort(t *testing.T) {
 	}
 	dir := t.TempDir()
 	killed, torn := filepath.Join(dir, "killed.trace"), filepath.Join(dir, "torn.trace")
-	os.WriteFile(killed, buf.Bytes(), 0o644)
-	os.WriteFile(torn, buf.Bytes()[:buf.Len()-7], 0o644)
+	if err := os.WriteFile(killed, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(torn, buf.Bytes()[:buf.Len()-7], 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args  []string
 		code  int
